@@ -1,0 +1,170 @@
+# tpuloop — build, test, fuzz, bench and install.
+#
+#   make run       install what is missing, build, run the main job
+#   make test      install what is missing, build, run the whole suite, then the
+#                  suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz      short smoke run of every fuzz target (FUZZ_SECONDS each)
+#   make bench     build and run the benchmarks
+#   make install   PREFIX=/usr/local: headers, libraries, tpuloop.pc, the command
+#
+# Outputs go under $(BUILD) (build/ by default; build/asan for the sanitizer
+# run, build/fuzz for the fuzzers), so the variants never mix objects.
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+SAN      ?=
+CC       ?= cc
+FUZZ_CC  ?= clang
+FUZZ_SECONDS ?= 30
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+
+PKGS     := jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wpointer-arith -Wformat=2 -Wvla
+OPT      ?= -O2 -g
+CFLAGS_BASE := -std=c11 $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread \
+            -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(PKG_CFLAGS)
+ifeq ($(SAN),1)
+CFLAGS_BASE += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDSAN       := -fsanitize=address,undefined
+endif
+LDLIBS_ALL  := $(PKG_LIBS) -pthread -lm
+
+LIB_SRC  := $(sort $(wildcard src/base/*.c src/config/*.c src/mesh/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(sort $(wildcard tests/*.c))
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+HEADERS  := $(sort $(wildcard include/tpuloop/*.h))
+
+STATIC   := $(BUILD)/lib/libtpuloop.a
+SOVER    := 0
+SHARED   := $(BUILD)/lib/libtpuloop.so.$(SOVER)
+CLI      := $(BUILD)/bin/tpuloop
+TESTS    := $(BUILD)/tests/tpuloop_tests
+
+.PHONY: all lib deps build run test check unit asan-unit symbols install-check \
+        fuzz fuzz-build bench install uninstall clean
+
+all: lib $(CLI) $(TESTS) $(BENCH_BIN)
+
+lib: $(STATIC) $(SHARED)
+
+deps:
+	@./scripts/install-deps
+
+# A recursive make after deps, so that pkg-config runs once the packages exist.
+build: deps
+	@$(MAKE) --no-print-directory all
+
+run: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	$(CLI) config
+	$(CLI) devices
+
+test: deps
+	@$(MAKE) --no-print-directory check
+
+check: all symbols install-check unit
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT="-O1 -g" asan-unit
+
+unit: $(TESTS) $(CLI)
+	TPULOOP_CLI=$(abspath $(CLI)) $(TESTS) --jobs=$(JOBS)
+
+# Under ASan + UBSan; the last line printed is the test framework's summary.
+asan-unit: $(TESTS) $(CLI)
+	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer =="
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	TPULOOP_CLI=$(abspath $(CLI)) $(TESTS) --jobs=$(JOBS)
+
+# Only tl_* symbols leave the shared library.
+symbols: $(SHARED)
+	@bad=$$(nm -D --defined-only $(SHARED) | awk '$$2 ~ /^[TDBRV]$$/ {print $$3}' | grep -v '^tl_' || true); \
+	if [ -n "$$bad" ]; then echo "symbols: not tl_* but exported:"; echo "$$bad"; exit 1; fi; \
+	echo "symbols: $$(nm -D --defined-only $(SHARED) | grep -c ' T tl_') exported, all tl_*"
+
+# Installs into a scratch prefix and builds a program against tpuloop.pc.
+install-check: lib
+	@rm -rf $(BUILD)/install-check && mkdir -p $(BUILD)/install-check
+	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD)/install-check/prefix) >/dev/null
+	@printf '#include <tpuloop/tpuloop.h>\n#include <stdio.h>\nint main(void){tl_config *c; if (tl_config_create(&c)) return 1; printf("%%s\\n", tl_strerror(TL_EINVAL)); tl_config_destroy(c); return 0;}\n' > $(BUILD)/install-check/use.c
+	@PKG_CONFIG_PATH=$(abspath $(BUILD)/install-check/prefix)/lib/pkgconfig; export PKG_CONFIG_PATH; \
+	$(CC) -std=c11 -Wall -Werror $(BUILD)/install-check/use.c -o $(BUILD)/install-check/use \
+	    $$(pkg-config --cflags --libs tpuloop) -Wl,-rpath,$(abspath $(BUILD)/install-check/prefix)/lib && \
+	$(BUILD)/install-check/use >/dev/null && echo "install-check: pkg-config tpuloop builds and runs a program"
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libtpuloop.so.$(SOVER) $(LDSAN) -o $@ $^ $(LDLIBS_ALL)
+	ln -sf libtpuloop.so.$(SOVER) $(BUILD)/lib/libtpuloop.so
+
+$(CLI): $(CLI_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+
+$(TESTS): $(TEST_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: bench/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do $$b || exit 1; done
+
+# libFuzzer targets, built with clang in their own tree.
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build/fuzz/%)
+FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+              -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(PKG_CFLAGS)
+
+build/fuzz/%: fuzz/%.c $(LIB_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(PKG_LIBS) -pthread -lm
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@for f in $(FUZZ_BIN); do \
+	    name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
+	    echo "== $$name for $(FUZZ_SECONDS)s =="; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -dict=fuzz/$$name.dict \
+	        build/fuzz/corpus-$$name fuzz/seeds/$$name 2>&1 | tail -n 12 || exit 1; \
+	done
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include/tpuloop $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/tpuloop/
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtpuloop.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libtpuloop.so
+	@if [ -f $(CLI) ]; then install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/; fi
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TL_VERSION_STRING "\(.*\)"/\1/p' include/tpuloop/base.h)|g' \
+	    -e 's|@PKGS@|$(PKGS)|g' tpuloop.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/tpuloop $(DESTDIR)$(PREFIX)/lib/libtpuloop.* \
+	       $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc $(DESTDIR)$(PREFIX)/bin/tpuloop
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

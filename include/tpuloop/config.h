@@ -1,0 +1,238 @@
+/*
+ * tpuloop/config.h — the run configuration: TensorFlow's RunConfig and
+ * TPUConfig fields, TPUEstimator's batch sizes, and tpuloop's own (devices,
+ * num_hosts), with TensorFlow's defaults and its validation in its order.
+ *
+ * Values come from four sources; a later one wins:
+ *
+ *   1. built-in defaults (TensorFlow's),
+ *   2. a JSON file; TPUConfig fields nest under "tpu_config":
+ *          {"model_dir": "/tmp/m", "train_batch_size": 1024,
+ *           "tpu_config": {"iterations_per_loop": "1h", "num_cores_per_replica": 2}}
+ *   3. environment variables named by the spec or tpuloop (TPULOOP_DEVICE_COUNT
+ *      for `devices`; TF_CONFIG's service.tpu_worker_job_name for an unset
+ *      tpu_job_name),
+ *   4. `--name=value` flags with the leaf names (--iterations_per_loop=1h).
+ *
+ * One option table drives the file keys, the flags, the defaults, the bounds,
+ * the validation and `tpuloop help config` (tl_config_help).
+ *
+ * Setting a value only records it (an unknown key or a malformed file is an
+ * error at once). tl_config_resolve() then checks every value in TensorFlow's
+ * order — TPUConfig's constructor checks first, then RunConfig's, then
+ * TPUEstimator's constructor checks — so the first failure is the one
+ * TensorFlow would report, with TensorFlow's message, the source of the value
+ * appended: "num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got 3
+ * [from --num_cores_per_replica]".
+ *
+ *     tl_config *cfg;
+ *     tl_config_create(&cfg);
+ *     tl_config_load_file(cfg, "run.json");
+ *     tl_config_apply_env(cfg, (const char *const *)environ);
+ *     tl_config_apply_args(cfg, argc, argv, &nrest, rest);
+ *     if (tl_config_resolve(cfg) != TL_OK)
+ *         fprintf(stderr, "error: %s\n", tl_last_error());
+ *     const tl_run_config *rc = tl_config_get(cfg);
+ *     printf("%lld steps per loop\n", (long long)rc->tpu.iterations_per_loop.value);
+ *     tl_config_destroy(cfg);
+ */
+#ifndef TPULOOP_CONFIG_H
+#define TPULOOP_CONFIG_H
+
+#include "tpuloop/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- iterations_per_loop ------------------------------------------------ */
+
+typedef enum { TL_IPL_COUNT = 0, TL_IPL_SECONDS = 1 } tl_ipl_unit;
+
+typedef struct tl_ipl {
+    tl_ipl_unit unit;
+    int64_t value; /* steps, or seconds (m and h already multiplied out) */
+} tl_ipl;
+
+/*
+ * Parses iterations_per_loop with TensorFlow's grammar: a positive decimal
+ * count without leading zeros ("1", "123"), or such a number followed by one
+ * of s, m, h ("30s", "1m" = 60 s, "1h" = 3600 s). Everything else is
+ * TL_EINVAL with a message containing "must be positive": zero, signs,
+ * fractions, spaces, upper-case units, and the two Python regex quirks ("5|",
+ * a trailing newline), which TensorFlow accepts by accident and tpuloop
+ * rejects as the spec recommends. Overflow of int64 (after the unit) is
+ * TL_EINVAL too.
+ */
+TL_API tl_status tl_parse_iterations_per_loop(const char *text, tl_ipl *out);
+
+/* ---- input deployment (TensorFlow's InputPipelineConfig values) --------- */
+
+typedef enum {
+    TL_PER_SHARD_V1 = 1,
+    TL_PER_HOST_V1 = 2,
+    TL_PER_HOST_V2 = 3,
+    TL_BROADCAST = 4,
+    TL_SLICED = 5
+} tl_input_mode;
+
+/* "PER_SHARD_V1", ... "SLICED"; "UNKNOWN" for other values. */
+TL_API const char *tl_input_mode_name(tl_input_mode m);
+
+/* ---- values ------------------------------------------------------------- */
+
+/* An integer that may be None. */
+typedef struct tl_opt_int {
+    bool set;
+    int64_t value;
+} tl_opt_int;
+
+/* input_partition_dims, parsed (see tl_partition_* in topology.h). */
+typedef struct tl_partition_dims tl_partition_dims;
+
+typedef struct tl_tpu_config {
+    tl_ipl iterations_per_loop;               /* default 2 steps */
+    tl_opt_int num_shards;                     /* deprecated; must equal replicas if set */
+    tl_opt_int num_cores_per_replica;          /* None: no model parallelism */
+    tl_input_mode per_host_input_for_training; /* default PER_HOST_V1 (True) */
+    const char *tpu_job_name;                  /* NULL when None and TF_CONFIG names none */
+    int64_t initial_infeed_sleep_secs;         /* 0: no sleep */
+    const tl_partition_dims *input_partition_dims; /* NULL when None */
+    tl_input_mode eval_training_input_configuration; /* PER_HOST_V1 or SLICED */
+    int64_t experimental_host_call_every_n_steps;    /* >= 1, default 1 */
+    bool experimental_allow_per_host_v2_parallel_get_next;
+} tl_tpu_config;
+
+typedef struct tl_run_config {
+    tl_tpu_config tpu;
+    const char *model_dir;         /* NULL when None */
+    const char *master;            /* "" by default */
+    const char *evaluation_master; /* defaults to master */
+    bool use_tpu;                  /* false: plain Estimator path, one input_fn call with G */
+    bool eval_on_tpu;
+    tl_opt_int train_batch_size;   /* global batch per mode */
+    tl_opt_int eval_batch_size;
+    tl_opt_int predict_batch_size;
+    tl_opt_int save_checkpoints_steps; /* both None: no checkpoint hook */
+    tl_opt_int save_checkpoints_secs;  /* 600 when neither is given */
+    int64_t keep_checkpoint_max;       /* 0 keeps all */
+    double keep_checkpoint_every_n_hours;
+    tl_opt_int save_summary_steps;
+    tl_opt_int log_step_count_steps;   /* None: no logging hooks */
+    tl_opt_int tf_random_seed;
+    tl_opt_int train_steps;            /* train()'s steps: relative */
+    tl_opt_int max_steps;              /* train()'s max_steps: absolute */
+    tl_opt_int eval_steps;
+    int64_t devices;                   /* per host; 0 discovers one per core */
+    int64_t num_hosts;
+    const char *params_json;           /* the user's params as a JSON object; "{}" by default */
+} tl_run_config;
+
+/* ---- the configuration object ------------------------------------------ */
+
+typedef struct tl_config tl_config;
+
+/* Creates a configuration holding the defaults. Errors: TL_ENOMEM. */
+TL_API tl_status tl_config_create(tl_config **out);
+
+/* Accepts NULL. */
+TL_API void tl_config_destroy(tl_config *cfg);
+
+/* Where an option's current value came from. */
+typedef enum {
+    TL_SOURCE_DEFAULT = 0,
+    TL_SOURCE_FILE = 1,
+    TL_SOURCE_ENV = 2,
+    TL_SOURCE_FLAG = 3
+} tl_config_source;
+
+/*
+ * Sets option `name` (a leaf name such as "num_shards", or a dotted one such
+ * as "tpu_config.num_shards") from text as a flag gives it: integers, reals,
+ * true/false/True/False, null/None and JSON arrays and objects are read as
+ * such; anything else is a string. String options take the text verbatim.
+ * Errors: TL_EUNKNOWN for a name no option has; TL_EPARSE for malformed JSON
+ * in an option that takes a structure; TL_ENOMEM.
+ */
+TL_API tl_status tl_config_set(tl_config *cfg, const char *name, const char *text,
+                               tl_config_source source);
+
+/*
+ * Loads a JSON object. Top-level keys are RunConfig / TPUEstimator / tpuloop
+ * options and "tpu_config", an object of TPUConfig options. `origin` names the
+ * source in messages (a file name). Errors: TL_EPARSE for malformed JSON (the
+ * message gives origin:line:column) or a top level that is not an object;
+ * TL_EUNKNOWN for an unknown key (named with its path); TL_ETYPE when
+ * "tpu_config" is not an object; TL_ENOMEM. Values are type-checked by
+ * tl_config_resolve, in TensorFlow's order.
+ */
+TL_API tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, const char *origin);
+
+/* Reads and loads a JSON file. Errors: those of tl_config_load_json, and
+ * TL_EIO when the file cannot be read (the message names it and why). */
+TL_API tl_status tl_config_load_file(tl_config *cfg, const char *path);
+
+/*
+ * Applies the environment: TPULOOP_DEVICE_COUNT sets `devices`, and TF_CONFIG
+ * (JSON) is kept for tpu_job_name and evaluation_master. envp is a
+ * NULL-terminated array of "NAME=value" strings (environ). Errors: those of
+ * tl_config_set.
+ */
+TL_API tl_status tl_config_apply_env(tl_config *cfg, const char *const *envp);
+
+/*
+ * Applies `--name=value` flags (also `--name value`) from argv[0..argc).
+ * Arguments that are not flags (no leading "--"), and flags that are not
+ * config options when `rest` is given, are copied in order into rest (room for
+ * argc entries) and counted in *nrest; with rest NULL an unknown flag is
+ * TL_EUNKNOWN. A bare "--" stops flag parsing; what follows goes to rest.
+ * Errors: TL_EUNKNOWN, TL_EINVAL for a flag without a value, TL_EPARSE,
+ * TL_ENOMEM.
+ */
+TL_API tl_status tl_config_apply_args(tl_config *cfg, int argc, char *const *argv, int *nrest,
+                                      char **rest);
+
+/*
+ * Checks every value in TensorFlow's order and computes the resolved values.
+ * Errors: TL_EINVAL (ValueError), TL_ETYPE (TypeError), TL_ENOMEM.
+ */
+TL_API tl_status tl_config_resolve(tl_config *cfg);
+
+/* The resolved values; valid after a successful tl_config_resolve and until
+ * the next change to cfg or its destruction. NULL before. */
+TL_API const tl_run_config *tl_config_get(const tl_config *cfg);
+
+/* Where option `name` got its value, and a printable description of that
+ * source ("default", "file run.json", "env TPULOOP_DEVICE_COUNT",
+ * "flag --num_shards"). TL_EUNKNOWN for an unknown name. */
+TL_API tl_status tl_config_source_of(const tl_config *cfg, const char *name, tl_config_source *source,
+                                     const char **description);
+
+/*
+ * Train-time checks of train()'s steps and max_steps: TL_EINVAL "For TPU
+ * training, one of `steps` or `max_steps` must be set. Cannot be both `None`."
+ * when neither is set with use_tpu (the others are checked at resolve time).
+ */
+TL_API tl_status tl_config_check_train(const tl_config *cfg);
+
+/* Evaluate-time check: TL_EINVAL "Evaluate `steps` must be set on TPU. Cannot
+ * be `None`." when eval_steps is None with use_tpu. */
+TL_API tl_status tl_config_check_eval(const tl_config *cfg);
+
+/*
+ * The resolved configuration as a JSON object (a tl_malloc'd string the caller
+ * frees with tl_free_string): every option under its file key, TPUConfig
+ * fields under "tpu_config", iterations_per_loop as {"unit", "value"}.
+ */
+TL_API tl_status tl_config_to_json(const tl_config *cfg, char **out);
+
+/* The option table as help text: every option, its file key, flag, default,
+ * allowed values and meaning. Caller frees with tl_free_string. */
+TL_API tl_status tl_config_help(char **out);
+
+TL_API void tl_free_string(char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPULOOP_CONFIG_H */

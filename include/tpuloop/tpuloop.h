@@ -1,0 +1,23 @@
+/*
+ * tpuloop/tpuloop.h — the whole public API.
+ *
+ * tpuloop is a training runtime in C with the programming model of
+ * TensorFlow's TPUEstimator, TPUEmbedding and Keras' distribution API. This
+ * header includes every public header:
+ *
+ *   base.h          status codes, error details, allocation hook, logging
+ *   config.h        RunConfig / TPUConfig with TensorFlow's rules
+ *   devices.h       the devices of a run (one per core, or a virtual count)
+ *   topology.h      hosts, replicas, partitions and per-mode input plans
+ *   mesh.h          Keras' DeviceMesh, TensorLayout and LayoutMap
+ *   distribution.h  Keras' DataParallel / ModelParallel and dataset sharding
+ */
+#ifndef TPULOOP_TPULOOP_H
+#define TPULOOP_TPULOOP_H
+
+#include "tpuloop/base.h"
+#include "tpuloop/config.h"
+#include "tpuloop/devices.h"
+#include "tpuloop/topology.h"
+
+#endif /* TPULOOP_TPULOOP_H */

@@ -1,0 +1,79 @@
+/*
+ * base_int.h — what every part of tpuloop uses from base/: setting the
+ * thread's error detail, allocation through the hook, logging, and the
+ * invariant check for bugs.
+ */
+#ifndef TL_BASE_INT_H
+#define TL_BASE_INT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpuloop/base.h"
+
+#if defined(__GNUC__)
+#define TL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define TL_PRINTF(fmt, args)
+#endif
+
+/* Records st and the formatted detail as this thread's last error and returns
+ * st, so a failing path reads `return tl_error(TL_EINVAL, "...", ...);`. */
+tl_status tl_error(tl_status st, const char *fmt, ...) TL_PRINTF(2, 3);
+
+/* Prepends "prefix" to this thread's last error message (for context such as
+ * the file name or the source of a value) and returns st. */
+tl_status tl_error_prefix(tl_status st, const char *fmt, ...) TL_PRINTF(2, 3);
+
+/* Allocation through the hook. tl_calloc and tl_alloc_array check n * size for
+ * overflow. None of them sets the thread's error; callers that fail report
+ * TL_ENOMEM with tl_error_oom(). */
+void *tl_malloc(size_t size);
+void *tl_calloc(size_t n, size_t size);
+void *tl_realloc(void *ptr, size_t size);
+void *tl_alloc_array(size_t n, size_t size);
+void tl_free(void *ptr);
+char *tl_strdup(const char *s);
+char *tl_strndup(const char *s, size_t n);
+tl_status tl_error_oom(void);
+
+/* Formats into a new tl_malloc'd string; NULL when out of memory. */
+char *tl_asprintf(const char *fmt, ...) TL_PRINTF(1, 2);
+
+/* A growable string for building messages and listings. */
+typedef struct tl_strbuf {
+    char *data; /* NUL-terminated; NULL until the first append */
+    size_t len;
+    size_t cap;
+    int failed; /* set once an append ran out of memory; later appends do nothing */
+} tl_strbuf;
+
+void tl_strbuf_appendf(tl_strbuf *sb, const char *fmt, ...) TL_PRINTF(2, 3);
+void tl_strbuf_append(tl_strbuf *sb, const char *s);
+/* Appends n raw bytes (which may contain NULs). */
+void tl_strbuf_append_n(tl_strbuf *sb, const void *data, size_t n);
+/* Returns the string (never NULL unless out of memory) and hands ownership to
+ * the caller; the buffer is reset. */
+char *tl_strbuf_take(tl_strbuf *sb);
+void tl_strbuf_free(tl_strbuf *sb);
+
+/* Strict decimal integer parsing: optional sign, digits, nothing else (no
+ * spaces, no "0x", no trailing text), with overflow detection. Returns 0 on
+ * success, -1 when the text is not an integer, -2 on overflow. */
+int tl_parse_int64(const char *s, int64_t *out);
+
+void tl_log(tl_log_level level, const char *fmt, ...) TL_PRINTF(2, 3);
+
+/* A broken invariant: a bug in tpuloop, never bad input. */
+#define TL_ASSERT(cond)                                               \
+    do {                                                              \
+        if (!(cond))                                                  \
+            tl_assert_fail(#cond, __FILE__, __LINE__);                \
+    } while (0)
+
+_Noreturn void tl_assert_fail(const char *expr, const char *file, int line);
+
+#define TL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* TL_BASE_INT_H */

@@ -1,0 +1,73 @@
+/* error.c — the thread-local last error. The detail lives beside the status
+ * so that a caller several frames up can print what went wrong without every
+ * layer threading a message buffer through. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base_int.h"
+
+#define TL_ERRMSG_MAX 1024
+
+static _Thread_local char errmsg[TL_ERRMSG_MAX];
+static _Thread_local tl_status errstatus = TL_OK;
+
+static void set_message(const char *fmt, va_list ap)
+{
+    int n = vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    if (n < 0)
+        errmsg[0] = '\0';
+}
+
+tl_status tl_error(tl_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(fmt, ap);
+    va_end(ap);
+    errstatus = st;
+    return st;
+}
+
+tl_status tl_error_prefix(tl_status st, const char *fmt, ...)
+{
+    char prefix[TL_ERRMSG_MAX];
+    char old[TL_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        prefix[0] = '\0';
+    memcpy(old, errmsg, sizeof old);
+    snprintf(errmsg, sizeof errmsg, "%s%s", prefix, old);
+    errstatus = st;
+    return st;
+}
+
+tl_status tl_error_oom(void)
+{
+    return tl_error(TL_ENOMEM, "out of memory");
+}
+
+const char *tl_last_error(void)
+{
+    return errmsg;
+}
+
+tl_status tl_last_status(void)
+{
+    return errstatus;
+}
+
+void tl_clear_error(void)
+{
+    errmsg[0] = '\0';
+    errstatus = TL_OK;
+}
+
+void tl_assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "tpuloop: internal error: %s:%d: assertion failed: %s\n", file, line, expr);
+    fflush(stderr);
+    __builtin_trap();
+}

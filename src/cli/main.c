@@ -1,0 +1,369 @@
+/* main.c — the `tpuloop` command: `config`, `devices`, `help`, `version`.
+ *
+ * Exit status: 0 on success, 2 for a bad configuration or bad arguments, 1
+ * for a runtime failure; errors are printed as "error: <message>" on stderr.
+ * The command uses only the public API (include/tpuloop/). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tpuloop/tpuloop.h"
+
+extern char **environ;
+
+#define EXIT_BAD_INPUT 2
+#define EXIT_RUNTIME 1
+
+static int fail(tl_status st)
+{
+    fprintf(stderr, "error: %s\n", tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
+    return tl_status_is_input_error(st) ? EXIT_BAD_INPUT : EXIT_RUNTIME;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(run `tpuloop help` for usage)\n");
+    va_end(ap);
+    return EXIT_BAD_INPUT;
+}
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tpuloop <command> [args]\n"
+            "\n"
+            "commands:\n"
+            "  config [FILE] [--name=value ...] [--json]\n"
+            "                 print the resolved configuration, the topology and the input plan\n"
+            "                 of train, eval and predict (FILE: a JSON config)\n"
+            "  devices [--devices=N] [--num_hosts=H] [--json]\n"
+            "                 list the devices\n"
+            "  help [config]  this text, or every configuration option\n"
+            "  version        print the version\n"
+            "\n"
+            "Configuration sources, later wins: defaults, FILE, TPULOOP_DEVICE_COUNT and TF_CONFIG,\n"
+            "--flags. Exit status: 0 ok, 2 bad configuration or arguments, 1 runtime failure.\n");
+}
+
+/* Loads the configuration: defaults, FILE, environment, flags. Non-config
+ * arguments other than those in `allowed` (NULL-terminated) are errors. */
+static int load_config(int argc, char **argv, const char *const *allowed, bool allow_file, tl_config **out,
+                       bool *flags_seen, int nflags)
+{
+    tl_config *probe = NULL, *cfg = NULL;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0, rc = 0;
+    tl_status st;
+    const char *file = NULL;
+    if (rest == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    /* First pass: find what is not a config flag (FILE, --json ...). */
+    if ((st = tl_config_create(&probe)) != TL_OK || (st = tl_config_apply_args(probe, argc, argv, &nrest, rest)) != TL_OK) {
+        rc = fail(st);
+        goto out;
+    }
+    for (int i = 0; i < nrest; i++) {
+        const char *a = rest[i];
+        bool known = false;
+        for (int k = 0; allowed && allowed[k]; k++)
+            if (strcmp(a, allowed[k]) == 0) {
+                known = true;
+                if (k < nflags)
+                    flags_seen[k] = true;
+            }
+        if (known)
+            continue;
+        if (strncmp(a, "--", 2) == 0) {
+            rc = usage_error("unknown option '%s'; `tpuloop help config` lists the configuration options", a);
+            goto out;
+        }
+        if (!allow_file || file != NULL) {
+            rc = usage_error("unexpected argument '%s'", a);
+            goto out;
+        }
+        file = a;
+    }
+    if ((st = tl_config_create(&cfg)) != TL_OK || (file && (st = tl_config_load_file(cfg, file)) != TL_OK) ||
+        (st = tl_config_apply_env(cfg, (const char *const *)environ)) != TL_OK ||
+        (st = tl_config_apply_args(cfg, argc, argv, NULL, rest)) != TL_OK || (st = tl_config_resolve(cfg)) != TL_OK) {
+        rc = st == TL_ENOMEM ? fail(st) : (fail(st), EXIT_BAD_INPUT);
+        tl_config_destroy(cfg);
+        cfg = NULL;
+        goto out;
+    }
+    *out = cfg;
+out:
+    tl_config_destroy(probe);
+    free(rest);
+    return rc;
+}
+
+/* ---- tpuloop devices ---------------------------------------------------- */
+
+static int cmd_devices(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--json", NULL};
+    bool seen[1] = {false};
+    tl_config *cfg;
+    int rc = load_config(argc, argv, allowed, false, &cfg, seen, 1);
+    if (rc != 0)
+        return rc;
+    const tl_run_config *r = tl_config_get(cfg);
+    tl_devices *devs;
+    tl_status st = tl_devices_create((int)r->devices, (int)r->num_hosts, 0, &devs);
+    if (st != TL_OK) {
+        tl_config_destroy(cfg);
+        return fail(st);
+    }
+    int n = tl_devices_count(devs);
+    if (seen[0]) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++) {
+            const tl_device *d = tl_devices_get(devs, i);
+            json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:i, s:i}", "name", d->name, "id", d->id, "host",
+                                                 d->host, "local_index", d->local_index, "cpu", d->cpu));
+        }
+        json_t *root = json_pack("{s:i, s:i, s:i, s:b, s:o}", "num_devices", n, "num_hosts",
+                                 tl_devices_num_hosts(devs), "devices_per_host", tl_devices_per_host(devs), "virtual",
+                                 tl_devices_is_virtual(devs), "devices", arr);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(root);
+    } else {
+        printf("%d device%s: %d host%s x %d per host (%s; %d core%s in the affinity mask)\n", n, n == 1 ? "" : "s",
+               tl_devices_num_hosts(devs), tl_devices_num_hosts(devs) == 1 ? "" : "s", tl_devices_per_host(devs),
+               tl_devices_is_virtual(devs) ? "virtual count" : "one per core", tl_available_cpus(),
+               tl_available_cpus() == 1 ? "" : "s");
+        printf("%-10s %5s %6s %6s\n", "device", "host", "local", "cpu");
+        for (int i = 0; i < n; i++) {
+            const tl_device *d = tl_devices_get(devs, i);
+            char cpu[16];
+            if (d->cpu >= 0)
+                snprintf(cpu, sizeof cpu, "%d", d->cpu);
+            else
+                snprintf(cpu, sizeof cpu, "-");
+            printf("%-10s %5d %6d %6s\n", d->name, d->host, d->local_index, cpu);
+        }
+    }
+    tl_devices_destroy(devs);
+    tl_config_destroy(cfg);
+    return 0;
+}
+
+/* ---- tpuloop config ----------------------------------------------------- */
+
+static json_t *plan_json(const tl_input_plan *p)
+{
+    json_t *calls = json_array();
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *c = &p->calls[i];
+        json_array_append_new(calls, json_pack("{s:i, s:i, s:i, s:i}", "host", c->host, "index", c->index,
+                                               "first_replica", c->first_replica, "num_replicas", c->num_replicas));
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string(tl_input_plan_mode_name(p)));
+    json_object_set_new(o, "on_device", json_boolean(p->on_device));
+    json_object_set_new(o, "global_batch_size",
+                        p->global_batch_size < 0 ? json_null() : json_integer(p->global_batch_size));
+    json_object_set_new(o, "input_fn_calls", json_integer(p->input_fn_calls));
+    json_object_set_new(o, "input_fn_batch_size",
+                        p->input_fn_batch_size < 0 ? json_null() : json_integer(p->input_fn_batch_size));
+    json_object_set_new(o, "model_fn_batch_size",
+                        p->model_fn_batch_size < 0 ? json_null() : json_integer(p->model_fn_batch_size));
+    json_object_set_new(o, "replicas_per_call", json_integer(p->replicas_per_call));
+    json_object_set_new(o, "get_next_per_step", json_integer(p->get_next_per_step));
+    json_object_set_new(o, "calls", calls);
+    return o;
+}
+
+/* The plan of a mode, or NULL (and TL_OK) when its batch size is None on the
+ * device path, where there is nothing to plan until it is set. */
+static tl_status mode_plan(const tl_topology *topo, const tl_run_config *r, tl_mode mode, tl_input_plan **out)
+{
+    *out = NULL;
+    tl_opt_int g = mode == TL_MODE_TRAIN  ? r->train_batch_size
+                   : mode == TL_MODE_EVAL ? r->eval_batch_size
+                                          : r->predict_batch_size;
+    if (!g.set)
+        return TL_OK;
+    return tl_input_plan_create(topo, r, mode, out);
+}
+
+static void print_plan_text(const char *label, const tl_input_plan *p, const char *unset_name)
+{
+    if (p == NULL) {
+        printf("  %-8s none (%s is None)\n", label, unset_name);
+        return;
+    }
+    printf("  %-8s %s: %d input_fn call%s, params['batch_size'] %lld; model_fn batch %lld; %d replica%s per call\n",
+           label, tl_input_plan_mode_name(p), p->input_fn_calls, p->input_fn_calls == 1 ? "" : "s",
+           (long long)p->input_fn_batch_size, (long long)p->model_fn_batch_size, p->replicas_per_call,
+           p->replicas_per_call == 1 ? "" : "s");
+    int shown = p->input_fn_calls < 8 ? p->input_fn_calls : 8;
+    for (int i = 0; i < shown; i++) {
+        const tl_input_call *c = &p->calls[i];
+        printf("           call %d on host %d feeds replica%s %d", c->index, c->host, c->num_replicas == 1 ? "" : "s",
+               c->first_replica);
+        if (c->num_replicas > 1)
+            printf("..%d", c->first_replica + c->num_replicas - 1);
+        printf("\n");
+    }
+    if (shown < p->input_fn_calls)
+        printf("           ... %d more calls\n", p->input_fn_calls - shown);
+}
+
+static int cmd_config(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--json", NULL};
+    bool seen[1] = {false};
+    tl_config *cfg;
+    int rc = load_config(argc, argv, allowed, true, &cfg, seen, 1);
+    if (rc != 0)
+        return rc;
+    const tl_run_config *r = tl_config_get(cfg);
+    tl_topology *topo = NULL;
+    tl_input_plan *plans[3] = {NULL, NULL, NULL};
+    char *cfg_text = NULL;
+    tl_status st = tl_topology_create(r, NULL, &topo);
+    for (int m = 0; st == TL_OK && m < 3; m++)
+        st = mode_plan(topo, r, (tl_mode)m, &plans[m]);
+    if (st == TL_OK)
+        st = tl_config_to_json(cfg, &cfg_text);
+    if (st != TL_OK) {
+        rc = fail(st);
+        goto out;
+    }
+    json_t *conf = json_loads(cfg_text, 0, NULL);
+    json_t *tpu = json_object_get(conf, "tpu_config");
+    int ncpr = tl_topology_num_cores_per_replica(topo);
+    if (seen[0]) {
+        json_t *root = json_object();
+        json_object_set(root, "iterations_per_loop", json_object_get(tpu, "iterations_per_loop"));
+        json_object_set_new(root, "num_hosts", json_integer(tl_topology_num_hosts(topo)));
+        json_object_set_new(root, "num_devices", json_integer(tl_topology_num_devices(topo)));
+        json_object_set_new(root, "devices_per_host", json_integer(tl_topology_devices_per_host(topo)));
+        json_object_set_new(root, "num_cores_per_replica", ncpr ? json_integer(ncpr) : json_null());
+        json_object_set_new(root, "num_replicas", json_integer(tl_topology_num_replicas(topo)));
+        json_object_set_new(root, "replicas_per_host", json_integer(tl_topology_replicas_per_host(topo)));
+        json_object_set_new(root, "model_parallel", json_boolean(tl_topology_model_parallel(topo)));
+        json_object_set(root, "tpu_config", tpu);
+        json_t *input = json_object();
+        static const char *const names[3] = {"train", "eval", "predict"};
+        for (int m = 0; m < 3; m++)
+            json_object_set_new(input, names[m], plans[m] ? plan_json(plans[m]) : json_null());
+        json_object_set_new(root, "input", input);
+        json_t *placement = json_array();
+        for (int d = 0; d < tl_topology_num_devices(topo); d++) {
+            const tl_place *p = tl_topology_place(topo, d);
+            json_array_append_new(placement, json_pack("{s:i, s:i, s:i, s:i}", "device", p->device, "host", p->host,
+                                                       "replica", p->replica, "partition", p->partition));
+        }
+        json_object_set_new(root, "placement", placement);
+        json_t *run = json_deep_copy(conf);
+        json_object_del(run, "tpu_config");
+        json_object_set_new(root, "run_config", run);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(root);
+    } else {
+        printf("configuration (value, and where it came from when not a default)\n");
+        const char *key;
+        json_t *v;
+        json_object_foreach(conf, key, v) {
+            if (strcmp(key, "tpu_config") == 0)
+                continue;
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            const char *src = "default";
+            tl_config_source_of(cfg, key, NULL, &src);
+            printf("  %-32s %s%s%s\n", key, s ? s : "?", strcmp(src, "default") ? "   <- " : "",
+                   strcmp(src, "default") ? src : "");
+            free(s);
+        }
+        printf("  tpu_config:\n");
+        json_object_foreach(tpu, key, v) {
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            const char *src = "default";
+            tl_config_source_of(cfg, key, NULL, &src);
+            printf("    %-48s %s%s%s\n", key, s ? s : "?", strcmp(src, "default") ? "   <- " : "",
+                   strcmp(src, "default") ? src : "");
+            free(s);
+        }
+        printf("topology\n");
+        printf("  %d host%s x %d device%s per host = %d devices; ", tl_topology_num_hosts(topo),
+               tl_topology_num_hosts(topo) == 1 ? "" : "s", tl_topology_devices_per_host(topo),
+               tl_topology_devices_per_host(topo) == 1 ? "" : "s", tl_topology_num_devices(topo));
+        if (tl_topology_model_parallel(topo))
+            printf("%d cores per replica; ", ncpr);
+        printf("%d replica%s, %d per host\n", tl_topology_num_replicas(topo),
+               tl_topology_num_replicas(topo) == 1 ? "" : "s", tl_topology_replicas_per_host(topo));
+        int nd = tl_topology_num_devices(topo), shown = nd < 16 ? nd : 16;
+        printf("  %-10s %5s %8s %10s\n", "device", "host", "replica", "partition");
+        for (int d = 0; d < shown; d++) {
+            const tl_place *p = tl_topology_place(topo, d);
+            printf("  cpu:%-6d %5d %8d %10d\n", p->device, p->host, p->replica, p->partition);
+        }
+        if (shown < nd)
+            printf("  ... %d more devices (--json lists all)\n", nd - shown);
+        printf("input plans\n");
+        print_plan_text("train", plans[0], "train_batch_size");
+        print_plan_text("eval", plans[1], "eval_batch_size");
+        print_plan_text("predict", plans[2], "predict_batch_size");
+    }
+    json_decref(conf);
+out:
+    tl_free_string(cfg_text);
+    for (int m = 0; m < 3; m++)
+        tl_input_plan_destroy(plans[m]);
+    tl_topology_destroy(topo);
+    tl_config_destroy(cfg);
+    return rc;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc >= 1 && strcmp(argv[0], "config") == 0) {
+        char *text;
+        tl_status st = tl_config_help(&text);
+        if (st != TL_OK)
+            return fail(st);
+        fputs(text, stdout);
+        tl_free_string(text);
+        return 0;
+    }
+    if (argc >= 1)
+        return usage_error("no help on '%s'; try `tpuloop help` or `tpuloop help config`", argv[0]);
+    print_usage(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tl_set_log_level(TL_LOG_WARN);
+    if (argc < 2) {
+        print_usage(stderr);
+        return EXIT_BAD_INPUT;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "config") == 0)
+        return cmd_config(argc - 2, argv + 2);
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+        return cmd_help(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("tpuloop %s\n", TL_VERSION_STRING);
+        return 0;
+    }
+    return usage_error("unknown command '%s'", cmd);
+}

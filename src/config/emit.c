@@ -1,0 +1,119 @@
+/* emit.c — the resolved configuration as JSON, and the option table as help. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_int.h"
+
+static json_t *opt_int(tl_opt_int v)
+{
+    return v.set ? json_integer(v.value) : json_null();
+}
+
+static json_t *opt_str(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *ipl_json(tl_ipl ipl)
+{
+    return json_pack("{s:s, s:I}", "unit", ipl.unit == TL_IPL_COUNT ? "count" : "seconds", "value",
+                     (json_int_t)ipl.value);
+}
+
+/* The resolved value of option id as JSON (a new reference). */
+static json_t *resolved_value(const tl_config *cfg, int id)
+{
+    const tl_run_config *rc = &cfg->rc;
+    const tl_tpu_config *t = &rc->tpu;
+    switch ((tl_opt_id)id) {
+    case TL_OPT_ID_iterations_per_loop: return ipl_json(t->iterations_per_loop);
+    case TL_OPT_ID_num_shards: return opt_int(t->num_shards);
+    case TL_OPT_ID_input_partition_dims:
+        return cfg->pdims ? tl_partition_dims_to_json(cfg->pdims) : json_null();
+    case TL_OPT_ID_num_cores_per_replica: return opt_int(t->num_cores_per_replica);
+    case TL_OPT_ID_eval_training_input_configuration:
+        return json_string(tl_input_mode_name(t->eval_training_input_configuration));
+    case TL_OPT_ID_per_host_input_for_training:
+        return json_string(tl_input_mode_name(t->per_host_input_for_training));
+    case TL_OPT_ID_initial_infeed_sleep_secs: return json_integer(t->initial_infeed_sleep_secs);
+    case TL_OPT_ID_tpu_job_name: return opt_str(t->tpu_job_name);
+    case TL_OPT_ID_experimental_host_call_every_n_steps:
+        return json_integer(t->experimental_host_call_every_n_steps);
+    case TL_OPT_ID_experimental_allow_per_host_v2_parallel_get_next:
+        return json_boolean(t->experimental_allow_per_host_v2_parallel_get_next);
+    case TL_OPT_ID_model_dir: return opt_str(rc->model_dir);
+    case TL_OPT_ID_save_summary_steps: return opt_int(rc->save_summary_steps);
+    case TL_OPT_ID_save_checkpoints_steps: return opt_int(rc->save_checkpoints_steps);
+    case TL_OPT_ID_save_checkpoints_secs: return opt_int(rc->save_checkpoints_secs);
+    case TL_OPT_ID_keep_checkpoint_max: return json_integer(rc->keep_checkpoint_max);
+    case TL_OPT_ID_keep_checkpoint_every_n_hours: return json_real(rc->keep_checkpoint_every_n_hours);
+    case TL_OPT_ID_log_step_count_steps: return opt_int(rc->log_step_count_steps);
+    case TL_OPT_ID_tf_random_seed: return opt_int(rc->tf_random_seed);
+    case TL_OPT_ID_master: return opt_str(rc->master);
+    case TL_OPT_ID_evaluation_master: return opt_str(rc->evaluation_master);
+    case TL_OPT_ID_params: return json_loads(rc->params_json, 0, NULL);
+    case TL_OPT_ID_use_tpu: return json_boolean(rc->use_tpu);
+    case TL_OPT_ID_eval_on_tpu: return json_boolean(rc->eval_on_tpu);
+    case TL_OPT_ID_train_batch_size: return opt_int(rc->train_batch_size);
+    case TL_OPT_ID_eval_batch_size: return opt_int(rc->eval_batch_size);
+    case TL_OPT_ID_predict_batch_size: return opt_int(rc->predict_batch_size);
+    case TL_OPT_ID_train_steps: return opt_int(rc->train_steps);
+    case TL_OPT_ID_max_steps: return opt_int(rc->max_steps);
+    case TL_OPT_ID_eval_steps: return opt_int(rc->eval_steps);
+    case TL_OPT_ID_devices: return json_integer(rc->devices);
+    case TL_OPT_ID_num_hosts: return json_integer(rc->num_hosts);
+    case TL_NUM_OPTIONS: break;
+    }
+    return json_null();
+}
+
+tl_status tl_config_to_json(const tl_config *cfg, char **out)
+{
+    *out = NULL;
+    if (!cfg->resolved)
+        return tl_error(TL_EINVAL, "the configuration is not resolved: call tl_config_resolve first");
+    json_t *root = json_object();
+    json_t *tpu = json_object();
+    if (root == NULL || tpu == NULL)
+        goto oom;
+    for (int i = 0; i < TL_NUM_OPTIONS; i++) {
+        json_t *v = resolved_value(cfg, i);
+        if (v == NULL)
+            goto oom;
+        json_object_set_new(tl_options[i].section ? tpu : root, tl_options[i].name, v);
+    }
+    json_object_set_new(root, "tpu_config", tpu);
+    tpu = NULL;
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (text == NULL)
+        return tl_error_oom();
+    *out = tl_strdup(text);
+    free(text);
+    return *out ? TL_OK : tl_error_oom();
+oom:
+    json_decref(root);
+    json_decref(tpu);
+    return tl_error_oom();
+}
+
+tl_status tl_config_help(char **out)
+{
+    tl_strbuf sb = {0};
+    tl_strbuf_append(&sb,
+                     "Configuration options. Sources, later wins: defaults, a JSON file (TPUConfig fields\n"
+                     "nested under \"tpu_config\"), environment variables, --name=value flags.\n\n");
+    for (int i = 0; i < TL_NUM_OPTIONS; i++) {
+        const tl_option *o = &tl_options[i];
+        char key[128];
+        snprintf(key, sizeof key, "%s%s%s", o->section ? o->section : "", o->section ? "." : "", o->name);
+        tl_strbuf_appendf(&sb, "  --%s\n      file key: %s   default: %s%s%s\n      %s\n      allowed: %s\n",
+                          o->name, key, o->default_json, o->env ? "   env: " : "", o->env ? o->env : "",
+                          o->help, o->allowed);
+    }
+    tl_strbuf_append(&sb, "\nTF_CONFIG (JSON) supplies tpu_job_name (service.tpu_worker_job_name), model_dir,\n"
+                          "session_master and eval_session_master as in TensorFlow.\n");
+    *out = tl_strbuf_take(&sb);
+    return *out ? TL_OK : tl_error_oom();
+}

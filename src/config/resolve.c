@@ -1,0 +1,524 @@
+/* resolve.c — reads every raw value in TensorFlow's order, checks it with
+ * TensorFlow's rules and messages, and fills the resolved tl_run_config.
+ *
+ * The order is that of the constructors a TensorFlow user calls: TPUConfig(...)
+ * (spec §1), then tpu_config.RunConfig(...) (base RunConfig checks first, §2),
+ * then TPUEstimator(...) (§4.5). The first failing check wins, as in Python.
+ * Every message keeps TensorFlow's text and appends where the value came from. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config_int.h"
+
+#define RAW(id) (cfg->raw[TL_OPT_ID_##id])
+
+/* Fails with TensorFlow's message plus " [from <source>]" of option id. */
+static tl_status rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...) TL_PRINTF(4, 5);
+
+static tl_status rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...)
+{
+    char msg[900];
+    char suffix[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tl_error(st, "%s%s", msg, tl_config_origin_suffix(cfg, id, suffix, sizeof suffix));
+}
+
+/* util.check_positive_integer: TypeError "<name> must be int, got <type>",
+ * ValueError "<name> must be positive, got N". Python's bool passes as an int
+ * there; tpuloop rejects it as a TypeError. */
+static tl_status check_positive_integer(const tl_config *cfg, tl_opt_id id, const char *name, int64_t *out)
+{
+    const json_t *v = cfg->raw[id];
+    if (!json_is_integer(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be int, got %s", name, tl_py_type(v));
+    if (json_integer_value(v) <= 0)
+        return rerr(cfg, id, TL_EINVAL, "%s must be positive, got %lld", name, (long long)json_integer_value(v));
+    *out = json_integer_value(v);
+    return TL_OK;
+}
+
+/* An optional positive int checked with check_positive_integer when set. */
+static tl_status opt_positive(const tl_config *cfg, tl_opt_id id, const char *name, tl_opt_int *out)
+{
+    *out = (tl_opt_int){false, 0};
+    if (json_is_null(cfg->raw[id]))
+        return TL_OK;
+    tl_status st = check_positive_integer(cfg, id, name, &out->value);
+    out->set = st == TL_OK;
+    return st;
+}
+
+/* RunConfig._validate_properties: "<name> should be >= 0" / "> 0"; a value
+ * that is not an int is a TypeError. */
+static tl_status opt_bounded(const tl_config *cfg, tl_opt_id id, int64_t min, tl_opt_int *out)
+{
+    const char *name = tl_options[id].name;
+    const json_t *v = cfg->raw[id];
+    *out = (tl_opt_int){false, 0};
+    if (json_is_null(v))
+        return TL_OK;
+    if (!json_is_integer(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be int, got %s", name, tl_py_type(v));
+    int64_t x = json_integer_value(v);
+    if (x < min) {
+        if (min == 0)
+            return rerr(cfg, id, TL_EINVAL, "%s should be >= 0 (got %lld)", name, (long long)x);
+        return rerr(cfg, id, TL_EINVAL, "%s should be > 0 (got %lld)", name, (long long)x);
+    }
+    *out = (tl_opt_int){true, x};
+    return TL_OK;
+}
+
+/* tpuloop's own integers: in [min, max] from the option table. */
+static tl_status int_in_table_range(const tl_config *cfg, tl_opt_id id, int64_t *out)
+{
+    const tl_option *o = &tl_options[id];
+    const json_t *v = cfg->raw[id];
+    if (!json_is_integer(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be int, got %s (allowed: %s)", o->name, tl_py_type(v), o->allowed);
+    int64_t x = json_integer_value(v);
+    if (x < o->min || x > o->max)
+        return rerr(cfg, id, TL_EINVAL, "%s must be in [%lld, %lld], got %lld (allowed: %s)", o->name,
+                    (long long)o->min, (long long)o->max, (long long)x, o->allowed);
+    *out = x;
+    return TL_OK;
+}
+
+static tl_status get_bool(const tl_config *cfg, tl_opt_id id, bool *out)
+{
+    const json_t *v = cfg->raw[id];
+    if (!json_is_boolean(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be true or false, got %s", tl_options[id].name, tl_py_type(v));
+    *out = json_is_true(v);
+    return TL_OK;
+}
+
+/* A string option: NULL for None. */
+static tl_status get_string(const tl_config *cfg, tl_opt_id id, const char **out)
+{
+    const json_t *v = cfg->raw[id];
+    *out = NULL;
+    if (json_is_null(v))
+        return TL_OK;
+    if (!json_is_string(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be a string or None, got %s", tl_options[id].name, tl_py_type(v));
+    *out = json_string_value(v);
+    return TL_OK;
+}
+
+static const char *mode_names[] = {NULL, "PER_SHARD_V1", "PER_HOST_V1", "PER_HOST_V2", "BROADCAST", "SLICED"};
+
+const char *tl_input_mode_name(tl_input_mode m)
+{
+    if ((int)m >= 1 && (int)m <= 5)
+        return mode_names[m];
+    return "UNKNOWN";
+}
+
+/* An InputPipelineConfig value: 1..5 or its name (any case); 0 if neither. */
+static int input_mode_value(const json_t *v)
+{
+    if (json_is_integer(v)) {
+        json_int_t x = json_integer_value(v);
+        return x >= 1 && x <= 5 ? (int)x : 0;
+    }
+    if (json_is_string(v))
+        for (int i = 1; i <= 5; i++)
+            if (strcasecmp(json_string_value(v), mode_names[i]) == 0)
+                return i;
+    return 0;
+}
+
+/* TF_CONFIG, parsed (NULL when the environment had none). */
+static tl_status parse_tf_config(const tl_config *cfg, json_t **out)
+{
+    *out = NULL;
+    if (cfg->tf_config == NULL || cfg->tf_config[0] == '\0')
+        return TL_OK;
+    json_error_t err;
+    json_t *j = json_loads(cfg->tf_config, 0, &err);
+    if (j == NULL)
+        return tl_error(TL_EPARSE, "TF_CONFIG environment variable: malformed JSON at line %d column %d: %s",
+                        err.line, err.column, err.text);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return tl_error(TL_EPARSE, "TF_CONFIG environment variable must be a JSON object, got %s", tl_py_type(j));
+    }
+    json_t *service = json_object_get(j, "service");
+    if (service != NULL && !json_is_object(service)) {
+        tl_status st = tl_error(TL_ETYPE, "If \"service\" is set in TF_CONFIG, it must be a dict. Given %s",
+                                tl_py_type(service));
+        json_decref(j);
+        return st;
+    }
+    *out = j;
+    return TL_OK;
+}
+
+static const char *tf_config_string(const json_t *tf, const char *k1, const char *k2)
+{
+    if (tf == NULL)
+        return NULL;
+    const json_t *v = json_object_get(tf, k1);
+    if (v != NULL && k2 != NULL)
+        v = json_is_object(v) ? json_object_get(v, k2) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static tl_status keep_string(const char *s, char **slot, const char **out)
+{
+    tl_free(*slot);
+    *slot = NULL;
+    *out = NULL;
+    if (s == NULL)
+        return TL_OK;
+    if ((*slot = tl_strdup(s)) == NULL)
+        return tl_error_oom();
+    *out = *slot;
+    return TL_OK;
+}
+
+/* ---- TPUConfig (spec §1, in its order) ---------------------------------- */
+
+static tl_status resolve_tpu_config(tl_config *cfg, const json_t *tf)
+{
+    tl_tpu_config *t = &cfg->rc.tpu;
+    tl_status st;
+    char buf[256];
+
+    /* 1. iterations_per_loop: str(value) against the grammar. */
+    const json_t *ipl = RAW(iterations_per_loop);
+    tl_py_str(ipl, buf, sizeof buf);
+    if ((st = tl_parse_iterations_per_loop(buf, &t->iterations_per_loop)) != TL_OK)
+        return rerr(cfg, TL_OPT_ID_iterations_per_loop, st, "%s", tl_last_error());
+
+    /* 2. num_shards */
+    if ((st = opt_positive(cfg, TL_OPT_ID_num_shards, "TPUConfig num_shards", &t->num_shards)) != TL_OK)
+        return st;
+
+    /* 3. input_partition_dims: length, then the raw per_host value, then ncpr. */
+    const json_t *pd = RAW(input_partition_dims);
+    if (!json_is_null(pd)) {
+        if (!json_is_array(pd) || (json_array_size(pd) != 1 && json_array_size(pd) != 2))
+            return rerr(cfg, TL_OPT_ID_input_partition_dims, TL_EINVAL,
+                        "input_partition_dims must be a list/tuple with one or two elements.");
+        if (input_mode_value(RAW(per_host_input_for_training)) != TL_PER_HOST_V2)
+            return rerr(cfg, TL_OPT_ID_input_partition_dims, TL_EINVAL,
+                        "input_partition_dims is only supported in PER_HOST_V2 mode.");
+        if (json_is_null(RAW(num_cores_per_replica)))
+            return rerr(cfg, TL_OPT_ID_input_partition_dims, TL_EINVAL,
+                        "input_partition_dims requires setting num_cores_per_replica.");
+        if ((st = tl_partition_dims_parse(pd, &cfg->pdims)) != TL_OK)
+            return rerr(cfg, TL_OPT_ID_input_partition_dims, st, "%s", tl_last_error());
+    }
+    t->input_partition_dims = cfg->pdims;
+
+    /* 4. num_cores_per_replica */
+    const json_t *ncpr = RAW(num_cores_per_replica);
+    t->num_cores_per_replica = (tl_opt_int){false, 0};
+    if (!json_is_null(ncpr)) {
+        json_int_t x = json_is_integer(ncpr) ? json_integer_value(ncpr) : 0;
+        if (x < 1 || x > 128 || (x & (x - 1)) != 0) {
+            tl_py_str(ncpr, buf, sizeof buf);
+            return rerr(cfg, TL_OPT_ID_num_cores_per_replica, TL_EINVAL,
+                        "num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got %s", buf);
+        }
+        t->num_cores_per_replica = (tl_opt_int){true, x};
+    }
+    if (cfg->pdims != NULL && (st = tl_partition_dims_check(cfg->pdims, t->num_cores_per_replica.value)) != TL_OK)
+        return rerr(cfg, TL_OPT_ID_input_partition_dims, st, "%s", tl_last_error());
+
+    /* 5. eval_training_input_configuration */
+    const json_t *etic = RAW(eval_training_input_configuration);
+    int em = input_mode_value(etic);
+    if (em != TL_PER_HOST_V1 && em != TL_SLICED) {
+        if (em != 0)
+            snprintf(buf, sizeof buf, "%d (%s)", em, mode_names[em]);
+        else
+            tl_py_str(etic, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_eval_training_input_configuration, TL_EINVAL,
+                    "eval_training_input_configuration must be PER_HOST_V1 or SLICED; got %s", buf);
+    }
+    t->eval_training_input_configuration = (tl_input_mode)em;
+
+    /* 6. per_host_input_for_training: False -> PER_SHARD_V1, True -> PER_HOST_V1.
+     * TensorFlow stores anything else unchecked; tpuloop rejects it. */
+    const json_t *ph = RAW(per_host_input_for_training);
+    int pm = json_is_boolean(ph) ? (json_is_true(ph) ? TL_PER_HOST_V1 : TL_PER_SHARD_V1) : input_mode_value(ph);
+    if (pm == 0 || pm == TL_SLICED) {
+        tl_py_str(ph, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_per_host_input_for_training, TL_EINVAL,
+                    "per_host_input_for_training must be True, False, PER_SHARD_V1 (1), PER_HOST_V1 (2), "
+                    "PER_HOST_V2 (3) or BROADCAST (4); got %s%s",
+                    buf, pm == TL_SLICED ? " (SLICED is only for eval_training_input_configuration)" : "");
+    }
+    t->per_host_input_for_training = (tl_input_mode)pm;
+
+    /* 7. initial_infeed_sleep_secs: checked only when truthy. */
+    t->initial_infeed_sleep_secs = 0;
+    const json_t *sleep = RAW(initial_infeed_sleep_secs);
+    if (!json_is_null(sleep) && !(json_is_integer(sleep) && json_integer_value(sleep) == 0)) {
+        if ((st = check_positive_integer(cfg, TL_OPT_ID_initial_infeed_sleep_secs,
+                                         "TPUConfig initial_infeed_sleep_secs", &t->initial_infeed_sleep_secs)) != TL_OK)
+            return st;
+    }
+
+    /* 8. tpu_job_name, else TF_CONFIG's service.tpu_worker_job_name. */
+    const char *job;
+    if ((st = get_string(cfg, TL_OPT_ID_tpu_job_name, &job)) != TL_OK)
+        return st;
+    if (job == NULL || job[0] == '\0') {
+        job = tf_config_string(tf, "service", "tpu_worker_job_name");
+        if (job != NULL)
+            tl_log(TL_LOG_INFO, "Load TPU job name from TF_CONFIG: %s", job);
+    }
+    if ((st = keep_string(job, &cfg->s_tpu_job_name, &t->tpu_job_name)) != TL_OK)
+        return st;
+
+    /* tpuloop validates what TensorFlow leaves to a later division by zero. */
+    const json_t *every = RAW(experimental_host_call_every_n_steps);
+    if (!json_is_integer(every))
+        return rerr(cfg, TL_OPT_ID_experimental_host_call_every_n_steps, TL_ETYPE,
+                    "TPUConfig experimental_host_call_every_n_steps must be int, got %s", tl_py_type(every));
+    if (json_integer_value(every) < 1)
+        return rerr(cfg, TL_OPT_ID_experimental_host_call_every_n_steps, TL_EINVAL,
+                    "TPUConfig experimental_host_call_every_n_steps must be >= 1, got %lld",
+                    (long long)json_integer_value(every));
+    t->experimental_host_call_every_n_steps = json_integer_value(every);
+    return get_bool(cfg, TL_OPT_ID_experimental_allow_per_host_v2_parallel_get_next,
+                    &t->experimental_allow_per_host_v2_parallel_get_next);
+}
+
+/* ---- RunConfig (spec §2; base class first) ------------------------------ */
+
+static tl_status resolve_run_config(tl_config *cfg, const json_t *tf)
+{
+    tl_run_config *rc = &cfg->rc;
+    tl_status st;
+
+    /* Checkpoint defaults: 600 s only when neither was given. */
+    bool steps_given = cfg->source[TL_OPT_ID_save_checkpoints_steps] != TL_SOURCE_DEFAULT;
+    bool secs_given = cfg->source[TL_OPT_ID_save_checkpoints_secs] != TL_SOURCE_DEFAULT;
+    if (steps_given && secs_given && !json_is_null(RAW(save_checkpoints_steps)) &&
+        !json_is_null(RAW(save_checkpoints_secs))) {
+        char s1[300], s2[300];
+        return tl_error(TL_EINVAL, "`save_checkpoints_steps` and `save_checkpoints_secs` cannot be both set.%s%s",
+                        tl_config_origin_suffix(cfg, TL_OPT_ID_save_checkpoints_steps, s1, sizeof s1),
+                        tl_config_origin_suffix(cfg, TL_OPT_ID_save_checkpoints_secs, s2, sizeof s2));
+    }
+
+    /* model_dir, and TF_CONFIG's model_dir. */
+    const char *md;
+    if ((st = get_string(cfg, TL_OPT_ID_model_dir, &md)) != TL_OK)
+        return st;
+    if (md != NULL && md[0] == '\0')
+        return rerr(cfg, TL_OPT_ID_model_dir, TL_EINVAL, "model_dir should be non-empty.");
+    const char *tf_md = tf_config_string(tf, "model_dir", NULL);
+    if (tf_md != NULL) {
+        if (tf_md[0] == '\0')
+            return tl_error(TL_EINVAL, "model_dir in TF_CONFIG should be non-empty.");
+        if (md != NULL && strcmp(md, tf_md) != 0)
+            return rerr(cfg, TL_OPT_ID_model_dir, TL_EINVAL,
+                        "`model_dir` provided in RunConfig construct, if set, must have the same value as the "
+                        "model_dir in TF_CONFIG. model_dir: %s\nTF_CONFIG[\"model_dir\"]: %s.\n", md, tf_md);
+        if (md == NULL)
+            tl_log(TL_LOG_INFO, "Using model_dir in TF_CONFIG: %s", tf_md);
+        md = tf_md;
+    }
+    if ((st = keep_string(md, &cfg->s_model_dir, &rc->model_dir)) != TL_OK)
+        return st;
+
+    /* _validate_properties, in its order. */
+    if ((st = opt_bounded(cfg, TL_OPT_ID_save_summary_steps, 0, &rc->save_summary_steps)) != TL_OK)
+        return st;
+    if ((st = opt_bounded(cfg, TL_OPT_ID_save_checkpoints_steps, 0, &rc->save_checkpoints_steps)) != TL_OK)
+        return st;
+    if ((st = opt_bounded(cfg, TL_OPT_ID_save_checkpoints_secs, 0, &rc->save_checkpoints_secs)) != TL_OK)
+        return st;
+    if (!steps_given && !secs_given)
+        rc->save_checkpoints_secs = (tl_opt_int){true, 600};
+    tl_opt_int keep;
+    if ((st = opt_bounded(cfg, TL_OPT_ID_keep_checkpoint_max, 0, &keep)) != TL_OK)
+        return st;
+    rc->keep_checkpoint_max = keep.set ? keep.value : 0;
+    const json_t *hours = RAW(keep_checkpoint_every_n_hours);
+    if (json_is_null(hours)) {
+        rc->keep_checkpoint_every_n_hours = 10000;
+    } else {
+        if (!json_is_number(hours))
+            return rerr(cfg, TL_OPT_ID_keep_checkpoint_every_n_hours, TL_ETYPE,
+                        "keep_checkpoint_every_n_hours must be a number, got %s", tl_py_type(hours));
+        double h = json_number_value(hours);
+        if (!(h > 0) || !isfinite(h)) {
+            char buf[64];
+            tl_py_str(hours, buf, sizeof buf);
+            return rerr(cfg, TL_OPT_ID_keep_checkpoint_every_n_hours, TL_EINVAL,
+                        "keep_checkpoint_every_n_hours should be > 0 (got %s)", buf);
+        }
+        rc->keep_checkpoint_every_n_hours = h;
+    }
+    if ((st = opt_bounded(cfg, TL_OPT_ID_log_step_count_steps, 1, &rc->log_step_count_steps)) != TL_OK)
+        return st;
+    const json_t *seed = RAW(tf_random_seed);
+    rc->tf_random_seed = (tl_opt_int){false, 0};
+    if (!json_is_null(seed)) {
+        if (!json_is_integer(seed))
+            return rerr(cfg, TL_OPT_ID_tf_random_seed, TL_ETYPE, "tf_random_seed must be integer. (got %s)",
+                        tl_py_type(seed));
+        rc->tf_random_seed = (tl_opt_int){true, json_integer_value(seed)};
+    }
+
+    /* master and evaluation_master: TF_CONFIG first, then the TPU RunConfig's override. */
+    const char *task_type = tf_config_string(tf, "task", "type");
+    bool evaluator = task_type != NULL && strcmp(task_type, "evaluator") == 0;
+    const char *master = tf_config_string(tf, "session_master", NULL);
+    const char *eval_master = tf_config_string(tf, "eval_session_master", NULL);
+    if (evaluator && json_object_get(tf, "cluster") != NULL)
+        master = NULL;
+    if (!evaluator && json_object_get(tf, "cluster") != NULL)
+        eval_master = NULL;
+    const char *m_opt, *em_opt;
+    if ((st = get_string(cfg, TL_OPT_ID_master, &m_opt)) != TL_OK)
+        return st;
+    if ((st = get_string(cfg, TL_OPT_ID_evaluation_master, &em_opt)) != TL_OK)
+        return st;
+    if (m_opt != NULL)
+        master = m_opt;
+    if (master == NULL)
+        master = "";
+    if (em_opt != NULL)
+        eval_master = em_opt;
+    else if ((eval_master == NULL || eval_master[0] == '\0') && !evaluator)
+        eval_master = master;
+    if (eval_master == NULL)
+        eval_master = "";
+    if ((st = keep_string(master, &cfg->s_master, &rc->master)) != TL_OK)
+        return st;
+    return keep_string(eval_master, &cfg->s_evaluation_master, &rc->evaluation_master);
+}
+
+/* ---- TPUEstimator's constructor and train/evaluate arguments (§3.1, §4.5, §7) */
+
+static tl_status resolve_estimator(tl_config *cfg)
+{
+    tl_run_config *rc = &cfg->rc;
+    tl_status st;
+
+    const json_t *params = RAW(params);
+    if (!json_is_object(params))
+        return rerr(cfg, TL_OPT_ID_params, TL_ETYPE, "params must be a dict, got %s", tl_py_type(params));
+    if (json_object_get(params, "batch_size") != NULL || json_object_get(params, "context") != NULL) {
+        char buf[600];
+        tl_py_str(params, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_params, TL_EINVAL,
+                    "['batch_size', 'context'] are reserved keys but existed in params %s.", buf);
+    }
+    char *ptext = json_dumps(params, JSON_COMPACT | JSON_SORT_KEYS);
+    if (ptext == NULL)
+        return tl_error_oom();
+    st = keep_string(ptext, &cfg->s_params, &rc->params_json);
+    free(ptext);
+    if (st != TL_OK)
+        return st;
+
+    if ((st = get_bool(cfg, TL_OPT_ID_use_tpu, &rc->use_tpu)) != TL_OK)
+        return st;
+    if ((st = get_bool(cfg, TL_OPT_ID_eval_on_tpu, &rc->eval_on_tpu)) != TL_OK)
+        return st;
+    if (!rc->use_tpu && rc->eval_on_tpu)
+        tl_log(TL_LOG_INFO, "eval_on_tpu ignored because use_tpu is False.");
+
+    /* train_batch_size may stay None until training is planned: `tpuloop
+     * config` shows a configuration without one (the train plan reports
+     * "`train_batch_size` cannot be `None`"). */
+    if ((st = opt_positive(cfg, TL_OPT_ID_train_batch_size, "train_batch_size", &rc->train_batch_size)) != TL_OK)
+        return st;
+    if (rc->use_tpu && rc->tpu.per_host_input_for_training == TL_PER_SHARD_V1 && rc->tpu.num_cores_per_replica.set)
+        return rerr(cfg, TL_OPT_ID_per_host_input_for_training, TL_EINVAL,
+                    "Model parallelism only supports per host input for training. "
+                    "Please adjust TPURunconfig.per_host_input_for_training.");
+    if ((st = opt_positive(cfg, TL_OPT_ID_eval_batch_size, "eval_batch_size", &rc->eval_batch_size)) != TL_OK)
+        return st;
+    if ((st = opt_positive(cfg, TL_OPT_ID_predict_batch_size, "predict_batch_size", &rc->predict_batch_size)) != TL_OK)
+        return st;
+
+    /* train(steps, max_steps): the base Estimator's checks, then the TPU type checks. */
+    const json_t *steps = RAW(train_steps), *max = RAW(max_steps);
+    if (!json_is_null(steps) && !json_is_null(max)) {
+        char s1[300], s2[300];
+        return tl_error(TL_EINVAL, "Can not provide both steps and max_steps.%s%s",
+                        tl_config_origin_suffix(cfg, TL_OPT_ID_train_steps, s1, sizeof s1),
+                        tl_config_origin_suffix(cfg, TL_OPT_ID_max_steps, s2, sizeof s2));
+    }
+    char buf[64];
+    if (json_is_number(steps) && json_number_value(steps) <= 0) {
+        tl_py_str(steps, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_train_steps, TL_EINVAL, "Must specify steps > 0, given: %s", buf);
+    }
+    if (json_is_number(max) && json_number_value(max) <= 0) {
+        tl_py_str(max, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_max_steps, TL_EINVAL, "Must specify max_steps > 0, given: %s", buf);
+    }
+    if ((st = opt_positive(cfg, TL_OPT_ID_train_steps, "Train steps", &rc->train_steps)) != TL_OK)
+        return st;
+    if ((st = opt_positive(cfg, TL_OPT_ID_max_steps, "Train max_steps", &rc->max_steps)) != TL_OK)
+        return st;
+
+    /* evaluate(steps): TPU messages on devices, the base Estimator's on the plain path. */
+    const json_t *es = RAW(eval_steps);
+    bool eval_on_device = rc->use_tpu && rc->eval_on_tpu;
+    if (!eval_on_device && json_is_number(es) && json_number_value(es) <= 0) {
+        tl_py_str(es, buf, sizeof buf);
+        return rerr(cfg, TL_OPT_ID_eval_steps, TL_EINVAL, "Must specify steps > 0, given: %s", buf);
+    }
+    if ((st = opt_positive(cfg, TL_OPT_ID_eval_steps, "Eval steps", &rc->eval_steps)) != TL_OK)
+        return st;
+
+    if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK)
+        return st;
+    return int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts);
+}
+
+tl_status tl_config_resolve(tl_config *cfg)
+{
+    if (cfg->resolved)
+        return TL_OK;
+    json_t *tf = NULL;
+    memset(&cfg->rc, 0, sizeof cfg->rc);
+    tl_partition_dims_destroy(cfg->pdims);
+    cfg->pdims = NULL;
+    tl_status st = parse_tf_config(cfg, &tf);
+    if (st == TL_OK)
+        st = resolve_tpu_config(cfg, tf);
+    if (st == TL_OK)
+        st = resolve_run_config(cfg, tf);
+    if (st == TL_OK)
+        st = resolve_estimator(cfg);
+    json_decref(tf);
+    cfg->resolved = st == TL_OK;
+    return st;
+}
+
+tl_status tl_config_check_train(const tl_config *cfg)
+{
+    if (!cfg->resolved)
+        return tl_error(TL_EINVAL, "the configuration is not resolved: call tl_config_resolve first");
+    if (cfg->rc.use_tpu && !cfg->rc.train_steps.set && !cfg->rc.max_steps.set)
+        return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. "
+                                   "Cannot be both `None`. (set --train_steps or --max_steps)");
+    return TL_OK;
+}
+
+tl_status tl_config_check_eval(const tl_config *cfg)
+{
+    if (!cfg->resolved)
+        return tl_error(TL_EINVAL, "the configuration is not resolved: call tl_config_resolve first");
+    if (cfg->rc.use_tpu && cfg->rc.eval_on_tpu && !cfg->rc.eval_steps.set)
+        return tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set --eval_steps)");
+    return TL_OK;
+}
