@@ -100,30 +100,39 @@ install-check: lib
 	    $$(pkg-config --cflags --libs tpuloop) -Wl,-rpath,$(abspath $(BUILD)/install-check/prefix)/lib && \
 	$(BUILD)/install-check/use >/dev/null && echo "install-check: pkg-config tpuloop builds and runs a program"
 
+# V=1 shows the full commands.
+Q := $(if $(V),,@)
+
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+	@$(if $(V),,echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@$(if $(V),,echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(SHARED): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libtpuloop.so.$(SOVER) $(LDSAN) -o $@ $^ $(LDLIBS_ALL)
-	ln -sf libtpuloop.so.$(SOVER) $(BUILD)/lib/libtpuloop.so
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libtpuloop.so.$(SOVER) $(LDSAN) -o $@ $^ $(LDLIBS_ALL)
+	$(Q)ln -sf libtpuloop.so.$(SOVER) $(BUILD)/lib/libtpuloop.so
 
 $(CLI): $(CLI_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
 
 $(TESTS): $(TEST_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: bench/%.c $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)

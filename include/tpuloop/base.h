@@ -103,7 +103,7 @@ typedef struct tl_allocator {
 TL_API void tl_set_allocator(const tl_allocator *a);
 
 /*
- * Logging. Messages below the level are dropped. The default handler writes
+ * Logging. Messages below the level (TL_LOG_WARN by default) are dropped. The default handler writes
  * "W tpuloop: <message>" lines to stderr. A handler is called on the thread
  * that logs and must be thread-safe. Like the allocator, set these first.
  */

@@ -22,10 +22,6 @@
  * st, so a failing path reads `return tl_error(TL_EINVAL, "...", ...);`. */
 tl_status tl_error(tl_status st, const char *fmt, ...) TL_PRINTF(2, 3);
 
-/* Prepends "prefix" to this thread's last error message (for context such as
- * the file name or the source of a value) and returns st. */
-tl_status tl_error_prefix(tl_status st, const char *fmt, ...) TL_PRINTF(2, 3);
-
 /* Allocation through the hook. tl_calloc and tl_alloc_array check n * size for
  * overflow. None of them sets the thread's error; callers that fail report
  * TL_ENOMEM with tl_error_oom(). */

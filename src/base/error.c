@@ -28,22 +28,6 @@ tl_status tl_error(tl_status st, const char *fmt, ...)
     return st;
 }
 
-tl_status tl_error_prefix(tl_status st, const char *fmt, ...)
-{
-    char prefix[TL_ERRMSG_MAX];
-    char old[TL_ERRMSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        prefix[0] = '\0';
-    memcpy(old, errmsg, sizeof old);
-    snprintf(errmsg, sizeof errmsg, "%s%s", prefix, old);
-    errstatus = st;
-    return st;
-}
-
 tl_status tl_error_oom(void)
 {
     return tl_error(TL_ENOMEM, "out of memory");

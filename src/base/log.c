@@ -12,7 +12,7 @@ static void default_handler(tl_log_level level, const char *msg, void *ud)
 
 static tl_log_fn handler = default_handler;
 static void *handler_ud = NULL;
-static tl_log_level min_level = TL_LOG_INFO;
+static tl_log_level min_level = TL_LOG_WARN;
 
 void tl_set_log_handler(tl_log_fn fn, void *ud)
 {

@@ -1,0 +1,247 @@
+/* The `tpuloop` command: output, exit codes (0 ok, 2 bad configuration or
+ * arguments), and `error: ` messages on stderr. Runs the built binary named by
+ * TPULOOP_CLI (the Makefile sets it). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <sched.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} cli_result;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0;
+    char *s = malloc(cap);
+    size_t k;
+    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n < 1024)
+            s = realloc(s, cap *= 2);
+    }
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Runs `tpuloop ARGS` through the shell with env prefixed (e.g. "A=1 "). */
+static cli_result run(const char *env, const char *args)
+{
+    const char *cli = getenv("TPULOOP_CLI");
+    if (cli == NULL)
+        cli = "build/bin/tpuloop";
+    char out[] = "/tmp/tpuloop-cli-out-XXXXXX", err[] = "/tmp/tpuloop-cli-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env -u TPULOOP_DEVICE_COUNT -u TF_CONFIG %s %s %s >%s 2>%s", env ? env : "", cli, args,
+             out, err);
+    int rc = system(cmd);
+    cli_result r = {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+    unlink(out);
+    unlink(err);
+    return r;
+}
+
+static void done(cli_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+Test(cli, config_default_succeeds)
+{
+    cli_result r = run(NULL, "config");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "iterations_per_loop"));
+    cr_assert(strstr(r.out, "topology"));
+    cr_assert(strstr(r.out, "input plans"));
+    done(&r);
+}
+
+Test(cli, config_json_has_the_documented_keys)
+{
+    cli_result r = run(NULL, "config --devices=8 --num_hosts=4 --iterations_per_loop=1h --train_batch_size=512 "
+                             "--per_host_input_for_training=PER_HOST_V2 --num_cores_per_replica=2 --eval_batch_size=64 "
+                             "--eval_training_input_configuration=SLICED --num_hosts=4 --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert_not_null(j, "not JSON: %s", e.text);
+    json_t *ipl = json_object_get(j, "iterations_per_loop");
+    cr_assert_str_eq(json_string_value(json_object_get(ipl, "unit")), "seconds");
+    cr_assert_eq(json_integer_value(json_object_get(ipl, "value")), 3600);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_hosts")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_devices")), 32);
+    cr_assert_eq(json_integer_value(json_object_get(j, "devices_per_host")), 8);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_cores_per_replica")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_replicas")), 16);
+    cr_assert_eq(json_integer_value(json_object_get(j, "replicas_per_host")), 4);
+    json_t *tpu = json_object_get(j, "tpu_config");
+    cr_assert_str_eq(json_string_value(json_object_get(tpu, "per_host_input_for_training")), "PER_HOST_V2");
+    cr_assert(json_is_null(json_object_get(tpu, "num_shards")));
+    json_t *in = json_object_get(j, "input");
+    json_t *train = json_object_get(in, "train");
+    cr_assert_str_eq(json_string_value(json_object_get(train, "mode")), "PER_HOST_V2");
+    cr_assert_eq(json_integer_value(json_object_get(train, "input_fn_calls")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(train, "input_fn_batch_size")), 32);
+    cr_assert_eq(json_integer_value(json_object_get(train, "model_fn_batch_size")), 32);
+    cr_assert_eq(json_integer_value(json_object_get(train, "replicas_per_call")), 4);
+    json_t *eval = json_object_get(in, "eval");
+    cr_assert_str_eq(json_string_value(json_object_get(eval, "mode")), "SLICED");
+    cr_assert_eq(json_integer_value(json_object_get(eval, "input_fn_calls")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(eval, "model_fn_batch_size")), 4);
+    cr_assert(json_is_null(json_object_get(in, "predict")), "predict_batch_size unset -> null");
+    json_decref(j);
+    done(&r);
+}
+
+Test(cli, config_json_null_ncpr_when_unset)
+{
+    cli_result r = run(NULL, "config --devices=3 --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j);
+    cr_assert(json_is_null(json_object_get(j, "num_cores_per_replica")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_replicas")), 3);
+    cr_assert(json_is_null(json_object_get(json_object_get(j, "input"), "train")));
+    json_decref(j);
+    done(&r);
+}
+
+Test(cli, bad_config_value_exits_2_with_error_line)
+{
+    cli_result r = run(NULL, "config --num_cores_per_replica=3");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got 3"), "%s", r.err);
+    cr_assert(strstr(r.err, "[from flag --num_cores_per_replica]"), "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    done(&r);
+}
+
+Test(cli, bad_topology_exits_2)
+{
+    cli_result r = run(NULL, "config --devices=8 --train_batch_size=127");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: train batch size 127 must be divisible by number of replicas 8"), "%s", r.err);
+    done(&r);
+}
+
+Test(cli, unknown_flag_and_command_exit_2)
+{
+    cli_result r = run(NULL, "config --no_such_option=1");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: unknown option '--no_such_option=1'"), "%s", r.err);
+    done(&r);
+    r = run(NULL, "frobnicate");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: unknown command 'frobnicate'"), "%s", r.err);
+    done(&r);
+    r = run(NULL, "");
+    cr_assert_eq(r.status, 2);
+    done(&r);
+}
+
+Test(cli, config_file_then_env_then_flags)
+{
+    char path[] = "/tmp/tpuloop-cli-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *text = "{\"train_batch_size\": 64, \"devices\": 2,\n \"tpu_config\": {\"iterations_per_loop\": \"30s\"}}\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char args[256];
+    snprintf(args, sizeof args, "config %s --json --iterations_per_loop=7", path);
+    cli_result r = run("TPULOOP_DEVICE_COUNT=4", args);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_devices")), 4, "env beats the file");
+    json_t *ipl = json_object_get(j, "iterations_per_loop");
+    cr_assert_str_eq(json_string_value(json_object_get(ipl, "unit")), "count", "the flag beats the file");
+    cr_assert_eq(json_integer_value(json_object_get(ipl, "value")), 7);
+    json_t *train = json_object_get(json_object_get(j, "input"), "train");
+    cr_assert_eq(json_integer_value(json_object_get(train, "model_fn_batch_size")), 16);
+    json_decref(j);
+    done(&r);
+    unlink(path);
+}
+
+Test(cli, malformed_config_file_names_line_and_column)
+{
+    char path[] = "/tmp/tpuloop-cli-bad-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *text = "{\n  \"devices\": 2\n  \"num_hosts\": 1\n}\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char args[256], want[300];
+    snprintf(args, sizeof args, "config %s", path);
+    cli_result r = run(NULL, args);
+    cr_assert_eq(r.status, 2);
+    snprintf(want, sizeof want, "error: %s:3:", path);
+    cr_assert(strstr(r.err, want), "%s", r.err);
+    done(&r);
+    unlink(path);
+    r = run(NULL, "config /nonexistent/tpuloop.json");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: cannot open config file /nonexistent/tpuloop.json"), "%s", r.err);
+    done(&r);
+}
+
+Test(cli, devices_lists_virtual_devices)
+{
+    cli_result r = run(NULL, "devices --devices=3");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "cpu:0") && strstr(r.out, "cpu:2") && !strstr(r.out, "cpu:3"), "%s", r.out);
+    done(&r);
+    r = run("TPULOOP_DEVICE_COUNT=5", "devices --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_devices")), 5);
+    json_t *d4 = json_array_get(json_object_get(j, "devices"), 4);
+    cr_assert_str_eq(json_string_value(json_object_get(d4, "name")), "cpu:4");
+    json_decref(j);
+    done(&r);
+    r = run(NULL, "devices --devices=-1");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: devices must be in [0, 4096], got -1"), "%s", r.err);
+    done(&r);
+}
+
+Test(cli, devices_default_is_one_per_core)
+{
+    cli_result r = run(NULL, "devices --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    cr_assert_eq(json_integer_value(json_object_get(j, "num_devices")), CPU_COUNT(&set));
+    cr_assert(json_is_false(json_object_get(j, "virtual")));
+    json_decref(j);
+    done(&r);
+}
+
+Test(cli, help_config_lists_options)
+{
+    cli_result r = run(NULL, "help config");
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "--iterations_per_loop") && strstr(r.out, "--num_cores_per_replica") &&
+              strstr(r.out, "TPULOOP_DEVICE_COUNT"));
+    done(&r);
+}
