@@ -19,5 +19,7 @@
 #include "tpuloop/config.h"
 #include "tpuloop/devices.h"
 #include "tpuloop/topology.h"
+#include "tpuloop/mesh.h"
+#include "tpuloop/distribution.h"
 
 #endif /* TPULOOP_TPULOOP_H */

@@ -11,6 +11,8 @@
 static _Thread_local char errmsg[TL_ERRMSG_MAX];
 static _Thread_local tl_status errstatus = TL_OK;
 
+static void set_message(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
 static void set_message(const char *fmt, va_list ap)
 {
     int n = vsnprintf(errmsg, sizeof errmsg, fmt, ap);

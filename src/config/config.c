@@ -177,9 +177,10 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
     if (root == NULL)
         return tl_error(TL_EPARSE, "%s:%d:%d: malformed JSON: %s", origin, err.line, err.column, err.text);
     if (!json_is_object(root)) {
+        tl_status bad = tl_error(TL_EPARSE, "%s: the configuration must be a JSON object, got %s", origin,
+                                 tl_py_type(root));
         json_decref(root);
-        return tl_error(TL_EPARSE, "%s: the configuration must be a JSON object, got %s", origin,
-                        tl_py_type(root));
+        return bad;
     }
 
     /* Check every key before applying any, so a bad file changes nothing. */
@@ -205,8 +206,11 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
         }
     }
 
+    /* Then apply them all or none: collect the values and their origins first. */
     char where[512];
     snprintf(where, sizeof where, "file %s", origin);
+    json_t *vals[TL_NUM_OPTIONS] = {0};
+    char *origins[TL_NUM_OPTIONS] = {0};
     json_object_foreach(root, key, val) {
         int id;
         if (strcmp(key, "tpu_config") == 0) {
@@ -214,14 +218,30 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
             json_t *v2;
             json_object_foreach(val, k2, v2) {
                 find_in_section("tpu_config", k2, origin, &id);
-                if ((st = put(cfg, id, json_incref(v2), TL_SOURCE_FILE, where)) != TL_OK)
-                    goto out;
+                vals[id] = v2;
             }
         } else {
             find_in_section(NULL, key, origin, &id);
-            if ((st = put(cfg, id, json_incref(val), TL_SOURCE_FILE, where)) != TL_OK)
-                goto out;
+            vals[id] = val;
         }
+    }
+    for (int i = 0; i < TL_NUM_OPTIONS; i++) {
+        if (vals[i] != NULL && (origins[i] = tl_strdup(where)) == NULL) {
+            for (int k = 0; k < i; k++)
+                tl_free(origins[k]);
+            st = tl_error_oom();
+            goto out;
+        }
+    }
+    clear_resolved(cfg);
+    for (int i = 0; i < TL_NUM_OPTIONS; i++) {
+        if (vals[i] == NULL)
+            continue;
+        json_decref(cfg->raw[i]);
+        tl_free(cfg->origin[i]);
+        cfg->raw[i] = json_incref(vals[i]);
+        cfg->source[i] = TL_SOURCE_FILE;
+        cfg->origin[i] = origins[i];
     }
 out:
     json_decref(root);

@@ -67,8 +67,10 @@ struct tl_config {
     struct tl_partition_dims *pdims;
 };
 
-/* Python's str() of a value, as TensorFlow's messages print it, into buf. */
-void tl_py_str(const json_t *v, char *buf, size_t n);
+/* Python's str() of a value, as TensorFlow's messages print it, into buf
+ * (truncated with "..." when longer). False when out of memory ("<value>"
+ * is written then, good enough for a message but not for parsing). */
+bool tl_py_str(const json_t *v, char *buf, size_t n);
 /* Python's type() of a value: "<class 'int'>", "<class 'float'>" ... */
 const char *tl_py_type(const json_t *v);
 

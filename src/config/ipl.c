@@ -10,9 +10,12 @@
 #include "../base/base_int.h"
 #include "tpuloop/config.h"
 
-#define IPL_ERROR                                                                       \
-    "Invalid TPUConfig `iterations_per_loop` value. Value must be positive integer "    \
-    "value or time-based value `<N><s|m|h>` if running on TPU Platform. Received: %s"
+/* TensorFlow's text, "anypositive" included, then the value received. */
+#define IPL_ERROR                                                                               \
+    "Invalid TPUConfig `iterations_per_loop` value. Value must be positive integer value or "  \
+    "time-based value `<N><s|m|h>` where <N> is anypositive integer and `s`, `m`, `h` are "     \
+    "unit of time in seconds, minutes, hours respectively. Examples of valid values: `3600s`, " \
+    "`60m`, `1h`. (got '%s')"
 
 tl_status tl_parse_iterations_per_loop(const char *text, tl_ipl *out)
 {

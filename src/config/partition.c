@@ -170,9 +170,10 @@ static tl_status check_node(const tl_pd_node *n, int64_t ncpr)
             dims_str(n, buf, sizeof buf);
             return tl_error(TL_EINVAL, "All input partition dims must be >= 1. (dims = %s)", buf);
         }
-        if (prod > ncpr)
-            continue; /* already too many; avoid overflow */
-        prod *= n->dims[i];
+        if (prod > ncpr || n->dims[i] > ncpr)
+            prod = ncpr + 1; /* too many already; stop before int64 overflows */
+        else
+            prod *= n->dims[i];
     }
     if (prod != 1 && prod != ncpr) {
         dims_str(n, buf, sizeof buf);

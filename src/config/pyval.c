@@ -90,20 +90,22 @@ static void py_repr(const json_t *v, tl_strbuf *sb, bool top)
     }
 }
 
-void tl_py_str(const json_t *v, char *buf, size_t n)
+bool tl_py_str(const json_t *v, char *buf, size_t n)
 {
     tl_strbuf sb = {0};
     py_repr(v, &sb, true);
     char *s = tl_strbuf_take(&sb);
-    if (n == 0)
-        goto done;
+    if (n == 0) {
+        tl_free(s);
+        return s != NULL;
+    }
     if (s == NULL) {
         snprintf(buf, n, "<value>");
-        goto done;
+        return false;
     }
     snprintf(buf, n, "%s", s);
     if (strlen(s) >= n && n > 4)
         memcpy(buf + n - 4, "...", 4);
-done:
     tl_free(s);
+    return true;
 }

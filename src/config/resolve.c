@@ -193,8 +193,12 @@ static tl_status resolve_tpu_config(tl_config *cfg, const json_t *tf)
 
     /* 1. iterations_per_loop: str(value) against the grammar. */
     const json_t *ipl = RAW(iterations_per_loop);
-    tl_py_str(ipl, buf, sizeof buf);
-    if ((st = tl_parse_iterations_per_loop(buf, &t->iterations_per_loop)) != TL_OK)
+    const char *ipl_text = buf;
+    if (json_is_string(ipl))
+        ipl_text = json_string_value(ipl);
+    else if (!tl_py_str(ipl, buf, sizeof buf))
+        return tl_error_oom();
+    if ((st = tl_parse_iterations_per_loop(ipl_text, &t->iterations_per_loop)) != TL_OK)
         return rerr(cfg, TL_OPT_ID_iterations_per_loop, st, "%s", tl_last_error());
 
     /* 2. num_shards */
@@ -368,13 +372,24 @@ static tl_status resolve_run_config(tl_config *cfg, const json_t *tf)
     rc->tf_random_seed = (tl_opt_int){false, 0};
     if (!json_is_null(seed)) {
         if (!json_is_integer(seed))
-            return rerr(cfg, TL_OPT_ID_tf_random_seed, TL_ETYPE, "tf_random_seed must be integer. (got %s)",
+            return rerr(cfg, TL_OPT_ID_tf_random_seed, TL_EINVAL, "tf_random_seed must be integer. (got %s)",
                         tl_py_type(seed));
         rc->tf_random_seed = (tl_opt_int){true, json_integer_value(seed)};
     }
 
     /* master and evaluation_master: TF_CONFIG first, then the TPU RunConfig's override. */
     const char *task_type = tf_config_string(tf, "task", "type");
+    if (tf != NULL && json_object_get(tf, "cluster") == NULL) {
+        /* Local mode: TensorFlow accepts only worker 0. */
+        const json_t *task = json_object_get(tf, "task");
+        const json_t *index = json_is_object(task) ? json_object_get(task, "index") : NULL;
+        if (task_type != NULL && strcmp(task_type, "worker") != 0)
+            return tl_error(TL_EINVAL, "If \"cluster\" is not set in TF_CONFIG, task type must be WORKER. (got %s)",
+                            task_type);
+        if (index != NULL && !(json_is_integer(index) && json_integer_value(index) == 0) &&
+            !(json_is_string(index) && strcmp(json_string_value(index), "0") == 0))
+            return tl_error(TL_EINVAL, "If \"cluster\" is not set in TF_CONFIG, task index must be 0.");
+    }
     bool evaluator = task_type != NULL && strcmp(task_type, "evaluator") == 0;
     const char *master = tf_config_string(tf, "session_master", NULL);
     const char *eval_master = tf_config_string(tf, "eval_session_master", NULL);
