@@ -162,7 +162,9 @@ fuzz: deps
 	    name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
 	    echo "== $$name for $(FUZZ_SECONDS)s =="; \
 	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -dict=fuzz/$$name.dict \
-	        build/fuzz/corpus-$$name fuzz/seeds/$$name 2>&1 | tail -n 12 || exit 1; \
+	        build/fuzz/corpus-$$name fuzz/seeds/$$name > build/fuzz/$$name.log 2>&1; rc=$$?; \
+	    grep -E '^(stat::|Done|==[0-9]+==ERROR|SUMMARY)' build/fuzz/$$name.log; \
+	    if [ $$rc -ne 0 ]; then tail -n 40 build/fuzz/$$name.log; echo "$$name: failed (rc=$$rc)"; exit 1; fi; \
 	done
 
 install: lib

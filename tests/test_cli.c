@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 typedef struct {
     int status;
     char *out;
@@ -159,11 +161,8 @@ Test(cli, unknown_flag_and_command_exit_2)
 Test(cli, config_file_then_env_then_flags)
 {
     char path[] = "/tmp/tpuloop-cli-cfg-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    const char *text = "{\"train_batch_size\": 64, \"devices\": 2,\n \"tpu_config\": {\"iterations_per_loop\": \"30s\"}}\n";
-    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    tu_write_temp(path,
+                  "{\"train_batch_size\": 64, \"devices\": 2,\n \"tpu_config\": {\"iterations_per_loop\": \"30s\"}}\n");
     char args[256];
     snprintf(args, sizeof args, "config %s --json --iterations_per_loop=7", path);
     cli_result r = run("TPULOOP_DEVICE_COUNT=4", args);
@@ -184,11 +183,7 @@ Test(cli, config_file_then_env_then_flags)
 Test(cli, malformed_config_file_names_line_and_column)
 {
     char path[] = "/tmp/tpuloop-cli-bad-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    const char *text = "{\n  \"devices\": 2\n  \"num_hosts\": 1\n}\n";
-    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    tu_write_temp(path, "{\n  \"devices\": 2\n  \"num_hosts\": 1\n}\n");
     char args[256], want[300];
     snprintf(args, sizeof args, "config %s", path);
     cli_result r = run(NULL, args);

@@ -2,52 +2,11 @@
  * data_shard_id, DataParallel and ModelParallel: the IN-*, DS-*, ID-*, DP-*,
  * MP-* and PD-4 vectors of distribution.md §14, and allocation-failure
  * unwinding of both constructors. */
-#include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "tpuloop/distribution.h"
-
-#define ASSERT_OK(call)                                                                             \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, TL_OK, "%s failed: %s: %s", #call, tl_err_name(st_), tl_last_error());  \
-    } while (0)
-
-#define ASSERT_ERR(call, status, frag)                                                              \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, (status), "%s: got %s (%s), want %s", #call, tl_err_name(st_),           \
-                     tl_last_error(), tl_err_name(status));                                         \
-        cr_assert(strstr(tl_last_error(), (frag)) != NULL, "message \"%s\" lacks \"%s\"",           \
-                  tl_last_error(), (frag));                                                         \
-    } while (0)
-
-static const int dev8[] = {0, 1, 2, 3, 4, 5, 6, 7};
-static const int dev4[] = {0, 1, 2, 3};
-
-static tl_devices *devices(int n)
-{
-    tl_devices *d;
-    ASSERT_OK(tl_devices_create(n, 1, 0, &d));
-    return d;
-}
-
-static tl_mesh *mesh1(const tl_devices *devs, int64_t n, const char *name)
-{
-    tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(devs, &n, 1, (const char *[]){name}, 1, NULL, 0, &m));
-    return m;
-}
-
-static tl_mesh *mesh2(const tl_devices *devs, int64_t a, int64_t b, const char *na, const char *nb)
-{
-    tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(devs, (int64_t[]){a, b}, 2, (const char *[]){na, nb}, 2, NULL, 0, &m));
-    return m;
-}
+#include "testutil.h"
 
 static tl_distribution *data_parallel(const tl_mesh *mesh, int P, int pid)
 {
@@ -186,7 +145,26 @@ Test(initialize, range_and_buffer_checks)
     cr_assert_str_eq(coord, "");
 }
 
+/* The fixture of the distribution and data_parallel suites: 8 devices and
+ * the mesh (8,) ["data"] on them. */
+static tl_devices *fx_devs;
+static tl_mesh *fx_mesh8;
+
+static void dp_setup(void)
+{
+    fx_devs = tu_devices(8, 1, 0);
+    fx_mesh8 = tu_mesh1(fx_devs, 8, "data");
+}
+
+static void dp_teardown(void)
+{
+    tl_mesh_destroy(fx_mesh8);
+    tl_devices_destroy(fx_devs);
+}
+
 /* ---- the current distribution ------------------------------------------- */
+
+TestSuite(distribution, .init = dp_setup, .fini = dp_teardown);
 
 Test(distribution, DS_1_none_before_set)
 {
@@ -195,9 +173,7 @@ Test(distribution, DS_1_none_before_set)
 
 Test(distribution, DS_2_nested_scopes)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d1 = data_parallel(m, 1, 0), *d2 = data_parallel(m, 1, 0);
+    tl_distribution *d1 = data_parallel(fx_mesh8, 1, 0), *d2 = data_parallel(fx_mesh8, 1, 0);
     tl_distribution_scope outer, inner;
     tl_distribution_scope_enter(d1, &outer);
     cr_assert_eq(tl_distribution_current(), d1);
@@ -213,8 +189,6 @@ Test(distribution, DS_2_nested_scopes)
     tl_distribution_destroy(d2); /* destroying the current one clears the slot */
     cr_assert_null(tl_distribution_current());
     tl_distribution_destroy(d1);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 static void *read_current(void *out)
@@ -225,9 +199,7 @@ static void *read_current(void *out)
 
 Test(distribution, current_is_per_thread)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_distribution_set(d);
     tl_distribution *seen = d;
     pthread_t t;
@@ -237,8 +209,6 @@ Test(distribution, current_is_per_thread)
     cr_assert_eq(tl_distribution_current(), d);
     tl_distribution_set(NULL);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 /* A body that fails inside the scope and leaves through its error path, as a
@@ -259,25 +229,19 @@ out:
 
 Test(distribution, DS_3_scope_restores_on_error)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d0 = data_parallel(m, 1, 0), *d1 = data_parallel(m, 1, 0);
+    tl_distribution *d0 = data_parallel(fx_mesh8, 1, 0), *d1 = data_parallel(fx_mesh8, 1, 0);
     tl_distribution_set(d0);
     ASSERT_ERR(failing_body(d1), TL_EINVAL, "rank");
     cr_assert_eq(tl_distribution_current(), d0);
     tl_distribution_set(NULL);
     tl_distribution_destroy(d0);
     tl_distribution_destroy(d1);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(distribution, DS_4_base_class_is_abstract)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
     tl_distribution *d;
-    ASSERT_OK(tl_distribution_create(m, NULL, (tl_process){1, 0}, &d));
+    ASSERT_OK(tl_distribution_create(fx_mesh8, NULL, (tl_process){1, 0}, &d));
     cr_assert_eq(tl_distribution_kind_of(d), TL_DISTRIBUTION_BASE);
     tl_layout *l;
     ASSERT_ERR(tl_distribution_get_data_layout(d, (int64_t[]){2}, 1, &l), TL_ENOTIMPL, "NotImplementedError");
@@ -292,8 +256,6 @@ Test(distribution, DS_4_base_class_is_abstract)
     cr_assert_null(tl_distribution_batch_dim_name(d));
     tl_distribution_destroy(d);
     tl_distribution_destroy(NULL);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 /* ---- data_shard_id ------------------------------------------------------ */
@@ -301,8 +263,8 @@ Test(distribution, DS_4_base_class_is_abstract)
 /* DataParallel over n devices with P processes: R = n. */
 static void assert_dp_shard_ids(int n, int P, const int *want)
 {
-    tl_devices *devs = devices(n);
-    tl_mesh *m = mesh1(devs, n, "batch");
+    tl_devices *devs = tu_devices(n, 1, 0);
+    tl_mesh *m = tu_mesh1(devs, n, "batch");
     for (int pid = 0; pid < P; pid++) {
         tl_distribution *d = data_parallel(m, P, pid);
         int id;
@@ -317,8 +279,8 @@ static void assert_dp_shard_ids(int n, int P, const int *want)
 /* ModelParallel on mesh (R, 8/R) with P processes. */
 static void assert_mp_shard_ids(int R, int P, bool legacy, const int *want)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh2(devs, R, 8 / R, "data", "model");
+    tl_devices *devs = tu_devices(8, 1, 0);
+    tl_mesh *m = tu_mesh2(devs, R, 8 / R, "data", "model");
     tl_layout_map *map;
     ASSERT_OK(tl_layout_map_create(m, TL_MATCH_FULL, &map));
     for (int pid = 0; pid < P; pid++) {
@@ -363,15 +325,14 @@ Test(distribution, ID_4_legacy_modulo_shard_id)
 
 Test(distribution, ID_5_num_data_shards)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m24 = mesh2(devs, 2, 4, "data", "model");
+    tl_mesh *m24 = tu_mesh2(fx_devs, 2, 4, "data", "model");
     tl_layout_map *map;
     ASSERT_OK(tl_layout_map_create(m24, TL_MATCH_FULL, &map));
     tl_distribution *mp = model_parallel(map, NULL, 4, 3);
     int s;
     ASSERT_OK(tl_distribution_num_data_shards(mp, &s));
     cr_assert_eq(s, 2);
-    tl_mesh *m8 = mesh1(devs, 8, "batch");
+    tl_mesh *m8 = tu_mesh1(fx_devs, 8, "batch");
     tl_distribution *dp = data_parallel(m8, 4, 1);
     ASSERT_OK(tl_distribution_num_data_shards(dp, &s));
     cr_assert_eq(s, 4);
@@ -380,18 +341,17 @@ Test(distribution, ID_5_num_data_shards)
     tl_layout_map_destroy(map);
     tl_mesh_destroy(m24);
     tl_mesh_destroy(m8);
-    tl_devices_destroy(devs);
 }
 
 /* ---- DataParallel ------------------------------------------------------- */
 
+TestSuite(data_parallel, .init = dp_setup, .fini = dp_teardown);
+
 Test(data_parallel, DP_1_from_mesh)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     cr_assert_eq(tl_distribution_kind_of(d), TL_DATA_PARALLEL);
-    cr_assert_eq(tl_distribution_mesh(d), m);
+    cr_assert_eq(tl_distribution_mesh(d), fx_mesh8);
     cr_assert_str_eq(tl_distribution_batch_dim_name(d), "data");
     cr_assert(!tl_distribution_is_multi_process(d));
     cr_assert_eq(tl_distribution_process_id(d), 0);
@@ -405,8 +365,6 @@ Test(data_parallel, DP_1_from_mesh)
     tl_distribution_set_auto_shard_dataset(d, false);
     cr_assert(!tl_distribution_auto_shard_dataset(d));
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 static void assert_batch_mesh_of_8(const tl_distribution *d)
@@ -424,7 +382,7 @@ Test(data_parallel, DP_2_from_devices)
 {
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
-    o.devices = dev8;
+    o.devices = tu_dev8;
     o.ndevices = 8;
     tl_distribution *d;
     ASSERT_OK(tl_data_parallel_create(&o, &d));
@@ -434,47 +392,39 @@ Test(data_parallel, DP_2_from_devices)
 
 Test(data_parallel, DP_3_discovers_devices)
 {
-    tl_devices *devs = devices(8);
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
-    o.discover = devs;
+    o.discover = fx_devs;
     tl_distribution *d;
     ASSERT_OK(tl_data_parallel_create(&o, &d));
     assert_batch_mesh_of_8(d);
     tl_distribution_destroy(d);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_4_mesh_wins_over_devices)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
-    o.device_mesh = m;
-    o.devices = dev4;
+    o.device_mesh = fx_mesh8;
+    o.devices = tu_dev4;
     o.ndevices = 4;
     tl_distribution *d;
     ASSERT_OK(tl_data_parallel_create(&o, &d));
-    cr_assert_eq(tl_distribution_mesh(d), m);
+    cr_assert_eq(tl_distribution_mesh(d), fx_mesh8);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_5_empty_devices_fall_back_to_discovery)
 {
-    tl_devices *devs = devices(8);
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
-    o.devices = dev8;
+    o.devices = tu_dev8;
     o.ndevices = 0;
-    o.discover = devs;
+    o.discover = fx_devs;
     tl_distribution *d;
     ASSERT_OK(tl_data_parallel_create(&o, &d));
     assert_batch_mesh_of_8(d);
     tl_distribution_destroy(d);
-    tl_devices_destroy(devs);
 }
 
 /* DP-6 (a string as device_mesh) has no test: device_mesh is a `const tl_mesh *`. */
@@ -493,8 +443,7 @@ static void capture(tl_log_level level, const char *msg, void *ud)
 
 Test(data_parallel, DP_7_multi_axis_mesh_warns)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh2(devs, 4, 2, "batch", "model");
+    tl_mesh *m = tu_mesh2(fx_devs, 4, 2, "batch", "model");
     tl_set_log_handler(capture, NULL);
     tl_distribution *d = data_parallel(m, 1, 0);
     tl_set_log_handler(NULL, NULL);
@@ -508,22 +457,19 @@ Test(data_parallel, DP_7_multi_axis_mesh_warns)
     tl_distribution_destroy(d);
 
     warnings = 0;
-    tl_mesh *m1 = mesh1(devs, 8, "data");
     tl_set_log_handler(capture, NULL);
-    d = data_parallel(m1, 1, 0);
+    d = data_parallel(fx_mesh8, 1, 0);
     tl_set_log_handler(NULL, NULL);
     cr_assert_eq(warnings, 0);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m1);
     tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_8_two_dimensional_devices)
 {
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
-    o.devices = dev8;
+    o.devices = tu_dev8;
     o.ndevices = 8;
     o.devices_shape = (int64_t[]){2, 4};
     o.devices_ndim = 2;
@@ -539,47 +485,37 @@ Test(data_parallel, DP_8_two_dimensional_devices)
 
 Test(data_parallel, DP_9_data_layout)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_layout *l;
     ASSERT_OK(tl_distribution_get_data_layout(d, (int64_t[]){4, 2, 2}, 3, &l));
     assert_axes(l, 3, (const char *[]){"data", NULL, NULL});
-    cr_assert_eq(tl_layout_mesh(l), m);
+    cr_assert_eq(tl_layout_mesh(l), fx_mesh8);
     tl_layout_destroy(l);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_10_variable_replicated)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_layout *l;
     tl_variable_desc v = {"dense/bias", 1, (int64_t[]){3}, NULL};
     ASSERT_OK(tl_distribution_get_variable_layout(d, &v, &l));
     assert_axes(l, 1, (const char *[]){NULL});
-    cr_assert_eq(tl_layout_mesh(l), m);
+    cr_assert_eq(tl_layout_mesh(l), fx_mesh8);
     tl_layout_destroy(l);
     tl_variable_desc scalar = {"step", 0, NULL, NULL};
     ASSERT_OK(tl_distribution_get_variable_layout(d, &scalar, &l));
     cr_assert_eq(tl_layout_rank(l), 0);
     tl_layout_destroy(l);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_11_variable_own_layout_wins)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_mesh *mx = mesh1(devs, 8, "x");
+    tl_mesh *mx = tu_mesh1(fx_devs, 8, "x");
     tl_layout *own;
     ASSERT_OK(tl_layout_create((const char *[]){"x"}, 1, mx, &own));
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_layout *l;
     tl_variable_desc v = {"v", 1, (int64_t[]){8}, own};
     ASSERT_OK(tl_distribution_get_variable_layout(d, &v, &l));
@@ -590,28 +526,20 @@ Test(data_parallel, DP_11_variable_own_layout_wins)
     tl_layout_destroy(own);
     tl_distribution_destroy(d);
     tl_mesh_destroy(mx);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_12_no_tensor_layout)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_layout *l = (tl_layout *)1;
     ASSERT_OK(tl_distribution_get_tensor_layout(d, "path/to/tensor", &l));
     cr_assert_null(l);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_13_two_processes)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 2, 1);
+    tl_distribution *d = data_parallel(fx_mesh8, 2, 1);
     int r;
     ASSERT_OK(tl_distribution_num_model_replicas(d, &r));
     cr_assert_eq(r, 8);
@@ -619,22 +547,16 @@ Test(data_parallel, DP_13_two_processes)
     cr_assert_eq(tl_distribution_process_id(d), 1);
     cr_assert(tl_distribution_is_multi_process(d));
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, DP_14_scalar_data_rejected)
 {
-    tl_devices *devs = devices(8);
-    tl_mesh *m = mesh1(devs, 8, "data");
-    tl_distribution *d = data_parallel(m, 1, 0);
+    tl_distribution *d = data_parallel(fx_mesh8, 1, 0);
     tl_layout *l;
     ASSERT_ERR(tl_distribution_get_data_layout(d, NULL, 0, &l), TL_EINVAL,
                "data_shape=() has no batch dimension");
     cr_assert_null(l);
     tl_distribution_destroy(d);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(data_parallel, option_errors)
@@ -644,7 +566,7 @@ Test(data_parallel, option_errors)
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
     ASSERT_ERR(tl_data_parallel_create(&o, &d), TL_EINVAL, "give a device_mesh, devices, or a device list");
-    o.devices = dev8;
+    o.devices = tu_dev8;
     o.ndevices = 8;
     o.process = (tl_process){2, 2};
     ASSERT_ERR(tl_data_parallel_create(&o, &d), TL_EINVAL, "num_processes=2, process_id=2");
@@ -657,16 +579,15 @@ Test(data_parallel, option_errors)
 
 /* ---- ModelParallel ------------------------------------------------------ */
 
-/* The §14.5 fixture: mesh24 = (2, 4) ["data", "model"] on dev8; lm has
- * ".*kernel" = (None, "model") and ".*bias" = ("model",). */
-static tl_devices *fx_devs;
+/* The §14.5 fixture: mesh24 = (2, 4) ["data", "model"] on the 8 devices
+ * fx_devs; lm has ".*kernel" = (None, "model") and ".*bias" = ("model",). */
 static tl_mesh *fx_mesh24;
 static tl_layout_map *fx_lm;
 
 static void mp_setup(void)
 {
-    cr_assert_eq(tl_devices_create(8, 1, 0, &fx_devs), TL_OK);
-    fx_mesh24 = mesh2(fx_devs, 2, 4, "data", "model");
+    fx_devs = tu_devices(8, 1, 0);
+    fx_mesh24 = tu_mesh2(fx_devs, 2, 4, "data", "model");
     ASSERT_OK(tl_layout_map_create(fx_mesh24, TL_MATCH_FULL, &fx_lm));
     ASSERT_OK(tl_layout_map_set_axes(fx_lm, ".*kernel", (const char *[]){NULL, "model"}, 2));
     ASSERT_OK(tl_layout_map_set_axes(fx_lm, ".*bias", (const char *[]){"model"}, 1));
@@ -754,7 +675,7 @@ Test(model_parallel, MP_5_tensor_layout)
 
 Test(model_parallel, MP_6_variable_own_layout_wins)
 {
-    tl_mesh *mx = mesh1(fx_devs, 8, "x");
+    tl_mesh *mx = tu_mesh1(fx_devs, 8, "x");
     tl_layout *own;
     ASSERT_OK(tl_layout_create((const char *[]){"x", NULL}, 2, mx, &own));
     tl_distribution *d = model_parallel(fx_lm, "data", 1, 0);
@@ -795,8 +716,8 @@ Test(model_parallel, MP_10_batch_dim_defaults_to_first_axis)
 /* ModelParallel on a fresh mesh (a, b) ["data", "model"] of a*b devices. */
 static tl_status mp_on_mesh(int64_t a, int64_t b, int P, tl_distribution **d, tl_mesh **m, tl_layout_map **map)
 {
-    tl_devices *devs = devices((int)(a * b));
-    *m = mesh2(devs, a, b, "data", "model");
+    tl_devices *devs = tu_devices((int)(a * b), 1, 0);
+    *m = tu_mesh2(devs, a, b, "data", "model");
     tl_devices_destroy(devs);
     ASSERT_OK(tl_layout_map_create(*m, TL_MATCH_FULL, map));
     tl_model_parallel_options o;
@@ -904,129 +825,85 @@ Test(model_parallel, PD_4_kernel_columns_on_model_axis)
 
 /* ---- allocation failures ------------------------------------------------ */
 
-static int alloc_fail_at, alloc_seen;
-
-static void *failing_malloc(size_t size, void *ud)
+/* DataParallel over the devices discovered in ctx: NULL out on failure, the
+ * (8,) "batch" mesh on success. */
+static tl_status dp_create_discovering(void *ctx)
 {
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : malloc(size);
+    tl_data_parallel_options o;
+    tl_data_parallel_options_init(&o);
+    o.discover = ctx;
+    tl_distribution *d;
+    tl_status st = tl_data_parallel_create(&o, &d);
+    if (st != TL_OK) {
+        cr_assert_null(d);
+        return st;
+    }
+    assert_batch_mesh_of_8(d);
+    tl_distribution_destroy(d);
+    return st;
 }
 
-static void *failing_realloc(void *p, size_t size, void *ud)
+static tl_status dp_create_from_ids(void *ctx)
 {
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : realloc(p, size);
-}
-
-static void plain_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
-
-static void fail_nth(int n)
-{
-    static const tl_allocator a = {failing_malloc, failing_realloc, plain_free, NULL};
-    alloc_fail_at = n;
-    alloc_seen = 0;
-    tl_set_allocator(&a);
+    (void)ctx;
+    tl_data_parallel_options o;
+    tl_data_parallel_options_init(&o);
+    o.devices = tu_dev8;
+    o.ndevices = 8;
+    tl_distribution *d;
+    tl_status st = tl_data_parallel_create(&o, &d);
+    if (st == TL_OK)
+        tl_distribution_destroy(d);
+    return st;
 }
 
 Test(data_parallel, oom_create_unwinds)
 {
-    tl_devices *devs = devices(8);
-    int failures = 0;
-    for (int n = 0;; n++) {
-        tl_data_parallel_options o;
-        tl_data_parallel_options_init(&o);
-        o.discover = devs;
-        tl_distribution *d;
-        fail_nth(n);
-        tl_status st = tl_data_parallel_create(&o, &d);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            assert_batch_mesh_of_8(d);
-            tl_distribution_destroy(d);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        cr_assert_null(d);
-        failures++;
-    }
-    cr_assert_gt(failures, 5);
+    cr_assert_gt(tu_oom_sweep(dp_create_discovering, fx_devs, "DataParallel from discovered devices"), 5);
+    cr_assert_gt(tu_oom_sweep(dp_create_from_ids, NULL, "DataParallel from device ids"), 5);
+}
 
-    failures = 0;
-    for (int n = 0;; n++) {
-        tl_data_parallel_options o;
-        tl_data_parallel_options_init(&o);
-        o.devices = dev8;
-        o.ndevices = 8;
-        tl_distribution *d;
-        fail_nth(n);
-        tl_status st = tl_data_parallel_create(&o, &d);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_distribution_destroy(d);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        failures++;
-    }
-    cr_assert_gt(failures, 5);
-    tl_devices_destroy(devs);
+/* ModelParallel over the layout map ctx, process 1 of 2. */
+static tl_status mp_create(void *ctx)
+{
+    tl_model_parallel_options o;
+    tl_model_parallel_options_init(&o);
+    o.layout_map = ctx;
+    o.batch_dim_name = "data";
+    o.process = (tl_process){2, 1};
+    tl_distribution *d;
+    tl_status st = tl_model_parallel_create(&o, &d);
+    if (st == TL_OK)
+        tl_distribution_destroy(d);
+    return st;
+}
+
+/* The layout of a (16, 8) "dense/kernel" under the distribution ctx. */
+static tl_status mp_variable_layout(void *ctx)
+{
+    tl_variable_desc v = {"dense/kernel", 2, (int64_t[]){16, 8}, NULL};
+    tl_layout *l;
+    tl_status st = tl_distribution_get_variable_layout(ctx, &v, &l);
+    if (st == TL_OK)
+        tl_layout_destroy(l);
+    return st;
+}
+
+/* The layout of (8, 3) data under the distribution ctx. */
+static tl_status mp_data_layout(void *ctx)
+{
+    tl_layout *l;
+    tl_status st = tl_distribution_get_data_layout(ctx, (int64_t[]){8, 3}, 2, &l);
+    if (st == TL_OK)
+        tl_layout_destroy(l);
+    return st;
 }
 
 Test(model_parallel, oom_create_and_layouts_unwind)
 {
-    int failures = 0;
-    for (int n = 0;; n++) {
-        tl_model_parallel_options o;
-        tl_model_parallel_options_init(&o);
-        o.layout_map = fx_lm;
-        o.batch_dim_name = "data";
-        o.process = (tl_process){2, 1};
-        tl_distribution *d;
-        fail_nth(n);
-        tl_status st = tl_model_parallel_create(&o, &d);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_distribution_destroy(d);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        failures++;
-    }
-    cr_assert_eq(failures, 2);
-
+    cr_assert_eq(tu_oom_sweep(mp_create, fx_lm, "ModelParallel create"), 2);
     tl_distribution *d = model_parallel(fx_lm, NULL, 1, 0);
-    failures = 0;
-    for (int n = 0;; n++) {
-        tl_layout *l;
-        tl_variable_desc v = {"dense/kernel", 2, (int64_t[]){16, 8}, NULL};
-        fail_nth(n);
-        tl_status st = tl_distribution_get_variable_layout(d, &v, &l);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_layout_destroy(l);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM);
-        failures++;
-    }
-    cr_assert_eq(failures, 3);
-    failures = 0;
-    for (int n = 0;; n++) {
-        tl_layout *l;
-        fail_nth(n);
-        tl_status st = tl_distribution_get_data_layout(d, (int64_t[]){8, 3}, 2, &l);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_layout_destroy(l);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM);
-        failures++;
-    }
-    cr_assert_eq(failures, 4);
+    cr_assert_eq(tu_oom_sweep(mp_variable_layout, d, "ModelParallel variable layout"), 3);
+    cr_assert_eq(tu_oom_sweep(mp_data_layout, d, "ModelParallel data layout"), 4);
     tl_distribution_destroy(d);
 }

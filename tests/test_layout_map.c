@@ -1,45 +1,10 @@
 /* test_layout_map.c — LayoutMap: the LM-* vectors of distribution.md §14.6
  * in both matching modes, the Python-regex subset keys may use, and
  * allocation-failure unwinding of insertion. */
-#include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "tpuloop/devices.h"
-#include "tpuloop/mesh.h"
-
-#define ASSERT_OK(call)                                                                             \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, TL_OK, "%s failed: %s: %s", #call, tl_err_name(st_), tl_last_error());  \
-    } while (0)
-
-#define ASSERT_ERR(call, status, frag)                                                              \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, (status), "%s: got %s (%s), want %s", #call, tl_err_name(st_),           \
-                     tl_last_error(), tl_err_name(status));                                         \
-        cr_assert(strstr(tl_last_error(), (frag)) != NULL, "message \"%s\" lacks \"%s\"",           \
-                  tl_last_error(), (frag));                                                         \
-    } while (0)
-
-/* The §14.6 fixture: mesh (4, 2) ["data", "model"]. */
-static tl_devices *fx_devs;
-static tl_mesh *fx_mesh;
-
-static void setup(void)
-{
-    const char *names[] = {"data", "model"};
-    cr_assert_eq(tl_devices_create(8, 1, 0, &fx_devs), TL_OK);
-    cr_assert_eq(tl_mesh_create(fx_devs, (int64_t[]){4, 2}, 2, names, 2, NULL, 0, &fx_mesh), TL_OK);
-}
-
-static void teardown(void)
-{
-    tl_mesh_destroy(fx_mesh);
-    tl_devices_destroy(fx_devs);
-}
+#include "testutil.h"
 
 static tl_layout *layout(const char *const *axes, int rank)
 {
@@ -86,7 +51,7 @@ static const tl_layout *get(const tl_layout_map *m, const char *path)
 static tl_layout_map *lm4_map(tl_match_mode mode, const char *prefix)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, mode, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, mode, &m));
     char k[64];
     ASSERT_OK(tl_layout_map_set(m, "dense/kernel", s2()));
     ASSERT_OK(tl_layout_map_set(m, "dense/bias", s1()));
@@ -99,20 +64,21 @@ static tl_layout_map *lm4_map(tl_match_mode mode, const char *prefix)
     return m;
 }
 
-TestSuite(layout_map, .init = setup, .fini = teardown);
+/* The §14.6 fixture: mesh (4, 2) ["data", "model"], tu_fx_mesh. */
+TestSuite(layout_map, .init = tu_fx_mesh_setup, .fini = tu_fx_mesh_teardown);
 
 Test(layout_map, LM_1_set_and_attach_mesh)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_OK(tl_layout_map_set(m, "dense/kernel", s2()));
     ASSERT_OK(tl_layout_map_set(m, "dense/bias", s1()));
     ASSERT_OK(tl_layout_map_set_axes(m, "conv/bias", (const char *[]){"model"}, 1));
     cr_assert_eq(tl_layout_map_size(m), 3);
     cr_assert(is_s1(get(m, "conv/bias")));
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(tl_layout_mesh(tl_layout_map_value(m, i)), fx_mesh);
-    cr_assert_eq(tl_layout_map_mesh(m), fx_mesh);
+        cr_assert_eq(tl_layout_mesh(tl_layout_map_value(m, i)), tu_fx_mesh);
+    cr_assert_eq(tl_layout_map_mesh(m), tu_fx_mesh);
     cr_assert_eq(tl_layout_map_mode(m), TL_MATCH_FULL);
     tl_layout_map_destroy(m);
 }
@@ -120,7 +86,7 @@ Test(layout_map, LM_1_set_and_attach_mesh)
 Test(layout_map, LM_2_duplicate_key)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_OK(tl_layout_map_set(m, "dense/kernel", s2()));
     ASSERT_ERR(tl_layout_map_set(m, "dense/kernel", s2()), TL_EINVAL,
                "dense/kernel already exist in the LayoutMap with value <TensorLayout axes=(None, 'model')");
@@ -133,7 +99,7 @@ Test(layout_map, LM_3_value_not_a_layout)
 {
     /* C's type system admits no list value; NULL is the one non-layout. */
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_ERR(tl_layout_map_set(m, "conv.kernel", NULL), TL_EINVAL, "should be a TensorLayout");
     cr_assert_eq(tl_layout_map_size(m), 0);
     tl_layout_map_destroy(m);
@@ -193,7 +159,7 @@ Test(layout_map, LM_9_full_versus_search)
     tl_match_mode modes[] = {TL_MATCH_FULL, TL_MATCH_SEARCH};
     for (int i = 0; i < 2; i++) {
         tl_layout_map *m;
-        ASSERT_OK(tl_layout_map_create(fx_mesh, modes[i], &m));
+        ASSERT_OK(tl_layout_map_create(tu_fx_mesh, modes[i], &m));
         ASSERT_OK(tl_layout_map_set(m, "dense.*kernel", r2()));
         const tl_layout *l = get(m, "my_model/dense_1/kernel");
         if (modes[i] == TL_MATCH_FULL)
@@ -209,7 +175,7 @@ Test(layout_map, LM_10_leading_dot_star_matches_in_both)
     tl_match_mode modes[] = {TL_MATCH_FULL, TL_MATCH_SEARCH};
     for (int i = 0; i < 2; i++) {
         tl_layout_map *m;
-        ASSERT_OK(tl_layout_map_create(fx_mesh, modes[i], &m));
+        ASSERT_OK(tl_layout_map_create(tu_fx_mesh, modes[i], &m));
         ASSERT_OK(tl_layout_map_set(m, ".*dense.*kernel", r2()));
         cr_assert(is_r(get(m, "sequential/dense/kernel"), 2));
         tl_layout_map_destroy(m);
@@ -219,7 +185,7 @@ Test(layout_map, LM_10_leading_dot_star_matches_in_both)
 Test(layout_map, LM_11_docstring_map)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_OK(tl_layout_map_set_axes(m, ".*dense.*kernel", (const char *[]){NULL, "model"}, 2));
     ASSERT_OK(tl_layout_map_set_axes(m, ".*dense.*bias", (const char *[]){"model"}, 1));
     ASSERT_OK(tl_layout_map_set_axes(m, ".*conv2d.*kernel", (const char *[]){NULL, NULL, NULL, "model"}, 4));
@@ -238,7 +204,7 @@ Test(layout_map, LM_12_pop_exact_key_only)
     tl_layout *l;
     ASSERT_OK(tl_layout_map_pop(m, "dense/kernel", &l));
     cr_assert(is_s2(l));
-    cr_assert_eq(tl_layout_mesh(l), fx_mesh);
+    cr_assert_eq(tl_layout_mesh(l), tu_fx_mesh);
     tl_layout_destroy(l);
     cr_assert_eq(tl_layout_map_size(m), 4);
     cr_assert_str_eq(tl_layout_map_key(m, 0), "dense/bias");
@@ -256,7 +222,7 @@ Test(layout_map, LM_12_pop_exact_key_only)
 Test(layout_map, LM_13_insertion_order)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_OK(tl_layout_map_set(m, "dense/kernel", s2()));
     ASSERT_OK(tl_layout_map_set(m, "dense/bias", s1()));
     cr_assert_str_eq(tl_layout_map_key(m, 0), "dense/kernel");
@@ -271,7 +237,7 @@ Test(layout_map, LM_13_insertion_order)
 Test(layout_map, LM_14_invalid_regex_rejected_at_insertion)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_ERR(tl_layout_map_set(m, "dense[", s2()), TL_EINVAL,
                "LayoutMap key 'dense[' is not a supported regular expression: unterminated character set");
     cr_assert_eq(tl_layout_map_size(m), 0);
@@ -282,7 +248,7 @@ Test(layout_map, LM_14_invalid_regex_rejected_at_insertion)
 Test(layout_map, LM_15_exact_hit_without_regex)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     /* tpuloop refuses "dense[" when it is set, so only "x" is stored. */
     ASSERT_ERR(tl_layout_map_set(m, "dense[", s2()), TL_EINVAL, "dense[");
     ASSERT_OK(tl_layout_map_set(m, "x", s1()));
@@ -293,7 +259,7 @@ Test(layout_map, LM_15_exact_hit_without_regex)
 Test(layout_map, LM_16_axes_checked_at_insertion)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_ERR(tl_layout_map_set_axes(m, "k", (const char *[]){"bad"}, 1), TL_EINVAL,
                "Invalid axis names for Layout. Valid axis names: {'data', 'model'}, Got {'bad'}");
     cr_assert_eq(tl_layout_map_size(m), 0);
@@ -302,11 +268,9 @@ Test(layout_map, LM_16_axes_checked_at_insertion)
 
 Test(layout_map, layout_with_own_mesh_keeps_it)
 {
-    const char *names[] = {"x"};
-    tl_mesh *other;
-    ASSERT_OK(tl_mesh_create(fx_devs, (int64_t[]){8}, 1, names, 1, NULL, 0, &other));
+    tl_mesh *other = tu_mesh1(tu_fx_devs, 8, "x");
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"x"}, 1, other, &l));
     ASSERT_OK(tl_layout_map_set(m, "k", l));
@@ -320,8 +284,8 @@ Test(layout_map, create_and_argument_errors)
     tl_layout_map *m;
     ASSERT_ERR(tl_layout_map_create(NULL, TL_MATCH_FULL, &m), TL_EINVAL, "needs a DeviceMesh");
     cr_assert_null(m);
-    ASSERT_ERR(tl_layout_map_create(fx_mesh, (tl_match_mode)7, &m), TL_EINVAL, "got 7");
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_ERR(tl_layout_map_create(tu_fx_mesh, (tl_match_mode)7, &m), TL_EINVAL, "got 7");
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_ERR(tl_layout_map_set(m, NULL, s1()), TL_EINVAL, "the key is NULL");
     const tl_layout *l;
     ASSERT_ERR(tl_layout_map_get(m, NULL, &l), TL_EINVAL, "path to look up is NULL");
@@ -335,7 +299,7 @@ Test(layout_map, create_and_argument_errors)
 static bool key_matches(tl_match_mode mode, const char *key, const char *path)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, mode, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, mode, &m));
     ASSERT_OK(tl_layout_map_set(m, key, r1()));
     bool hit = get(m, path) != NULL;
     tl_layout_map_destroy(m);
@@ -345,7 +309,7 @@ static bool key_matches(tl_match_mode mode, const char *key, const char *path)
 static void assert_rejected(const char *key, const char *frag)
 {
     tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
+    ASSERT_OK(tl_layout_map_create(tu_fx_mesh, TL_MATCH_FULL, &m));
     ASSERT_ERR(tl_layout_map_set(m, key, r1()), TL_EINVAL, frag);
     cr_assert(strstr(tl_last_error(), key) != NULL, "the message names the key: %s", tl_last_error());
     tl_layout_map_destroy(m);
@@ -433,65 +397,37 @@ Test(layout_map, regex_unsupported_syntax_is_rejected)
 
 /* ---- allocation failures ------------------------------------------------ */
 
-static int alloc_fail_at, alloc_seen;
-
-static void *failing_malloc(size_t size, void *ud)
+/* A map on the mesh ctx given one key: the insertion is all or nothing. */
+static tl_status map_with_one_key(void *ctx)
 {
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : malloc(size);
+    tl_layout_map *m;
+    tl_status st = tl_layout_map_create(ctx, TL_MATCH_FULL, &m);
+    if (st != TL_OK)
+        return st;
+    /* the map grows its table on the first insert, so this covers
+     * the table, the key, the compiled pattern and the layout */
+    st = tl_layout_map_set_axes(m, ".*dense_\\d+/kernel", (const char *[]){NULL, "model"}, 2);
+    if (st == TL_OK)
+        cr_assert(get(m, "a/dense_3/kernel") != NULL);
+    else
+        cr_assert_eq(tl_layout_map_size(m), 0);
+    tl_layout_map_destroy(m);
+    return st;
 }
 
-static void *failing_realloc(void *p, size_t size, void *ud)
+static tl_status map_create(void *ctx)
 {
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : realloc(p, size);
-}
-
-static void plain_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
-
-static void fail_nth(int n)
-{
-    static const tl_allocator a = {failing_malloc, failing_realloc, plain_free, NULL};
-    alloc_fail_at = n;
-    alloc_seen = 0;
-    tl_set_allocator(&a);
+    tl_layout_map *m;
+    tl_status st = tl_layout_map_create(ctx, TL_MATCH_SEARCH, &m);
+    if (st == TL_OK)
+        tl_layout_map_destroy(m);
+    return st;
 }
 
 Test(layout_map, oom_set_unwinds)
 {
-    tl_layout_map *m;
-    ASSERT_OK(tl_layout_map_create(fx_mesh, TL_MATCH_FULL, &m));
-    int failures = 0;
-    for (int n = 0;; n++) {
-        fail_nth(n);
-        /* the map grows its table on the first insert, so this covers
-         * the table, the key, the compiled pattern and the layout */
-        tl_status st = tl_layout_map_set_axes(m, ".*dense_\\d+/kernel", (const char *[]){NULL, "model"}, 2);
-        tl_set_allocator(NULL);
-        if (st == TL_OK)
-            break;
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        cr_assert_eq(tl_layout_map_size(m), 0);
-        failures++;
-    }
-    cr_assert_gt(failures, 4);
-    cr_assert(get(m, "a/dense_3/kernel") != NULL);
-    tl_layout_map_destroy(m);
-
-    failures = 0;
-    for (int n = 0;; n++) {
-        fail_nth(n);
-        tl_status st = tl_layout_map_create(fx_mesh, TL_MATCH_SEARCH, &m);
-        tl_set_allocator(NULL);
-        if (st == TL_OK)
-            break;
-        cr_assert_eq(st, TL_ENOMEM);
-        failures++;
-    }
-    cr_assert_eq(failures, 1);
-    tl_layout_map_destroy(m);
+    long create = tu_oom_sweep(map_create, tu_fx_mesh, "tl_layout_map_create");
+    cr_assert_eq(create, 1);
+    long set = tu_oom_sweep(map_with_one_key, tu_fx_mesh, "tl_layout_map_set_axes") - create;
+    cr_assert_gt(set, 4);
 }

@@ -1,52 +1,16 @@
 /* test_mesh.c — DeviceMesh, TensorLayout and per-device placement: the
  * DM-*, TL-*, LD-* and PD-1/3/5 vectors of distribution.md §14, tpuloop's
  * extra checks, and allocation-failure unwinding. */
-#include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "tpuloop/devices.h"
-#include "tpuloop/mesh.h"
-
-#define ASSERT_OK(call)                                                                             \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, TL_OK, "%s failed: %s: %s", #call, tl_err_name(st_), tl_last_error());  \
-    } while (0)
-
-#define ASSERT_ERR(call, status, frag)                                                              \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, (status), "%s: got %s (%s), want %s", #call, tl_err_name(st_),           \
-                     tl_last_error(), tl_err_name(status));                                         \
-        cr_assert(strstr(tl_last_error(), (frag)) != NULL, "message \"%s\" lacks \"%s\"",           \
-                  tl_last_error(), (frag));                                                         \
-    } while (0)
-
-static const int dev8[] = {0, 1, 2, 3, 4, 5, 6, 7};
-static const int dev4[] = {0, 1, 2, 3};
-
-static tl_devices *devices(int per_host, int hosts)
-{
-    tl_devices *d;
-    ASSERT_OK(tl_devices_create(per_host, hosts, 0, &d));
-    return d;
-}
-
-static tl_mesh *mesh2(tl_devices *devs, int64_t a, int64_t b, const char *na, const char *nb)
-{
-    const char *names[] = {na, nb};
-    tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(devs, (int64_t[]){a, b}, 2, names, 2, NULL, 0, &m));
-    return m;
-}
+#include "testutil.h"
 
 /* ---- list_devices ------------------------------------------------------- */
 
 Test(mesh, LD_1_list_devices_cpu)
 {
-    tl_devices *devs = devices(8, 1);
+    tl_devices *devs = tu_devices(8, 1, 0);
     const char *types[] = {NULL, "cpu"};
     for (int t = 0; t < 2; t++) {
         int *ids, n;
@@ -68,8 +32,7 @@ Test(mesh, LD_1_list_devices_cpu)
 
 Test(mesh, LD_2_global_devices_of_four_processes)
 {
-    tl_devices *devs;
-    ASSERT_OK(tl_devices_create(2, 4, 1, &devs));
+    tl_devices *devs = tu_devices(2, 4, 1);
     int *ids, n;
     ASSERT_OK(tl_list_devices(devs, NULL, &ids, &n));
     cr_assert_eq(n, 8);
@@ -89,7 +52,7 @@ Test(mesh, DM_1_shape_and_devices)
 {
     const char *names[] = {"batch", "model"};
     tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, dev8, 8, &m));
+    ASSERT_OK(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, tu_dev8, 8, &m));
     cr_assert_eq(tl_mesh_ndim(m), 2);
     cr_assert_eq(tl_mesh_shape(m)[0], 4);
     cr_assert_eq(tl_mesh_shape(m)[1], 2);
@@ -112,7 +75,7 @@ Test(mesh, DM_1_shape_and_devices)
 Test(mesh, DM_2_empty_axis_names)
 {
     tl_mesh *m;
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4}, 1, NULL, 0, dev4, 4, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4}, 1, NULL, 0, tu_dev4, 4, &m), TL_EINVAL,
                "Shape and axis_names cannot be empty");
     cr_assert_null(m);
 }
@@ -121,7 +84,7 @@ Test(mesh, DM_3_empty_shape)
 {
     tl_mesh *m;
     const char *names[] = {"x"};
-    ASSERT_ERR(tl_mesh_create(NULL, NULL, 0, names, 1, dev4, 4, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, NULL, 0, names, 1, tu_dev4, 4, &m), TL_EINVAL,
                "Shape and axis_names cannot be empty. Received: shape=(), axis_names=['x']");
 }
 
@@ -129,7 +92,7 @@ Test(mesh, DM_4_size_mismatch)
 {
     tl_mesh *m;
     const char *names[] = {"batch"};
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 1, dev4, 4, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 1, tu_dev4, 4, &m), TL_EINVAL,
                "Shape and axis_names should have same size. Received: shape=(4, 2), axis_names=['batch']");
 }
 
@@ -137,13 +100,13 @@ Test(mesh, DM_5_device_count_mismatch)
 {
     tl_mesh *m;
     const char *names[] = {"batch", "model"};
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, dev4, 4, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, tu_dev4, 4, &m), TL_EINVAL,
                "Shape does not match the number of devices. Received: shape=(4, 2); devices.shape=(4,)");
 }
 
 Test(mesh, DM_6_devices_default_to_list_devices)
 {
-    tl_devices *devs = devices(8, 1);
+    tl_devices *devs = tu_devices(8, 1, 0);
     const char *names[] = {"data"};
     tl_mesh *m;
     ASSERT_OK(tl_mesh_create(devs, (int64_t[]){8}, 1, names, 1, NULL, 0, &m));
@@ -155,8 +118,8 @@ Test(mesh, DM_6_devices_default_to_list_devices)
 
 Test(mesh, DM_7_repr)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "batch", "model");
+    tl_devices *devs = tu_devices(8, 1, 0);
+    tl_mesh *m = tu_mesh2(devs, 4, 2, "batch", "model");
     char buf[128];
     int n = tl_mesh_repr(m, buf, sizeof buf);
     const char *want = "<DeviceMesh shape=(4, 2), axis_names=['batch', 'model']>";
@@ -180,7 +143,7 @@ Test(mesh, rejects_duplicate_axis_names)
 {
     const char *names[] = {"x", "x"};
     tl_mesh *m;
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, dev8, 8, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, tu_dev8, 8, &m), TL_EINVAL,
                "'x' appears twice in axis_names=['x', 'x']");
 }
 
@@ -188,10 +151,10 @@ Test(mesh, rejects_zero_and_negative_axis_sizes)
 {
     const char *names[] = {"data"};
     tl_mesh *m;
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){0}, 1, names, 1, dev8, 0, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){0}, 1, names, 1, tu_dev8, 0, &m), TL_EINVAL,
                "axis sizes must be >= 1: shape=(0,) gives axis 'data' size 0");
     const char *two[] = {"a", "b"};
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){-4, -2}, 2, two, 2, dev8, 8, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){-4, -2}, 2, two, 2, tu_dev8, 8, &m), TL_EINVAL,
                "axis sizes must be >= 1");
 }
 
@@ -199,16 +162,16 @@ Test(mesh, rejects_missing_axis_name)
 {
     const char *names[] = {"data", ""};
     tl_mesh *m;
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, dev8, 8, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){4, 2}, 2, names, 2, tu_dev8, 8, &m), TL_EINVAL,
                "axis names must be non-empty strings");
     const char *nul[] = {NULL};
-    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){8}, 1, nul, 1, dev8, 8, &m), TL_EINVAL,
+    ASSERT_ERR(tl_mesh_create(NULL, (int64_t[]){8}, 1, nul, 1, tu_dev8, 8, &m), TL_EINVAL,
                "axis names must be non-empty strings");
 }
 
 Test(mesh, rejects_unknown_and_repeated_devices)
 {
-    tl_devices *devs = devices(4, 1);
+    tl_devices *devs = tu_devices(4, 1, 0);
     const char *names[] = {"data"};
     tl_mesh *m;
     ASSERT_ERR(tl_mesh_create(devs, (int64_t[]){4}, 1, names, 1, (int[]){0, 1, 2, 9}, 4, &m), TL_EINVAL,
@@ -242,80 +205,63 @@ Test(mesh, custom_device_order_and_locate)
 
 /* ---- TensorLayout ------------------------------------------------------- */
 
+/* Most layouts are on the mesh (4, 2) ["data", "model"], tu_fx_mesh. */
+TestSuite(layout, .init = tu_fx_mesh_setup, .fini = tu_fx_mesh_teardown);
+
 Test(layout, TL_1_axes_and_mesh)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
-    ASSERT_OK(tl_layout_create((const char *[]){"data", NULL}, 2, m, &l));
+    ASSERT_OK(tl_layout_create((const char *[]){"data", NULL}, 2, tu_fx_mesh, &l));
     cr_assert_eq(tl_layout_rank(l), 2);
     cr_assert_str_eq(tl_layout_axis(l, 0), "data");
     cr_assert_null(tl_layout_axis(l, 1));
     cr_assert_null(tl_layout_axis(l, 2));
-    cr_assert_eq(tl_layout_mesh(l), m);
+    cr_assert_eq(tl_layout_mesh(l), tu_fx_mesh);
     char buf[160];
     tl_layout_repr(l, buf, sizeof buf);
     cr_assert_str_eq(buf, "<TensorLayout axes=('data', None), device_mesh=<DeviceMesh shape=(4, 2), "
                           "axis_names=['data', 'model']>>");
     tl_layout_destroy(l);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, TL_2_unknown_axis)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
-    ASSERT_ERR(tl_layout_create((const char *[]){"data", "unknown", NULL}, 3, m, &l), TL_EINVAL,
+    ASSERT_ERR(tl_layout_create((const char *[]){"data", "unknown", NULL}, 3, tu_fx_mesh, &l), TL_EINVAL,
                "Invalid axis names for Layout. Valid axis names: {'data', 'model'}, Got {'data', 'unknown'}");
     cr_assert_null(l);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, TL_3_attach_mesh)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"data", NULL}, 2, NULL, &l));
     cr_assert_null(tl_layout_mesh(l));
     char buf[128];
     tl_layout_repr(l, buf, sizeof buf);
     cr_assert_str_eq(buf, "<TensorLayout axes=('data', None), device_mesh=None>");
-    ASSERT_OK(tl_layout_set_mesh(l, m));
-    cr_assert_eq(tl_layout_mesh(l), m);
+    ASSERT_OK(tl_layout_set_mesh(l, tu_fx_mesh));
+    cr_assert_eq(tl_layout_mesh(l), tu_fx_mesh);
     tl_layout_destroy(l);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, TL_4_attach_mesh_validates)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"data", "unknown", NULL}, 3, NULL, &l));
-    ASSERT_ERR(tl_layout_set_mesh(l, m), TL_EINVAL, "Invalid axis names for Layout");
+    ASSERT_ERR(tl_layout_set_mesh(l, tu_fx_mesh), TL_EINVAL, "Invalid axis names for Layout");
     cr_assert_null(tl_layout_mesh(l));
     tl_layout_destroy(l);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, TL_5_cannot_override_mesh)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
-    ASSERT_OK(tl_layout_create((const char *[]){"data", NULL}, 2, m, &l));
-    ASSERT_ERR(tl_layout_set_mesh(l, m), TL_EINVAL,
+    ASSERT_OK(tl_layout_create((const char *[]){"data", NULL}, 2, tu_fx_mesh, &l));
+    ASSERT_ERR(tl_layout_set_mesh(l, tu_fx_mesh), TL_EINVAL,
                "Cannot override device mesh value. Existing value is <DeviceMesh shape=(4, 2), "
                "axis_names=['data', 'model']>");
     tl_layout_destroy(l);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, TL_6_sharding_needs_mesh)
@@ -330,43 +276,35 @@ Test(layout, TL_6_sharding_needs_mesh)
 
 Test(layout, TL_7_entry_naming_two_axes)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l;
     /* C has no tuple entry; the text of one (or any string naming two axes)
      * is not an axis name, as Keras' tuple is not. */
-    ASSERT_ERR(tl_layout_create((const char *[]){"('data', 'model')", NULL}, 2, m, &l), TL_EINVAL,
+    ASSERT_ERR(tl_layout_create((const char *[]){"('data', 'model')", NULL}, 2, tu_fx_mesh, &l), TL_EINVAL,
                "Invalid axis names for Layout");
-    ASSERT_ERR(tl_layout_create((const char *[]){"data,model", NULL}, 2, m, &l), TL_EINVAL,
+    ASSERT_ERR(tl_layout_create((const char *[]){"data,model", NULL}, 2, tu_fx_mesh, &l), TL_EINVAL,
                "Invalid axis names for Layout");
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 Test(layout, copy_and_scalar_layout)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
     tl_layout *l, *c;
-    ASSERT_OK(tl_layout_create((const char *[]){NULL, "model"}, 2, m, &l));
+    ASSERT_OK(tl_layout_create((const char *[]){NULL, "model"}, 2, tu_fx_mesh, &l));
     ASSERT_OK(tl_layout_copy(l, &c));
     tl_layout_destroy(l);
     cr_assert_eq(tl_layout_rank(c), 2);
     cr_assert_null(tl_layout_axis(c, 0));
     cr_assert_str_eq(tl_layout_axis(c, 1), "model");
-    cr_assert_eq(tl_layout_mesh(c), m);
+    cr_assert_eq(tl_layout_mesh(c), tu_fx_mesh);
     tl_layout_destroy(c);
 
-    ASSERT_OK(tl_layout_create(NULL, 0, m, &l));
+    ASSERT_OK(tl_layout_create(NULL, 0, tu_fx_mesh, &l));
     char buf[128];
     tl_layout_repr(l, buf, sizeof buf);
     const char *want = "<TensorLayout axes=(), device_mesh=<DeviceMesh";
     cr_assert(strncmp(buf, want, strlen(want)) == 0, "%s", buf);
     tl_layout_destroy(l);
-    ASSERT_ERR(tl_layout_create(NULL, -1, m, &l), TL_EINVAL, "rank must be >= 0");
+    ASSERT_ERR(tl_layout_create(NULL, -1, tu_fx_mesh, &l), TL_EINVAL, "rank must be >= 0");
     tl_layout_destroy(NULL);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
 }
 
 /* ---- per-device placement ----------------------------------------------- */
@@ -374,8 +312,8 @@ Test(layout, copy_and_scalar_layout)
 Test(placement, PD_1_batch_rows_replicated_over_model)
 {
     enum { D = 8 };
-    tl_devices *devs = devices(D, 1);
-    tl_mesh *m = mesh2(devs, D / 2, 2, "batch", "model");
+    tl_devices *devs = tu_devices(D, 1, 0);
+    tl_mesh *m = tu_mesh2(devs, D / 2, 2, "batch", "model");
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"batch", NULL}, 2, m, &l));
     int64_t shape[2] = {3 * D / 2, 5};
@@ -401,9 +339,8 @@ Test(placement, PD_1_batch_rows_replicated_over_model)
 Test(placement, PD_3_kernel_blocks_across_four_processes)
 {
     enum { P = 4, L = 2 };
-    tl_devices *devs;
-    ASSERT_OK(tl_devices_create(L, P, 0, &devs));
-    tl_mesh *m = mesh2(devs, 4, 2, "batch", "model");
+    tl_devices *devs = tu_devices(L, P, 0);
+    tl_mesh *m = tu_mesh2(devs, 4, 2, "batch", "model");
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"batch", "model"}, 2, m, &l));
     int kernel[8][4], gathered[8][4];
@@ -438,10 +375,8 @@ Test(placement, PD_3_kernel_blocks_across_four_processes)
 
 Test(placement, PD_5_uneven_split)
 {
-    tl_devices *devs = devices(8, 1);
-    const char *names[] = {"batch"};
-    tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(devs, (int64_t[]){8}, 1, names, 1, NULL, 0, &m));
+    tl_devices *devs = tu_devices(8, 1, 0);
+    tl_mesh *m = tu_mesh1(devs, 8, "batch");
     tl_layout *l;
     ASSERT_OK(tl_layout_create((const char *[]){"batch", NULL}, 2, m, &l));
     int64_t off[2], size[2];
@@ -454,8 +389,8 @@ Test(placement, PD_5_uneven_split)
 
 Test(placement, rank_and_axis_checks)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "batch", "model");
+    tl_devices *devs = tu_devices(8, 1, 0);
+    tl_mesh *m = tu_mesh2(devs, 4, 2, "batch", "model");
     tl_layout *l;
     int64_t off[3], size[3];
     ASSERT_OK(tl_layout_create((const char *[]){"batch", NULL, "model"}, 3, m, &l));
@@ -485,74 +420,38 @@ Test(placement, rank_and_axis_checks)
 
 /* ---- allocation failures ------------------------------------------------ */
 
-static int alloc_fail_at, alloc_seen;
-
-static void *failing_malloc(size_t size, void *ud)
+/* A (4, 2) mesh of the devices ctx: NULL out on failure. */
+static tl_status mesh_create(void *ctx)
 {
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : malloc(size);
-}
-
-static void *failing_realloc(void *p, size_t size, void *ud)
-{
-    (void)ud;
-    return alloc_seen++ == alloc_fail_at ? NULL : realloc(p, size);
-}
-
-static void plain_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
-
-static void fail_nth(int n)
-{
-    static const tl_allocator a = {failing_malloc, failing_realloc, plain_free, NULL};
-    alloc_fail_at = n;
-    alloc_seen = 0;
-    tl_set_allocator(&a);
+    const char *names[] = {"batch", "model"};
+    tl_mesh *m;
+    tl_status st = tl_mesh_create(ctx, (int64_t[]){4, 2}, 2, names, 2, NULL, 0, &m);
+    if (st != TL_OK) {
+        cr_assert_null(m);
+        return st;
+    }
+    tl_mesh_destroy(m);
+    return st;
 }
 
 Test(mesh, oom_mesh_create_unwinds)
 {
-    tl_devices *devs = devices(8, 1);
-    const char *names[] = {"batch", "model"};
-    int failures = 0;
-    for (int n = 0;; n++) {
-        tl_mesh *m;
-        fail_nth(n);
-        tl_status st = tl_mesh_create(devs, (int64_t[]){4, 2}, 2, names, 2, NULL, 0, &m);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_mesh_destroy(m);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        cr_assert_null(m);
-        failures++;
-    }
-    cr_assert_gt(failures, 3);
+    tl_devices *devs = tu_devices(8, 1, 0);
+    cr_assert_gt(tu_oom_sweep(mesh_create, devs, "tl_mesh_create"), 3);
     tl_devices_destroy(devs);
+}
+
+/* A rank-3 layout on the mesh ctx. */
+static tl_status layout_create(void *ctx)
+{
+    tl_layout *l;
+    tl_status st = tl_layout_create((const char *[]){"data", NULL, "model"}, 3, ctx, &l);
+    if (st == TL_OK)
+        tl_layout_destroy(l);
+    return st;
 }
 
 Test(layout, oom_layout_create_unwinds)
 {
-    tl_devices *devs = devices(8, 1);
-    tl_mesh *m = mesh2(devs, 4, 2, "data", "model");
-    int failures = 0;
-    for (int n = 0;; n++) {
-        tl_layout *l;
-        fail_nth(n);
-        tl_status st = tl_layout_create((const char *[]){"data", NULL, "model"}, 3, m, &l);
-        tl_set_allocator(NULL);
-        if (st == TL_OK) {
-            tl_layout_destroy(l);
-            break;
-        }
-        cr_assert_eq(st, TL_ENOMEM, "allocation %d: %s", n, tl_last_error());
-        failures++;
-    }
-    cr_assert_eq(failures, 4);
-    tl_mesh_destroy(m);
-    tl_devices_destroy(devs);
+    cr_assert_eq(tu_oom_sweep(layout_create, tu_fx_mesh, "tl_layout_create"), 4);
 }

@@ -1,26 +1,10 @@
 /* test_shard.c — how input is cut across processes and devices: the SH-*,
  * BW-* and PD-2 vectors of distribution.md §14, with the element ranges each
  * process reads compared batch by batch. */
-#include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpuloop/distribution.h"
-
-#define ASSERT_OK(call)                                                                             \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, TL_OK, "%s failed: %s: %s", #call, tl_err_name(st_), tl_last_error());  \
-    } while (0)
-
-#define ASSERT_ERR(call, status, frag)                                                              \
-    do {                                                                                            \
-        tl_status st_ = (call);                                                                     \
-        cr_assert_eq(st_, (status), "%s: got %s (%s), want %s", #call, tl_err_name(st_),           \
-                     tl_last_error(), tl_err_name(status));                                         \
-        cr_assert(strstr(tl_last_error(), (frag)) != NULL, "message \"%s\" lacks \"%s\"",           \
-                  tl_last_error(), (frag));                                                         \
-    } while (0)
+#include "testutil.h"
 
 /* A world of D devices over P processes and the distribution of process pid:
  * DataParallel over all D devices (R = D), or ModelParallel on a mesh
@@ -35,9 +19,8 @@ typedef struct world {
 static world dp_world(int D, int P, int pid)
 {
     world w = {0};
-    int64_t n = D;
-    ASSERT_OK(tl_devices_create(D / P, P, pid, &w.devs));
-    ASSERT_OK(tl_mesh_create(w.devs, &n, 1, (const char *[]){"batch"}, 1, NULL, 0, &w.mesh));
+    w.devs = tu_devices(D / P, P, pid);
+    w.mesh = tu_mesh1(w.devs, D, "batch");
     tl_data_parallel_options o;
     tl_data_parallel_options_init(&o);
     o.device_mesh = w.mesh;
@@ -49,9 +32,8 @@ static world dp_world(int D, int P, int pid)
 static world mp_world_opts(int D, int R, int P, int pid, bool legacy)
 {
     world w = {0};
-    ASSERT_OK(tl_devices_create(D / P, P, pid, &w.devs));
-    ASSERT_OK(tl_mesh_create(w.devs, (int64_t[]){R, D / R}, 2, (const char *[]){"data", "model"}, 2, NULL, 0,
-                             &w.mesh));
+    w.devs = tu_devices(D / P, P, pid);
+    w.mesh = tu_mesh2(w.devs, R, D / R, "data", "model");
     ASSERT_OK(tl_layout_map_create(w.mesh, TL_MATCH_FULL, &w.map));
     tl_model_parallel_options o;
     tl_model_parallel_options_init(&o);
@@ -338,11 +320,8 @@ Test(shard, head_array_round_robin)
 
 Test(shard, base_distribution_cannot_shard)
 {
-    tl_devices *devs;
-    ASSERT_OK(tl_devices_create(4, 2, 0, &devs));
-    int64_t n = 8;
-    tl_mesh *m;
-    ASSERT_OK(tl_mesh_create(devs, &n, 1, (const char *[]){"batch"}, 1, NULL, 0, &m));
+    tl_devices *devs = tu_devices(4, 2, 0);
+    tl_mesh *m = tu_mesh1(devs, 8, "batch");
     tl_distribution *d;
     ASSERT_OK(tl_distribution_create(m, "batch", (tl_process){2, 0}, &d));
     tl_shard_input in = dataset(8);
@@ -463,8 +442,7 @@ Test(shard, device_rows_across_processes)
 Test(shard, device_rows_of_a_foreign_mesh_order)
 {
     /* a mesh whose batch rows are not the processes' device blocks */
-    tl_devices *devs;
-    ASSERT_OK(tl_devices_create(2, 2, 0, &devs));
+    tl_devices *devs = tu_devices(2, 2, 0);
     tl_mesh *m;
     ASSERT_OK(tl_mesh_create(devs, (int64_t[]){4}, 1, (const char *[]){"batch"}, 1, (int[]){0, 2, 1, 3}, 4, &m));
     tl_data_parallel_options o;

@@ -66,6 +66,19 @@ static void assert_call(const tl_input_plan *p, int i, int host, int index, int 
     cr_assert_eq(c->num_replicas, nrep, "call %d replicas %d", i, c->num_replicas);
 }
 
+/* The plan's mode (NULL: not checked), its number of input_fn calls, and the
+ * batch sizes input_fn and model_fn are given. */
+static void assert_plan(const tl_input_plan *p, const char *mode, int calls, int64_t input_bs, int64_t model_bs)
+{
+    if (mode != NULL)
+        cr_assert_str_eq(tl_input_plan_mode_name(p), mode);
+    cr_assert_eq(p->input_fn_calls, calls, "input_fn calls %d, want %d", p->input_fn_calls, calls);
+    cr_assert_eq(p->input_fn_batch_size, input_bs, "input_fn batch %lld, want %lld", (long long)p->input_fn_batch_size,
+                 (long long)input_bs);
+    cr_assert_eq(p->model_fn_batch_size, model_bs, "model_fn batch %lld, want %lld", (long long)p->model_fn_batch_size,
+                 (long long)model_bs);
+}
+
 Test(topology, counts_32_cores_4_hosts)
 {
     tl_config *cfg = CFG("--devices=8", "--num_hosts=4");
@@ -90,10 +103,7 @@ Test(plan, T36_per_host_v1)
     tl_config *cfg = CFG("--devices=8", "--num_hosts=4", "--train_batch_size=512");
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "PER_HOST_V1");
-    cr_assert_eq(p->input_fn_calls, 4);
-    cr_assert_eq(p->input_fn_batch_size, 128);
-    cr_assert_eq(p->model_fn_batch_size, 16);
+    assert_plan(p, "PER_HOST_V1", 4, 128, 16);
     cr_assert_eq(p->replicas_per_call, 8);
     for (int h = 0; h < 4; h++)
         assert_call(p, h, h, h, 8 * h, 8);
@@ -108,10 +118,7 @@ Test(plan, T37_per_host_v2)
                          "--per_host_input_for_training=PER_HOST_V2");
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "PER_HOST_V2");
-    cr_assert_eq(p->input_fn_calls, 4);
-    cr_assert_eq(p->input_fn_batch_size, 16);
-    cr_assert_eq(p->model_fn_batch_size, 16);
+    assert_plan(p, "PER_HOST_V2", 4, 16, 16);
     cr_assert_eq(p->get_next_per_step, 8, "8 get_next per host per step");
     for (int h = 0; h < 4; h++)
         assert_call(p, h, h, h, 8 * h, 8);
@@ -126,10 +133,7 @@ Test(plan, T38_per_shard_v1)
                          "--per_host_input_for_training=false");
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "PER_SHARD_V1");
-    cr_assert_eq(p->input_fn_calls, 32);
-    cr_assert_eq(p->input_fn_batch_size, 16);
-    cr_assert_eq(p->model_fn_batch_size, 16);
+    assert_plan(p, "PER_SHARD_V1", 32, 16, 16);
     for (int i = 0; i < 32; i++)
         assert_call(p, i, i / 8, i, i, 1);
     tl_input_plan_destroy(p);
@@ -140,10 +144,7 @@ Test(plan, T38_per_shard_v1)
     tl_topology_destroy(t);
     t = topo_of(cfg);
     p = plan_of(t, cfg, TL_MODE_EVAL);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "PER_HOST_V1");
-    cr_assert_eq(p->input_fn_calls, 1);
-    cr_assert_eq(p->input_fn_batch_size, 64);
-    cr_assert_eq(p->model_fn_batch_size, 8);
+    assert_plan(p, "PER_HOST_V1", 1, 64, 8);
     tl_input_plan_destroy(p);
     tl_topology_destroy(t);
     tl_config_destroy(cfg);
@@ -155,10 +156,7 @@ Test(plan, T39_broadcast)
                          "--per_host_input_for_training=BROADCAST");
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "BROADCAST");
-    cr_assert_eq(p->input_fn_calls, 1);
-    cr_assert_eq(p->input_fn_batch_size, 512);
-    cr_assert_eq(p->model_fn_batch_size, 512);
+    assert_plan(p, "BROADCAST", 1, 512, 512);
     assert_call(p, 0, 0, 0, 0, 32);
     tl_input_plan_destroy(p);
     tl_topology_destroy(t);
@@ -178,9 +176,7 @@ Test(plan, T40_per_host_v2_model_parallel_2)
     cr_assert_eq(pl->partition, 1);
     cr_assert_eq(tl_topology_device_of(t, 6, 1), 13);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_eq(p->input_fn_calls, 4);
-    cr_assert_eq(p->input_fn_batch_size, 32);
-    cr_assert_eq(p->model_fn_batch_size, 32);
+    assert_plan(p, NULL, 4, 32, 32);
     cr_assert_eq(p->replicas_per_call, 4);
     for (int h = 0; h < 4; h++)
         assert_call(p, h, h, h, 4 * h, 4);
@@ -198,9 +194,7 @@ Test(plan, T41_replica_spans_hosts)
     cr_assert_eq(tl_topology_replicas_per_host(t), 0, "Rph is 0 when a replica spans hosts");
     cr_assert(tl_topology_replica_spans_hosts(t));
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
-    cr_assert_eq(p->input_fn_calls, 2, "one input_fn call per replica");
-    cr_assert_eq(p->input_fn_batch_size, 256);
-    cr_assert_eq(p->model_fn_batch_size, 256);
+    assert_plan(p, NULL, 2, 256, 256); /* one input_fn call per replica */
     assert_call(p, 0, 0, 0, 0, 1);
     assert_call(p, 1, 2, 1, 1, 1); /* replica 1's logical core 0 is device 16, on host 2 */
     tl_input_plan_destroy(p);
@@ -267,10 +261,7 @@ Test(plan, T46_sliced_eval)
     tl_config *cfg = CFG("--devices=8", "--eval_batch_size=16", "--eval_training_input_configuration=SLICED");
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_EVAL);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "SLICED");
-    cr_assert_eq(p->input_fn_calls, 1);
-    cr_assert_eq(p->input_fn_batch_size, 16);
-    cr_assert_eq(p->model_fn_batch_size, 2);
+    assert_plan(p, "SLICED", 1, 16, 2);
     assert_call(p, 0, 0, 0, 0, 8);
     tl_input_plan_destroy(p);
     tl_topology_destroy(t);
@@ -314,10 +305,7 @@ Test(plan, T48_plain_path_gets_the_global_batch)
     tl_topology *t = topo_of(cfg);
     tl_input_plan *p = plan_of(t, cfg, TL_MODE_TRAIN);
     cr_assert_not(p->on_device);
-    cr_assert_str_eq(tl_input_plan_mode_name(p), "CPU");
-    cr_assert_eq(p->input_fn_calls, 1);
-    cr_assert_eq(p->input_fn_batch_size, 128);
-    cr_assert_eq(p->model_fn_batch_size, 128);
+    assert_plan(p, "CPU", 1, 128, 128);
     tl_input_plan_destroy(p);
     /* No batch size on the plain path: no params['batch_size'] at all. */
     p = plan_of(t, cfg, TL_MODE_PREDICT);
