@@ -155,10 +155,7 @@ static tl_status batch_axis_size(const tl_mesh *mesh, const char *batch_dim_name
         char names[512];
         tl_sink s = tl_sink_make(names, sizeof names);
         tl_sink_puts(&s, "[");
-        for (int i = 0; i < tl_mesh_ndim(mesh); i++) {
-            tl_sink_puts(&s, i ? ", " : "");
-            tl_sink_pystr(&s, tl_mesh_axis_name(mesh, i));
-        }
+        tl_sink_axis_names(&s, mesh);
         tl_sink_puts(&s, "]");
         return tl_error(TL_EINVAL, "batch_dim_name '%s' is not a mesh axis: '%s' is not in list %s",
                         batch_dim_name != NULL ? batch_dim_name : "None",

@@ -33,10 +33,7 @@ static tl_status check_axes(const char *const *axes, int rank, const tl_mesh *me
     char msg[900];
     tl_sink s = tl_sink_make(msg, sizeof msg);
     tl_sink_puts(&s, "Invalid axis names for Layout. Valid axis names: {");
-    for (int a = 0; a < tl_mesh_ndim(mesh); a++) {
-        tl_sink_puts(&s, a ? ", " : "");
-        tl_sink_pystr(&s, tl_mesh_axis_name(mesh, a));
-    }
+    tl_sink_axis_names(&s, mesh);
     tl_sink_puts(&s, "}, Got {");
     bool first = true;
     for (int i = 0; i < rank; i++) {

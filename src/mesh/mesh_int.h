@@ -32,6 +32,10 @@ void tl_sink_pytuple(tl_sink *s, const int64_t *v, int n);
 /* Python's repr of a list of str: [], ['batch', 'model']; NULL entries print None. */
 void tl_sink_pylist(tl_sink *s, const char *const *v, int n);
 
+/* The mesh's axis names as Python's repr, one after another with ", " between
+ * them and no brackets (callers wrap them in [] or {}). */
+void tl_sink_axis_names(tl_sink *s, const tl_mesh *mesh);
+
 void tl_mesh_repr_sink(tl_sink *s, const tl_mesh *mesh);
 void tl_layout_repr_sink(tl_sink *s, const tl_layout *layout);
 

@@ -77,6 +77,14 @@ void tl_sink_pytuple(tl_sink *s, const int64_t *v, int n)
     tl_sink_puts(s, n == 1 ? ",)" : ")");
 }
 
+void tl_sink_axis_names(tl_sink *s, const tl_mesh *mesh)
+{
+    for (int i = 0; i < tl_mesh_ndim(mesh); i++) {
+        tl_sink_puts(s, i ? ", " : "");
+        tl_sink_pystr(s, tl_mesh_axis_name(mesh, i));
+    }
+}
+
 void tl_sink_pylist(tl_sink *s, const char *const *v, int n)
 {
     tl_sink_puts(s, "[");
