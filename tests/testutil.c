@@ -56,6 +56,32 @@ void tu_fx_mesh_teardown(void)
     tl_devices_destroy(tu_fx_devs);
 }
 
+/* ---- distributions ------------------------------------------------------ */
+
+tl_distribution *tu_model_parallel(const tl_layout_map *map, const char *batch, int P, int pid)
+{
+    tl_model_parallel_options o;
+    tl_model_parallel_options_init(&o);
+    o.layout_map = map;
+    o.batch_dim_name = batch;
+    o.process = (tl_process){P, pid};
+    tl_distribution *d;
+    ASSERT_OK(tl_model_parallel_create(&o, &d));
+    return d;
+}
+
+void tu_assert_axes(const tl_layout *l, int rank, const char *const *axes)
+{
+    cr_assert_not_null(l);
+    cr_assert_eq(tl_layout_rank(l), rank);
+    for (int i = 0; i < rank; i++) {
+        if (axes[i] == NULL)
+            cr_assert_null(tl_layout_axis(l, i), "entry %d", i);
+        else
+            cr_assert_str_eq(tl_layout_axis(l, i), axes[i]);
+    }
+}
+
 /* ---- configuration ------------------------------------------------------ */
 
 void tu_quiet(void)

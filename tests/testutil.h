@@ -1,7 +1,7 @@
 /*
  * testutil.h — helpers the test files share: status assertions, device and
- * mesh fixtures, configuration helpers, temporary files, and the
- * allocation-failure sweep. testutil.c holds no tests.
+ * mesh fixtures, distribution helpers, configuration helpers, temporary
+ * files, and the allocation-failure sweep. testutil.c holds no tests.
  *
  * Every helper that checks something fails the running test with a Criterion
  * assertion, so a test can call it and carry on with its result.
@@ -57,6 +57,15 @@ extern tl_devices *tu_fx_devs;
 extern tl_mesh *tu_fx_mesh;
 void tu_fx_mesh_setup(void);
 void tu_fx_mesh_teardown(void);
+
+/* ---- distributions ------------------------------------------------------ */
+
+/* ModelParallel over map with batch dimension batch (NULL for the default),
+ * process pid of P; expects TL_OK. */
+tl_distribution *tu_model_parallel(const tl_layout_map *map, const char *batch, int P, int pid);
+
+/* l is non-NULL, of rank rank, and entry i is axes[i] (NULL: replicated). */
+void tu_assert_axes(const tl_layout *l, int rank, const char *const *axes);
 
 /* ---- configuration ------------------------------------------------------ */
 

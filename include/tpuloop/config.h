@@ -130,6 +130,9 @@ typedef struct tl_run_config {
 
 /* ---- the configuration object ------------------------------------------ */
 
+/* A configuration is used by one thread at a time; once resolved, its
+ * tl_run_config may be read from any number of threads while nobody changes
+ * the configuration. */
 typedef struct tl_config tl_config;
 
 /* Creates a configuration holding the defaults. Errors: TL_ENOMEM. */
