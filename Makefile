@@ -54,7 +54,7 @@ CLI      := $(BUILD)/bin/tpuloop
 TESTS    := $(BUILD)/tests/tpuloop_tests
 
 .PHONY: all lib deps build run test check unit asan-unit tsan tsan-unit symbols install-check \
-        fuzz fuzz-build bench install uninstall clean
+        fuzz fuzz-build bench install uninstall clean FORCE
 
 all: lib $(CLI) $(TESTS) $(BENCH_BIN)
 
@@ -105,7 +105,8 @@ TSAN_BIN := $(BUILD)/tests/tpuloop_mt_tests
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread OPT="-O1 -g" tsan-unit
 
-$(TSAN_BIN): $(MT_SRC) tests/tsan/runner.c tests/tsan/criterion/criterion.h $(STATIC)
+# Linked every time: a removed test file must leave the binary too.
+$(TSAN_BIN): $(MT_SRC) tests/tsan/runner.c tests/tsan/criterion/criterion.h $(STATIC) FORCE
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_BASE) -Itests/tsan $(LDSAN) -o $@ $(MT_SRC) tests/tsan/runner.c $(STATIC) $(LDLIBS_ALL)
@@ -158,7 +159,7 @@ $(CLI): $(CLI_OBJ) $(STATIC)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
 
-$(TESTS): $(TEST_OBJ) $(STATIC)
+$(TESTS): $(TEST_OBJ) $(STATIC) FORCE
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
@@ -211,5 +212,7 @@ uninstall:
 
 clean:
 	rm -rf build
+
+FORCE:
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
