@@ -1,0 +1,137 @@
+/*
+ * tpuloop/graph.h — writing a model_fn: a traced graph of ops on static shapes.
+ *
+ * A model_fn is called once per mode and per batch shape. It does not compute:
+ * it records ops on symbolic tensors (tl_t handles) into a graph, and returns a
+ * spec naming the loss, the predictions, the eval metrics and the host_call
+ * tensors. tpuloop then differentiates the graph, plans every buffer and
+ * compiles a step program that the device loop replays with no allocation.
+ *
+ * Errors while tracing are sticky, as NaN is in arithmetic: an op given a bad
+ * shape records the first error in the graph and returns TL_T_INVALID, every
+ * op given TL_T_INVALID returns it too, and tl_graph_status() tells what went
+ * wrong. So a model_fn reads like the math, with one check at the end:
+ *
+ *     static tl_status mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+ *     {
+ *         tl_t h = a->features;                                   // (batch, 784)
+ *         h = tl_dense(g, h, 256, TL_ACT_RELU, "dense");          // dense/kernel, dense/bias
+ *         h = tl_dense(g, h, 256, TL_ACT_RELU, "dense_1");
+ *         tl_t logits = tl_dense(g, h, 10, TL_ACT_NONE, "dense_2");
+ *         spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
+ *         spec->logits = logits;
+ *         return tl_graph_status(g);
+ *     }
+ *
+ * Variables are created by name (`dense_1/kernel`), once per graph; a second
+ * model_fn call for another mode or batch shape finds the same names, so every
+ * graph of a model shares one set of parameters. Initial values are drawn from
+ * tpuloop's counter-based RNG keyed by tf_random_seed and the variable's name,
+ * so they do not depend on creation order or on which graph asked first.
+ */
+#ifndef TPULOOP_GRAPH_H
+#define TPULOOP_GRAPH_H
+
+#include "tpuloop/base.h"
+#include "tpuloop/topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A symbolic tensor: an index into its graph. */
+typedef int32_t tl_t;
+#define TL_T_INVALID ((tl_t)-1)
+
+typedef enum { TL_F32 = 0, TL_I32 = 1 } tl_dtype;
+
+typedef struct tl_graph tl_graph;
+
+typedef enum {
+    TL_ACT_NONE = 0,
+    TL_ACT_RELU,
+    TL_ACT_SIGMOID,
+    TL_ACT_TANH
+} tl_activation;
+
+typedef enum {
+    TL_INIT_ZEROS = 0,
+    TL_INIT_CONSTANT,          /* value */
+    TL_INIT_UNIFORM,           /* [minval, maxval) */
+    TL_INIT_TRUNCATED_NORMAL,  /* mean, stddev; redrawn beyond 2 stddev, as TF */
+    TL_INIT_GLOROT_UNIFORM,    /* U(-l, l), l = sqrt(6 / (fan_in + fan_out)) */
+    TL_INIT_HE_NORMAL          /* truncated normal, stddev sqrt(2 / fan_in) / .87962566 as Keras */
+} tl_init_kind;
+
+typedef struct tl_initializer {
+    tl_init_kind kind;
+    double a; /* value, minval or mean */
+    double b; /* maxval or stddev */
+} tl_initializer;
+
+/* What a model_fn is given. */
+typedef struct tl_model_args {
+    tl_mode mode;
+    tl_t features;          /* (batch, ...) float32 */
+    tl_t labels;            /* (batch) int32 or (batch, ...) float32; TL_T_INVALID in PREDICT */
+    int64_t batch_size;     /* params['batch_size']: the model_fn batch of the input plan */
+    const char *params_json;/* the user's params (config `params`) */
+    int replica;            /* the replica being traced for (its ops are the same on all) */
+} tl_model_args;
+
+/* What a model_fn returns. Unset tensors are TL_T_INVALID. */
+#define TL_MAX_HOST_CALL 8
+typedef struct tl_model_spec {
+    tl_t loss;        /* scalar; required in TRAIN and EVAL */
+    tl_t logits;      /* (batch, classes): predictions and the built-in metrics derive from it */
+    tl_t predictions; /* (batch, ...) any tensor to write in PREDICT; defaults to logits */
+    int num_host_call;
+    tl_t host_call[TL_MAX_HOST_CALL]; /* each (1,) or (batch, ...): concatenated over replicas */
+    const char *host_call_names[TL_MAX_HOST_CALL];
+} tl_model_spec;
+
+typedef tl_status (*tl_model_fn)(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/* ---- tracing ---------------------------------------------------------------- */
+
+/* The graph's first error (TL_OK if none); its message is in tl_last_error()
+ * right after the failing op, and tl_graph_error() keeps it. */
+TL_API tl_status tl_graph_status(const tl_graph *g);
+TL_API const char *tl_graph_error(const tl_graph *g);
+
+/* The rank and dims of t (NULL dims → only the rank); -1 for an invalid t. */
+TL_API int tl_rank(const tl_graph *g, tl_t t, int64_t *dims);
+
+/* A trainable float32 variable; an existing name must have the same shape. */
+TL_API tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init);
+
+TL_API tl_t tl_matmul(tl_graph *g, tl_t a, tl_t b, bool transpose_a, bool transpose_b);
+TL_API tl_t tl_bias_add(tl_graph *g, tl_t x, tl_t bias);
+TL_API tl_t tl_relu(tl_graph *g, tl_t x);
+TL_API tl_t tl_sigmoid(tl_graph *g, tl_t x);
+TL_API tl_t tl_tanh(tl_graph *g, tl_t x);
+/* Per-example sparse softmax cross-entropy: logits (batch, classes), labels (batch) int32. */
+TL_API tl_t tl_softmax_xent(tl_graph *g, tl_t logits, tl_t labels);
+/* Per-element sigmoid cross-entropy with logits; labels float32 of the same shape. */
+TL_API tl_t tl_sigmoid_xent(tl_graph *g, tl_t logits, tl_t labels);
+/* Scalar mean of (a - b)^2. */
+TL_API tl_t tl_mse(tl_graph *g, tl_t a, tl_t b);
+TL_API tl_t tl_concat(tl_graph *g, const tl_t *xs, int n, int axis);
+TL_API tl_t tl_reshape(tl_graph *g, tl_t x, const int64_t *shape, int rank);
+TL_API tl_t tl_slice(tl_graph *g, tl_t x, int axis, int64_t begin, int64_t size);
+/* Scalar sum / mean of all elements. */
+TL_API tl_t tl_sum(tl_graph *g, tl_t x);
+TL_API tl_t tl_mean(tl_graph *g, tl_t x);
+/* Identity outside TRAIN; in TRAIN drops with probability rate and scales by 1/(1-rate). */
+TL_API tl_t tl_dropout(tl_graph *g, tl_t x, double rate);
+/* (batch, F, D) → (batch, F*(F-1)/2): the strictly lower triangle of pairwise dots. */
+TL_API tl_t tl_pairwise_dot(tl_graph *g, tl_t x);
+
+/* x·W + b with an activation; variables "<name>/kernel" (Glorot uniform) and
+ * "<name>/bias" (zeros), as Keras' Dense. */
+TL_API tl_t tl_dense(tl_graph *g, tl_t x, int64_t units, tl_activation act, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPULOOP_GRAPH_H */
