@@ -11,6 +11,10 @@
  *   topology.h      hosts, replicas, partitions and per-mode input plans
  *   mesh.h          Keras' DeviceMesh, TensorLayout and LayoutMap
  *   distribution.h  Keras' DataParallel / ModelParallel and dataset sharding
+ *   rng.h           counter-based random numbers (Philox4x32-10)
+ *   graph.h         writing a model_fn: traced ops on static shapes
+ *   optim.h         dense optimizers and learning-rate schedules, as per-row kernels
+ *   data.h          IDX files, Fashion-MNIST, a synthetic planted-model dataset
  */
 #ifndef TPULOOP_TPULOOP_H
 #define TPULOOP_TPULOOP_H
@@ -21,5 +25,9 @@
 #include "tpuloop/topology.h"
 #include "tpuloop/mesh.h"
 #include "tpuloop/distribution.h"
+#include "tpuloop/rng.h"
+#include "tpuloop/graph.h"
+#include "tpuloop/optim.h"
+#include "tpuloop/data.h"
 
 #endif /* TPULOOP_TPULOOP_H */

@@ -1,0 +1,156 @@
+/* compile.c — planning a step program: which nodes need gradients, and where
+ * every value, gradient and dropout mask lives. One buffer per node (no reuse
+ * yet): simple, and the MLP's activations are small next to its parameters. */
+#include <string.h>
+
+#include "program.h"
+
+static int64_t round_up(int64_t x, int64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_program **out)
+{
+    *out = NULL;
+    if (g->status != TL_OK)
+        return tl_error(g->status, "%s", g->err);
+    if (backward) {
+        const tl_node *l = tl_graph_node(g, loss);
+        if (l == NULL || l->rank != 0 || l->dtype != TL_F32)
+            return tl_error(TL_EINVAL, "the loss must be a scalar float32 tensor of the graph");
+    }
+    tl_program *p = tl_calloc(1, sizeof *p);
+    if (p == NULL)
+        return tl_error_oom();
+    int n = g->n;
+    bool *reach = tl_calloc((size_t)(n ? n : 1), sizeof *reach);
+    p->val_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->val_off);
+    p->grad_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->grad_off);
+    p->mask_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->mask_off);
+    if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL) {
+        tl_free(reach);
+        tl_program_destroy(p);
+        return tl_error_oom();
+    }
+    p->g = g;
+    p->loss = loss;
+    p->backward = backward;
+
+    /* Nodes the loss depends on, walking back from it. */
+    if (backward) {
+        reach[loss] = true;
+        for (int i = n - 1; i >= 0; i--)
+            if (reach[i])
+                for (int k = 0; k < g->nodes[i].nin; k++)
+                    reach[g->nodes[i].in[k]] = true;
+    }
+
+    int64_t act = 0, grad = 0, mask = 0, scratch = 0;
+    for (int i = 0; i < n; i++) {
+        const tl_node *nd = &g->nodes[i];
+        if (nd->op == TL_OP_VARIABLE) {
+            p->val_off[i] = TL_OFF_PARAM;
+        } else if (nd->op == TL_OP_RESHAPE && p->val_off[nd->in[0]] >= 0) {
+            p->val_off[i] = p->val_off[nd->in[0]]; /* a view: same bytes (a variable's reshape is a copy) */
+        } else {
+            p->val_off[i] = act;
+            act += round_up(nd->size, 16); /* 64-byte aligned within the slab */
+        }
+        p->grad_off[i] = TL_OFF_NONE;
+        if (backward && reach[i] && nd->needs_grad) {
+            if (nd->op == TL_OP_VARIABLE) {
+                p->grad_off[i] = TL_OFF_PARAM;
+            } else if (nd->op == TL_OP_RESHAPE && p->grad_off[nd->in[0]] >= 0) {
+                p->grad_off[i] = p->grad_off[nd->in[0]];
+            } else {
+                p->grad_off[i] = grad;
+                grad += round_up(nd->size, 16);
+            }
+        }
+        p->mask_off[i] = TL_OFF_NONE;
+        if (nd->op == TL_OP_DROPOUT) {
+            p->mask_off[i] = mask;
+            mask += round_up(nd->size, 64);
+        }
+        /* The per-example losses' row maxima / softmax need one row of scratch. */
+        if (nd->op == TL_OP_SOFTMAX_XENT && nd->size > 0) {
+            int64_t classes = g->nodes[nd->in[0]].shape[1];
+            scratch = classes > scratch ? classes : scratch;
+        }
+    }
+    /* Which backward op writes each gradient first (it overwrites; later ones
+     * add), and the scratch a later writer needs to add through. */
+    p->first_write = tl_calloc((size_t)(n ? n : 1), sizeof *p->first_write);
+    bool *seen = tl_calloc((size_t)(n ? n : 1), sizeof *seen);
+    bool *var_seen = tl_calloc((size_t)(g->vars->n ? g->vars->n : 1), sizeof *var_seen);
+    p->zero_vars = tl_calloc((size_t)(g->vars->n ? g->vars->n : 1), sizeof *p->zero_vars);
+    if (p->first_write == NULL || seen == NULL || var_seen == NULL || p->zero_vars == NULL) {
+        tl_free(reach);
+        tl_free(seen);
+        tl_free(var_seen);
+        tl_program_destroy(p);
+        return tl_error_oom();
+    }
+    for (int i = n - 1; backward && i >= 0; i--) {
+        const tl_node *nd = &g->nodes[i];
+        if (p->grad_off[i] == TL_OFF_NONE ||
+            (nd->op == TL_OP_RESHAPE && p->grad_off[i] == p->grad_off[nd->in[0]]))
+            continue; /* no gradient, or a view sharing its input's gradient */
+        int64_t later = 0;
+        for (int k = 0; k < nd->nin; k++) {
+            tl_t in = nd->in[k];
+            if (p->grad_off[in] == TL_OFF_NONE)
+                continue;
+            /* A reshape shares its input's gradient buffer: count writes there. */
+            tl_t owner = in;
+            while (g->nodes[owner].op == TL_OP_RESHAPE && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
+                owner = g->nodes[owner].in[0];
+            bool *flag = g->nodes[owner].op == TL_OP_VARIABLE ? &var_seen[g->nodes[owner].var] : &seen[owner];
+            if (!*flag) {
+                *flag = true;
+                p->first_write[i] |= 1u << k;
+            } else {
+                later += g->nodes[in].size;
+            }
+        }
+        /* concat's backward writes every input's slice somewhere, even one
+         * without a gradient. */
+        for (int k = 0; nd->op == TL_OP_CONCAT && k < nd->nin; k++)
+            if (p->grad_off[nd->in[k]] == TL_OFF_NONE)
+                later += g->nodes[nd->in[k]].size;
+        scratch = later > scratch ? later : scratch;
+    }
+    for (int v = 0; backward && v < g->vars->n; v++)
+        if (!var_seen[v])
+            p->zero_vars[p->nzero_vars++] = v;
+    tl_free(seen);
+    tl_free(var_seen);
+    tl_free(reach);
+    p->act_floats = act;
+    p->grad_floats = grad;
+    p->mask_bytes = mask;
+    p->scratch_floats = scratch;
+    *out = p;
+    return TL_OK;
+}
+
+void tl_program_destroy(tl_program *p)
+{
+    if (p == NULL)
+        return;
+    tl_free(p->val_off);
+    tl_free(p->grad_off);
+    tl_free(p->mask_off);
+    tl_free(p->first_write);
+    tl_free(p->zero_vars);
+    tl_free(p);
+}
+
+float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t)
+{
+    const tl_node *nd = &p->g->nodes[t];
+    if (p->val_off[t] == TL_OFF_PARAM)
+        return (float *)e->params + p->g->vars->v[nd->var].offset;
+    return e->act + p->val_off[t];
+}

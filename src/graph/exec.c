@@ -1,0 +1,308 @@
+/* exec.c — running a compiled program on one replica: the forward pass, then
+ * the reverse-mode backward pass, each a walk over the nodes calling the
+ * kernels of kernels/. Nothing here allocates. A backward op overwrites the
+ * gradient it writes first (planned in compile.c) and adds into it after. */
+#include <string.h>
+
+#include "../kernels/kernels.h"
+#include "program.h"
+
+/* The stream id keying dropout's random numbers; distinct from variables'. */
+#define TL_DROPOUT_STREAM_BASE 0x44524f504f555400ull
+
+static float *val(const tl_program *p, const tl_exec *e, tl_t t)
+{
+    return tl_exec_value(p, e, t);
+}
+
+static float *grad(const tl_program *p, const tl_exec *e, tl_t t)
+{
+    const tl_node *nd = &p->g->nodes[t];
+    if (p->grad_off[t] == TL_OFF_PARAM)
+        return e->param_grad + p->g->vars->v[nd->var].offset;
+    return e->grad + p->grad_off[t];
+}
+
+/* Splits a shape at axis into (outer, axis size, inner). */
+static void around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= nd->shape[d];
+    for (int d = axis + 1; d < nd->rank; d++)
+        *inner *= nd->shape[d];
+}
+
+tl_status tl_program_forward(const tl_program *p, tl_exec *e)
+{
+    const tl_graph *g = p->g;
+    for (int i = 0; i < g->n; i++) {
+        const tl_node *nd = &g->nodes[i];
+        float *y = val(p, e, i);
+        tl_status st = TL_OK;
+        switch (nd->op) {
+        case TL_OP_INPUT:
+        case TL_OP_VARIABLE:
+            break;
+        case TL_OP_MATMUL: {
+            const tl_node *a = &g->nodes[nd->in[0]];
+            bool ta = nd->iattr[0], tb = nd->iattr[1];
+            int64_t k = ta ? a->shape[0] : a->shape[1];
+            st = tl_k_matmul(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]), val(p, e, nd->in[1]),
+                             0.0f, y);
+            break;
+        }
+        case TL_OP_BIAS_ADD: {
+            int64_t cols = nd->shape[nd->rank - 1];
+            tl_k_bias_add(nd->size / cols, cols, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y);
+            break;
+        }
+        case TL_OP_RELU: tl_k_relu(nd->size, val(p, e, nd->in[0]), y); break;
+        case TL_OP_SIGMOID: tl_k_sigmoid(nd->size, val(p, e, nd->in[0]), y); break;
+        case TL_OP_TANH: tl_k_tanh(nd->size, val(p, e, nd->in[0]), y); break;
+        case TL_OP_SOFTMAX_XENT: {
+            const tl_node *z = &g->nodes[nd->in[0]];
+            st = tl_k_softmax_xent(z->shape[0], z->shape[1], val(p, e, nd->in[0]),
+                                   (const int32_t *)val(p, e, nd->in[1]), y);
+            break;
+        }
+        case TL_OP_SIGMOID_XENT: tl_k_sigmoid_xent(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y); break;
+        case TL_OP_MSE: tl_k_mse(g->nodes[nd->in[0]].size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y); break;
+        case TL_OP_CONCAT: {
+            int axis = (int)nd->iattr[0];
+            int64_t outer, inner, sizes[TL_MAX_OP_INPUTS];
+            const float *xs[TL_MAX_OP_INPUTS];
+            around(nd, axis, &outer, &inner);
+            for (int k = 0; k < nd->nin; k++) {
+                sizes[k] = g->nodes[nd->in[k]].shape[axis];
+                xs[k] = val(p, e, nd->in[k]);
+            }
+            st = tl_k_concat(outer, inner, nd->nin, sizes, xs, y);
+            break;
+        }
+        case TL_OP_RESHAPE:
+            if (p->val_off[i] != p->val_off[nd->in[0]])
+                memcpy(y, val(p, e, nd->in[0]), (size_t)nd->size * sizeof *y);
+            break;
+        case TL_OP_SLICE: {
+            const tl_node *x = &g->nodes[nd->in[0]];
+            int axis = (int)nd->iattr[0];
+            int64_t outer, inner;
+            around(x, axis, &outer, &inner);
+            st = tl_k_slice(outer, x->shape[axis], inner, nd->iattr[1], nd->iattr[2], val(p, e, nd->in[0]), y);
+            break;
+        }
+        case TL_OP_SUM: tl_k_sum(g->nodes[nd->in[0]].size, val(p, e, nd->in[0]), y); break;
+        case TL_OP_MEAN: tl_k_mean(g->nodes[nd->in[0]].size, val(p, e, nd->in[0]), y); break;
+        case TL_OP_DROPOUT: {
+            tl_rng r;
+            tl_rng_init(&r, e->seed, TL_DROPOUT_STREAM_BASE + (uint64_t)nd->iattr[0], (uint64_t)e->replica,
+                        (uint64_t)e->step);
+            st = tl_k_dropout(nd->size, nd->fattr[0], &r, 0, val(p, e, nd->in[0]), y, e->mask + p->mask_off[i]);
+            break;
+        }
+        case TL_OP_PAIRWISE_DOT: {
+            const tl_node *x = &g->nodes[nd->in[0]];
+            tl_k_pairwise_dot_tril(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), y);
+            break;
+        }
+        case TL_OP_COUNT_:
+            TL_ASSERT(!"unreachable");
+        }
+        if (st != TL_OK)
+            return st;
+    }
+    return TL_OK;
+}
+
+/* Where op i writes input k's gradient: the gradient itself when i writes it
+ * first, else scratch (at *cursor) that is then added in. */
+static float *dst(const tl_program *p, const tl_exec *e, int i, int k, int64_t *cursor)
+{
+    tl_t in = p->g->nodes[i].in[k];
+    if (p->first_write[i] & (1u << k))
+        return grad(p, e, in);
+    float *s = e->scratch + *cursor;
+    *cursor += p->g->nodes[in].size;
+    return s;
+}
+
+static void finish(const tl_program *p, const tl_exec *e, int i, int k, float *d)
+{
+    if (!(p->first_write[i] & (1u << k))) {
+        tl_t in = p->g->nodes[i].in[k];
+        tl_k_accumulate(p->g->nodes[in].size, d, grad(p, e, in));
+    }
+}
+
+static bool wants(const tl_program *p, const tl_node *nd, int k)
+{
+    return p->grad_off[nd->in[k]] != TL_OFF_NONE;
+}
+
+tl_status tl_program_backward(const tl_program *p, tl_exec *e)
+{
+    const tl_graph *g = p->g;
+    TL_ASSERT(p->backward);
+    for (int v = 0; v < p->nzero_vars; v++) {
+        const tl_var *var = &g->vars->v[p->zero_vars[v]];
+        memset(e->param_grad + var->offset, 0, (size_t)var->size * sizeof(float));
+    }
+    if (p->grad_off[p->loss] == TL_OFF_NONE)
+        return TL_OK; /* the loss depends on no variable */
+    *grad(p, e, p->loss) = e->loss_scale;
+    for (int i = p->loss; i >= 0; i--) {
+        const tl_node *nd = &g->nodes[i];
+        if (p->grad_off[i] == TL_OFF_NONE)
+            continue;
+        const float *dy = grad(p, e, i);
+        int64_t cur = 0;
+        tl_status st = TL_OK;
+        float *d0, *d1;
+        switch (nd->op) {
+        case TL_OP_INPUT:
+        case TL_OP_VARIABLE:
+            break;
+        case TL_OP_MATMUL: {
+            const tl_node *a = &g->nodes[nd->in[0]];
+            bool ta = nd->iattr[0], tb = nd->iattr[1];
+            int64_t k = ta ? a->shape[0] : a->shape[1];
+            /* matmul_grad accumulates with beta = 1: no scratch needed. */
+            float *da = wants(p, nd, 0) ? grad(p, e, nd->in[0]) : NULL;
+            float *db = wants(p, nd, 1) ? grad(p, e, nd->in[1]) : NULL;
+            if (da != NULL)
+                st = tl_k_matmul_grad(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
+                                      val(p, e, nd->in[1]), dy, (p->first_write[i] & 1u) ? 0.0f : 1.0f, da, NULL);
+            if (st == TL_OK && db != NULL)
+                st = tl_k_matmul_grad(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
+                                      val(p, e, nd->in[1]), dy, (p->first_write[i] & 2u) ? 0.0f : 1.0f, NULL, db);
+            break;
+        }
+        case TL_OP_BIAS_ADD: {
+            int64_t cols = nd->shape[nd->rank - 1];
+            if (wants(p, nd, 0)) {
+                d0 = dst(p, e, i, 0, &cur);
+                memcpy(d0, dy, (size_t)nd->size * sizeof *d0);
+                finish(p, e, i, 0, d0);
+            }
+            if (wants(p, nd, 1)) {
+                d1 = dst(p, e, i, 1, &cur);
+                tl_k_bias_add_grad(nd->size / cols, cols, dy, d1);
+                finish(p, e, i, 1, d1);
+            }
+            break;
+        }
+        case TL_OP_RELU:
+        case TL_OP_SIGMOID:
+        case TL_OP_TANH:
+            if (wants(p, nd, 0)) {
+                d0 = dst(p, e, i, 0, &cur);
+                if (nd->op == TL_OP_RELU)
+                    tl_k_relu_grad(nd->size, val(p, e, i), dy, d0);
+                else if (nd->op == TL_OP_SIGMOID)
+                    tl_k_sigmoid_grad(nd->size, val(p, e, i), dy, d0);
+                else
+                    tl_k_tanh_grad(nd->size, val(p, e, i), dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_SOFTMAX_XENT:
+            if (wants(p, nd, 0)) {
+                const tl_node *z = &g->nodes[nd->in[0]];
+                d0 = dst(p, e, i, 0, &cur);
+                st = tl_k_softmax_xent_grad(z->shape[0], z->shape[1], val(p, e, nd->in[0]),
+                                            (const int32_t *)val(p, e, nd->in[1]), dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_SIGMOID_XENT:
+            if (wants(p, nd, 0)) {
+                d0 = dst(p, e, i, 0, &cur);
+                tl_k_sigmoid_xent_grad(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_MSE:
+            for (int k = 0; k < 2; k++) {
+                if (!wants(p, nd, k))
+                    continue;
+                /* d/da of mean((a-b)^2) is 2(a-b)/N; d/db is its negation. */
+                int64_t m = g->nodes[nd->in[k]].size;
+                d0 = dst(p, e, i, k, &cur);
+                tl_k_mse_grad(m, val(p, e, nd->in[k]), val(p, e, nd->in[1 - k]), dy, d0);
+                finish(p, e, i, k, d0);
+            }
+            break;
+        case TL_OP_CONCAT: {
+            int axis = (int)nd->iattr[0];
+            int64_t outer, inner, sizes[TL_MAX_OP_INPUTS];
+            float *dxs[TL_MAX_OP_INPUTS];
+            around(nd, axis, &outer, &inner);
+            for (int k = 0; k < nd->nin; k++) {
+                sizes[k] = g->nodes[nd->in[k]].shape[axis];
+                dxs[k] = wants(p, nd, k) ? dst(p, e, i, k, &cur) : NULL;
+            }
+            for (int k = 0; k < nd->nin; k++)
+                if (dxs[k] == NULL) { /* no gradient wanted: written to scratch and dropped */
+                    dxs[k] = e->scratch + cur;
+                    cur += g->nodes[nd->in[k]].size;
+                }
+            st = tl_k_concat_grad(outer, inner, nd->nin, sizes, dy, dxs);
+            for (int k = 0; k < nd->nin; k++)
+                if (wants(p, nd, k))
+                    finish(p, e, i, k, dxs[k]);
+            break;
+        }
+        case TL_OP_RESHAPE:
+            if (wants(p, nd, 0) && p->grad_off[i] != p->grad_off[nd->in[0]]) {
+                d0 = dst(p, e, i, 0, &cur);
+                memcpy(d0, dy, (size_t)nd->size * sizeof *d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_SLICE:
+            if (wants(p, nd, 0)) {
+                const tl_node *x = &g->nodes[nd->in[0]];
+                int axis = (int)nd->iattr[0];
+                int64_t outer, inner;
+                around(x, axis, &outer, &inner);
+                bool first = p->first_write[i] & 1u;
+                st = tl_k_slice_grad(outer, x->shape[axis], inner, nd->iattr[1], nd->iattr[2], dy, !first,
+                                     grad(p, e, nd->in[0]));
+            }
+            break;
+        case TL_OP_SUM:
+        case TL_OP_MEAN:
+            if (wants(p, nd, 0)) {
+                int64_t m = g->nodes[nd->in[0]].size;
+                d0 = dst(p, e, i, 0, &cur);
+                if (nd->op == TL_OP_SUM)
+                    tl_k_sum_grad(m, dy, d0);
+                else
+                    tl_k_mean_grad(m, dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_DROPOUT:
+            if (wants(p, nd, 0)) {
+                d0 = dst(p, e, i, 0, &cur);
+                st = tl_k_dropout_grad(nd->size, nd->fattr[0], e->mask + p->mask_off[i], dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_PAIRWISE_DOT:
+            if (wants(p, nd, 0)) {
+                const tl_node *x = &g->nodes[nd->in[0]];
+                d0 = dst(p, e, i, 0, &cur);
+                tl_k_pairwise_dot_tril_grad(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), dy, d0);
+                finish(p, e, i, 0, d0);
+            }
+            break;
+        case TL_OP_COUNT_:
+            TL_ASSERT(!"unreachable");
+        }
+        if (st != TL_OK)
+            return st;
+    }
+    return TL_OK;
+}

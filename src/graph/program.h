@@ -1,0 +1,64 @@
+/*
+ * program.h — a compiled step program: the traced graph with every buffer
+ * planned, the reverse-mode gradient pass decided, and the kernels to run in
+ * order. Nothing is allocated after tl_program_compile; a replica's buffers
+ * are one activation slab, one gradient slab and one mask slab, carved by the
+ * offsets planned here (llm.c's habit), and the parameters and their
+ * gradients are slabs laid out by the variable store.
+ */
+#ifndef TL_GRAPH_PROGRAM_H
+#define TL_GRAPH_PROGRAM_H
+
+#include "graph_int.h"
+
+#define TL_OFF_NONE (-1)
+#define TL_OFF_PARAM (-2) /* the value (or gradient) lives in the parameter (gradient) slab */
+
+typedef struct tl_program {
+    const tl_graph *g;
+    tl_t loss;                /* TL_T_INVALID when there is no backward pass */
+    bool backward;            /* TRAIN: compute gradients of loss */
+    int64_t *val_off;         /* (n) float offset of each node's value in the activation slab */
+    int64_t *grad_off;        /* (n) float offset of each node's gradient in the gradient slab */
+    int64_t *mask_off;        /* (n) byte offset of a dropout node's mask in the mask slab */
+    int64_t act_floats;       /* activation slab, floats (int32 inputs use float-sized slots) */
+    int64_t grad_floats;      /* gradient slab, floats */
+    int64_t mask_bytes;
+    int64_t scratch_floats;   /* per-op scratch (largest need) */
+    uint32_t *first_write;    /* (n) bit k: node i is the first, in backward order, to write input k's gradient */
+    int *zero_vars;           /* variables whose gradient no op writes: zeroed each step */
+    int nzero_vars;
+} tl_program;
+
+/*
+ * Plans the program of graph g. With loss valid and backward true it also
+ * plans gradients of loss with respect to every variable loss depends on.
+ * Errors: TL_EINVAL (loss not a scalar float of g), TL_ENOMEM.
+ */
+tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_program **out);
+void tl_program_destroy(tl_program *p);
+
+/* A replica's view of memory while it runs a program. */
+typedef struct tl_exec {
+    float *act;               /* (act_floats) */
+    float *grad;              /* (grad_floats) */
+    uint8_t *mask;            /* (mask_bytes) */
+    float *scratch;           /* (scratch_floats) */
+    const float *params;      /* the parameter slab (vars->total), shared, read-only while running */
+    float *param_grad;        /* this replica's gradient slab (vars->total) */
+    uint64_t seed;            /* tf_random_seed */
+    int64_t step;             /* global step: keys dropout's stream */
+    int replica;
+    float loss_scale;         /* d(loss) seed: 1, or 1/R for CrossShardOptimizer's MEAN */
+} tl_exec;
+
+/* Pointer to node t's value in e. */
+float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t);
+
+/* Runs the forward pass; returns a status for data errors (e.g. a label
+ * outside [0, classes)). */
+tl_status tl_program_forward(const tl_program *p, tl_exec *e);
+/* Runs the backward pass into e->param_grad (overwritten, not accumulated). */
+tl_status tl_program_backward(const tl_program *p, tl_exec *e);
+
+#endif /* TL_GRAPH_PROGRAM_H */

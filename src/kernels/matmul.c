@@ -1,0 +1,148 @@
+/* matmul.c — GEMM through CBLAS with transpose flags, its gradients, and
+ * their float64 twins. */
+#include <cblas.h>
+#include <inttypes.h>
+
+#include "../base/base_int.h"
+#include "kernels.h"
+
+/* The largest dimension the BLAS integer can carry. */
+#define BLAS_DIM_MAX ((int64_t)(sizeof(blasint) >= 8 ? INT64_MAX : INT32_MAX))
+
+void tl_k_blas_single_thread(void)
+{
+    openblas_set_num_threads(1);
+}
+
+static tl_status check_dims(const char *what, int64_t m, int64_t n, int64_t k)
+{
+    const int64_t dims[3] = {m, n, k};
+    static const char *const names[3] = {"m", "n", "k"};
+    for (int i = 0; i < 3; i++)
+        if (dims[i] < 0 || dims[i] > BLAS_DIM_MAX)
+            return tl_error(TL_EINVAL, "%s: %s must be in [0, %" PRId64 "], got %" PRId64, what, names[i],
+                            BLAS_DIM_MAX, dims[i]);
+    return TL_OK;
+}
+
+/* C = beta·C over count elements; beta == 0 writes zeros (BLAS's rule). */
+static void scale_c(int64_t count, float beta, float *restrict c)
+{
+    if (beta == 0.0f) {
+        for (int64_t i = 0; i < count; i++)
+            c[i] = 0.0f;
+    } else if (beta != 1.0f) {
+        for (int64_t i = 0; i < count; i++)
+            c[i] *= beta;
+    }
+}
+
+/* The BLAS call itself, dims already checked. */
+static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *restrict a,
+                 const float *restrict b, float beta, float *restrict c)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        /* BLAS would ask for leading dimensions >= 1 of empty operands;
+         * the answer is beta·C either way. */
+        scale_c(m * n, beta, c);
+        return;
+    }
+    blasint lda = (blasint)(ta ? m : k), ldb = (blasint)(tb ? k : n);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, alpha, a, lda, b, ldb, beta, c, (blasint)n);
+}
+
+tl_status tl_k_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *restrict a, const float *restrict b, float beta, float *restrict c)
+{
+    tl_status st = check_dims("matmul", m, n, k);
+    if (st != TL_OK)
+        return st;
+    gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    return TL_OK;
+}
+
+/*
+ * With op(A) (m, k), op(B) (k, n) and dC (m, n):
+ *   d op(A) = alpha·dC·op(B)ᵀ   and   d op(B) = alpha·op(A)ᵀ·dC,
+ * transposed back when A or B is stored transposed. Each case is one GEMM
+ * whose operands are the stored A, B and dC with the flags worked out below.
+ */
+tl_status tl_k_matmul_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float *restrict a, const float *restrict b, const float *restrict dc,
+                           float beta, float *restrict da, float *restrict db)
+{
+    tl_status st = check_dims("matmul_grad", m, n, k);
+    if (st != TL_OK)
+        return st;
+    if (da != NULL) {
+        if (!trans_a) /* dA (m, k) = dC·op(B)ᵀ */
+            gemm(false, !trans_b, m, k, n, alpha, dc, b, beta, da);
+        else /* dA (k, m) = op(B)·dCᵀ */
+            gemm(trans_b, true, k, m, n, alpha, b, dc, beta, da);
+    }
+    if (db != NULL) {
+        if (!trans_b) /* dB (k, n) = op(A)ᵀ·dC */
+            gemm(!trans_a, false, k, n, m, alpha, a, dc, beta, db);
+        else /* dB (n, k) = dCᵀ·op(A) */
+            gemm(true, trans_a, n, k, m, alpha, dc, a, beta, db);
+    }
+    return TL_OK;
+}
+
+/* ---- float64 twins: the definitions written out ---------------------------- */
+
+/* op(A)[i, p] and op(B)[p, j] read from the stored layouts. */
+static double op_a(const double *a, bool ta, int64_t m, int64_t k, int64_t i, int64_t p)
+{
+    return ta ? a[p * m + i] : a[i * k + p];
+}
+
+static double op_b(const double *b, bool tb, int64_t k, int64_t n, int64_t p, int64_t j)
+{
+    return tb ? b[j * k + p] : b[p * n + j];
+}
+
+/* out = v + beta·out, not reading out when beta == 0. */
+static void store(double *out, double v, double beta)
+{
+    *out = beta == 0.0 ? v : v + beta * *out;
+}
+
+void tl_k_matmul_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *restrict a, const double *restrict b, double beta, double *restrict c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int64_t p = 0; p < k; p++)
+                s += op_a(a, trans_a, m, k, i, p) * op_b(b, trans_b, k, n, p, j);
+            store(&c[i * n + j], alpha * s, beta);
+        }
+}
+
+void tl_k_matmul_grad_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                          const double *restrict a, const double *restrict b, const double *restrict dc,
+                          double beta, double *restrict da, double *restrict db)
+{
+    /* d op(A)[i, p] = alpha·sum_j dC[i, j]·op(B)[p, j], stored at A's (i, p). */
+    if (da != NULL)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++) {
+                double s = 0.0;
+                for (int64_t j = 0; j < n; j++)
+                    s += dc[i * n + j] * op_b(b, trans_b, k, n, p, j);
+                store(trans_a ? &da[p * m + i] : &da[i * k + p], alpha * s, beta);
+            }
+    /* d op(B)[p, j] = alpha·sum_i op(A)[i, p]·dC[i, j], stored at B's (p, j). */
+    if (db != NULL)
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0.0;
+                for (int64_t i = 0; i < m; i++)
+                    s += op_a(a, trans_a, m, k, i, p) * dc[i * n + j];
+                store(trans_b ? &db[j * k + p] : &db[p * n + j], alpha * s, beta);
+            }
+}

@@ -1,0 +1,173 @@
+/* Autodiff through whole graphs: every variable's gradient from the backward
+ * pass against central finite differences of the forward pass. The kernels'
+ * own float64 gradient checks are in test_kernels*.c; this checks the wiring:
+ * which gradient goes where, accumulation over several consumers, views,
+ * slices and concatenations. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/program.h"
+#include "tpuloop/rng.h"
+
+typedef struct {
+    tl_vars *vars;
+    tl_graph *g;
+    tl_program *p;
+    tl_exec e;
+    float *params;
+} fixture;
+
+typedef tl_t (*builder)(tl_graph *g, tl_t x, tl_t labels, tl_t target);
+
+/* Traces build() on inputs x (4, 6), int labels (4,) in [0, 3) and a float
+ * target, compiles with backward, and fills inputs and parameters. */
+static fixture setup(builder build, tl_mode mode)
+{
+    fixture f;
+    memset(&f, 0, sizeof f);
+    cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
+    cr_assert_eq(tl_graph_create(f.vars, mode, &f.g), TL_OK);
+    int64_t xs[2] = {4, 6}, ls[1] = {4};
+    tl_t x = tl_graph_input(f.g, TL_F32, xs, 2);
+    tl_t labels = tl_graph_input(f.g, TL_I32, ls, 1);
+    tl_t target = tl_graph_input(f.g, TL_F32, xs, 2);
+    tl_t loss = build(f.g, x, labels, target);
+    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
+    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
+    cr_assert_eq(tl_program_compile(f.g, loss, true, &f.p), TL_OK, "%s", tl_last_error());
+    f.params = calloc((size_t)f.vars->total, sizeof(float));
+    tl_vars_initialize(f.vars, 5, f.params);
+    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
+    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
+    f.e.mask = calloc((size_t)f.p->mask_bytes + 1, 1);
+    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
+    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
+    f.e.params = f.params;
+    f.e.seed = 9;
+    f.e.step = 3;
+    f.e.loss_scale = 1.0f;
+    tl_rng r;
+    tl_rng_init(&r, 1, 2, 3, 4);
+    float *xv = tl_exec_value(f.p, &f.e, x), *tv = tl_exec_value(f.p, &f.e, target);
+    for (int i = 0; i < 24; i++) {
+        xv[i] = (float)tl_rng_normal(&r);
+        tv[i] = tl_rng_uniform(&r);
+    }
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, labels);
+    for (int i = 0; i < 4; i++)
+        lv[i] = i % 3;
+    return f;
+}
+
+static void teardown(fixture *f)
+{
+    free(f->params);
+    free(f->e.act);
+    free(f->e.grad);
+    free(f->e.mask);
+    free(f->e.scratch);
+    free(f->e.param_grad);
+    tl_program_destroy(f->p);
+    tl_graph_destroy(f->g);
+    tl_vars_destroy(f->vars);
+}
+
+static double loss_at(fixture *f)
+{
+    cr_assert_eq(tl_program_forward(f->p, &f->e), TL_OK, "%s", tl_last_error());
+    return *tl_exec_value(f->p, &f->e, f->p->loss);
+}
+
+/* Every parameter's analytic gradient against (L(p+h) - L(p-h)) / 2h. */
+static void check_gradients(builder build, tl_mode mode)
+{
+    fixture f = setup(build, mode);
+    loss_at(&f);
+    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
+    double num2 = 0, diff2 = 0;
+    for (int64_t i = 0; i < f.vars->total; i++) {
+        const float h = 1e-2f;
+        float keep = f.params[i];
+        f.params[i] = keep + h;
+        double up = loss_at(&f);
+        f.params[i] = keep - h;
+        double down = loss_at(&f);
+        f.params[i] = keep;
+        double numeric = (up - down) / (2.0 * h);
+        double d = numeric - f.e.param_grad[i];
+        num2 += numeric * numeric;
+        diff2 += d * d;
+    }
+    cr_assert(num2 > 0, "the loss must depend on the parameters");
+    cr_assert(sqrt(diff2 / num2) < 1e-2, "relative gradient error %g", sqrt(diff2 / num2));
+    teardown(&f);
+}
+
+static tl_t mlp(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)target;
+    tl_t h = tl_dense(g, x, 5, TL_ACT_TANH, "a");
+    h = tl_dense(g, h, 5, TL_ACT_SIGMOID, "b");
+    tl_t logits = tl_dense(g, h, 3, TL_ACT_NONE, "c");
+    return tl_mean(g, tl_softmax_xent(g, logits, labels));
+}
+
+static tl_t shared_weights(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    /* The same variable used twice: its gradient is the sum of both uses. */
+    (void)labels;
+    int64_t ws[2] = {6, 6}, bs[1] = {6};
+    tl_t w = tl_variable(g, "w", ws, 2, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
+    tl_t b = tl_variable(g, "b", bs, 1, (tl_initializer){TL_INIT_UNIFORM, -0.5, 0.5});
+    tl_t h = tl_relu(g, tl_bias_add(g, tl_matmul(g, x, w, false, false), b));
+    tl_t y = tl_bias_add(g, tl_matmul(g, h, w, false, true), b);
+    return tl_mse(g, y, target);
+}
+
+static tl_t views(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    /* concat, slice, reshape and the pairwise dot, ending in sigmoid xent. */
+    (void)labels;
+    tl_t h = tl_dense(g, x, 6, TL_ACT_TANH, "d");
+    tl_t c = tl_concat(g, (tl_t[]){h, x, tl_slice(g, h, 1, 2, 3)}, 3, 1); /* (4, 15) */
+    int64_t s3[3] = {4, 5, 3};
+    tl_t p = tl_pairwise_dot(g, tl_reshape(g, c, s3, 3)); /* (4, 10) */
+    tl_t z = tl_dense(g, p, 6, TL_ACT_NONE, "e");
+    return tl_mean(g, tl_sigmoid_xent(g, z, target));
+}
+
+static tl_t with_dropout(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)target;
+    tl_t h = tl_dropout(g, tl_dense(g, x, 8, TL_ACT_RELU, "f"), 0.25);
+    return tl_mean(g, tl_softmax_xent(g, tl_dense(g, h, 3, TL_ACT_NONE, "g"), labels));
+}
+
+Test(graph_grad, mlp_tanh_sigmoid_softmax) { check_gradients(mlp, TL_MODE_TRAIN); }
+Test(graph_grad, shared_variable_and_transpose_mse) { check_gradients(shared_weights, TL_MODE_TRAIN); }
+Test(graph_grad, concat_slice_reshape_pairwise_sigmoid_xent) { check_gradients(views, TL_MODE_TRAIN); }
+Test(graph_grad, dropout_mask_is_fixed_within_a_step) { check_gradients(with_dropout, TL_MODE_TRAIN); }
+
+Test(graph_grad, every_gradient_is_written_each_step)
+{
+    fixture f = setup(mlp, TL_MODE_TRAIN);
+    loss_at(&f);
+    for (int64_t i = 0; i < f.vars->total; i++)
+        f.e.param_grad[i] = 123.0f; /* stale values from a previous step */
+    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK);
+    for (int64_t i = 0; i < f.vars->total; i++)
+        cr_assert(f.e.param_grad[i] != 123.0f, "gradient %lld was not written", (long long)i);
+    teardown(&f);
+}
+
+Test(graph_grad, bad_label_is_an_error_not_a_crash)
+{
+    fixture f = setup(mlp, TL_MODE_TRAIN);
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, 1);
+    lv[2] = 7;
+    cr_assert_eq(tl_program_forward(f.p, &f.e), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "label 7"), "%s", tl_last_error());
+    teardown(&f);
+}
