@@ -260,23 +260,30 @@ Test(emit, help_mentions_every_option)
         "model_dir", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs", "keep_checkpoint_max",
         "keep_checkpoint_every_n_hours", "log_step_count_steps", "tf_random_seed", "master", "evaluation_master",
         "params", "use_tpu", "eval_on_tpu", "train_batch_size", "eval_batch_size", "predict_batch_size",
-        "train_steps", "max_steps", "eval_steps", "devices", "num_hosts"};
+        "train_steps", "max_steps", "eval_steps", "devices", "num_hosts", "model_name", "hidden_units",
+        "activation", "dropout", "optimizer", "learning_rate", "dataset", "data_dir", "epochs"};
+    static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());
     cr_assert_not_null(help, "help text");
     tl_config *cfg = tu_new_config();
     json_t *root = resolved_json(cfg);
-    size_t nopts = json_object_size(root) - 1 + json_object_size(json_object_get(root, "tpu_config"));
+    size_t nopts = json_object_size(root);
+    for (size_t k = 0; k < 3; k++)
+        nopts += json_object_size(json_object_get(root, sections[k])) - 1;
     cr_assert_eq(nopts, sizeof names / sizeof names[0], "to_json has %zu options, this list %zu", nopts,
                  sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char flag[128];
         snprintf(flag, sizeof flag, "--%s", names[i]);
         cr_assert_not_null(strstr(help, flag), "help lacks %s", flag);
-        const char *section = json_object_get(root, names[i]) ? NULL : "tpu_config";
+        const char *section = NULL;
+        for (size_t k = 0; k < 3 && json_object_get(root, names[i]) == NULL; k++)
+            if (json_object_get(json_object_get(root, sections[k]), names[i]) != NULL)
+                section = sections[k];
         if (section) {
             char key[128];
-            snprintf(key, sizeof key, "tpu_config.%s", names[i]);
+            snprintf(key, sizeof key, "%s.%s", section, names[i]);
             cr_assert_not_null(strstr(help, key), "help lacks the file key %s", key);
         }
     }

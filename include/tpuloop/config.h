@@ -103,6 +103,26 @@ typedef struct tl_tpu_config {
     bool experimental_allow_per_host_v2_parallel_get_next;
 } tl_tpu_config;
 
+#define TL_MAX_HIDDEN_LAYERS 16
+
+/* The "model" section: the built-in model `tpuloop train` runs. */
+typedef struct tl_model_config {
+    const char *model_name;       /* "mlp" */
+    int num_hidden;
+    int64_t hidden_units[TL_MAX_HIDDEN_LAYERS];
+    const char *activation;       /* "relu", "sigmoid" or "tanh" */
+    double dropout;               /* [0, 1) */
+    const char *optimizer;        /* "sgd", "momentum", "adagrad", "adam", "rmsprop" */
+    double learning_rate;         /* > 0 */
+} tl_model_config;
+
+/* The "input" section. */
+typedef struct tl_input_config {
+    const char *dataset;          /* "fashion_mnist" or "synthetic" */
+    const char *data_dir;         /* NULL: the Debian package's directory */
+    tl_opt_int epochs;
+} tl_input_config;
+
 typedef struct tl_run_config {
     tl_tpu_config tpu;
     const char *model_dir;         /* NULL when None */
@@ -126,6 +146,8 @@ typedef struct tl_run_config {
     int64_t devices;                   /* per host; 0 discovers one per core */
     int64_t num_hosts;
     const char *params_json;           /* the user's params as a JSON object; "{}" by default */
+    tl_model_config model;
+    tl_input_config input;
 } tl_run_config;
 
 /* ---- the configuration object ------------------------------------------ */

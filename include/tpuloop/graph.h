@@ -99,6 +99,10 @@ typedef tl_status (*tl_model_fn)(tl_graph *g, const tl_model_args *args, tl_mode
 TL_API tl_status tl_graph_status(const tl_graph *g);
 TL_API const char *tl_graph_error(const tl_graph *g);
 
+/* Records an error of the model_fn's own (a bad param, say) in the graph, if
+ * none is there yet, and returns the graph's status. */
+TL_API tl_status tl_graph_fail(tl_graph *g, tl_status st, const char *msg);
+
 /* The rank and dims of t (NULL dims → only the rank); -1 for an invalid t. */
 TL_API int tl_rank(const tl_graph *g, tl_t t, int64_t *dims);
 

@@ -15,6 +15,9 @@
  *   graph.h         writing a model_fn: traced ops on static shapes
  *   optim.h         dense optimizers and learning-rate schedules, as per-row kernels
  *   data.h          IDX files, Fashion-MNIST, a synthetic planted-model dataset
+ *   comm.h          collectives with a fixed reduction order
+ *   estimator.h     train and evaluate in device loops on the replicas of this process
+ *   models.h        built-in model_fns (the MLP)
  */
 #ifndef TPULOOP_TPULOOP_H
 #define TPULOOP_TPULOOP_H
@@ -29,5 +32,8 @@
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
 #include "tpuloop/data.h"
+#include "tpuloop/comm.h"
+#include "tpuloop/estimator.h"
+#include "tpuloop/models.h"
 
 #endif /* TPULOOP_TPULOOP_H */

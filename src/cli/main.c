@@ -10,22 +10,19 @@
 
 #include <jansson.h>
 
+#include "cli.h"
 #include "tpuloop/tpuloop.h"
 
 extern char **environ;
 
-#define EXIT_BAD_INPUT 2
-#define EXIT_RUNTIME 1
 
-static int fail(tl_status st)
+int cli_fail(tl_status st)
 {
     fprintf(stderr, "error: %s\n", tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
     return tl_status_is_input_error(st) ? EXIT_BAD_INPUT : EXIT_RUNTIME;
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
+int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -45,6 +42,9 @@ static void print_usage(FILE *f)
             "  config [FILE] [--name=value ...] [--json]\n"
             "                 print the resolved configuration, the topology and the input plan\n"
             "                 of train, eval and predict (FILE: a JSON config)\n"
+            "  train [FILE] [--name=value ...] [--summary_json=OUT]\n"
+            "                 train the config's model in device loops, evaluate it when the config\n"
+            "                 has eval_batch_size and eval_steps, print a JSON summary line\n"
             "  devices [--devices=N] [--num_hosts=H] [--json]\n"
             "                 list the devices\n"
             "  help [config]  this text, or every configuration option\n"
@@ -56,8 +56,8 @@ static void print_usage(FILE *f)
 
 /* Loads the configuration: defaults, FILE, environment, flags. Non-config
  * arguments other than those in `allowed` (NULL-terminated) are errors. */
-static int load_config(int argc, char **argv, const char *const *allowed, bool allow_file, tl_config **out,
-                       bool *flags_seen, int nflags)
+int cli_load_config(int argc, char **argv, const char *const *allowed, bool allow_file, tl_config **out,
+                    bool *flags_seen, int nflags)
 {
     tl_config *probe = NULL, *cfg = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
@@ -70,26 +70,30 @@ static int load_config(int argc, char **argv, const char *const *allowed, bool a
     }
     /* First pass: find what is not a config flag (FILE, --json ...). */
     if ((st = tl_config_create(&probe)) != TL_OK || (st = tl_config_apply_args(probe, argc, argv, &nrest, rest)) != TL_OK) {
-        rc = fail(st);
+        rc = cli_fail(st);
         goto out;
     }
     for (int i = 0; i < nrest; i++) {
         const char *a = rest[i];
         bool known = false;
-        for (int k = 0; allowed && allowed[k]; k++)
-            if (strcmp(a, allowed[k]) == 0) {
+        for (int k = 0; allowed && allowed[k]; k++) {
+            size_t len = strlen(allowed[k]);
+            /* "--x=" in allowed admits "--x=VALUE". */
+            bool match = allowed[k][len - 1] == '=' ? strncmp(a, allowed[k], len) == 0 : strcmp(a, allowed[k]) == 0;
+            if (match) {
                 known = true;
                 if (k < nflags)
                     flags_seen[k] = true;
             }
+        }
         if (known)
             continue;
         if (strncmp(a, "--", 2) == 0) {
-            rc = usage_error("unknown option '%s'; `tpuloop help config` lists the configuration options", a);
+            rc = cli_usage_error("unknown option '%s'; `tpuloop help config` lists the configuration options", a);
             goto out;
         }
         if (!allow_file || file != NULL) {
-            rc = usage_error("unexpected argument '%s'", a);
+            rc = cli_usage_error("unexpected argument '%s'", a);
             goto out;
         }
         file = a;
@@ -97,7 +101,7 @@ static int load_config(int argc, char **argv, const char *const *allowed, bool a
     if ((st = tl_config_create(&cfg)) != TL_OK || (file && (st = tl_config_load_file(cfg, file)) != TL_OK) ||
         (st = tl_config_apply_env(cfg, (const char *const *)environ)) != TL_OK ||
         (st = tl_config_apply_args(cfg, argc, argv, NULL, rest)) != TL_OK || (st = tl_config_resolve(cfg)) != TL_OK) {
-        rc = st == TL_ENOMEM ? fail(st) : (fail(st), EXIT_BAD_INPUT);
+        rc = st == TL_ENOMEM ? cli_fail(st) : (cli_fail(st), EXIT_BAD_INPUT);
         tl_config_destroy(cfg);
         cfg = NULL;
         goto out;
@@ -116,7 +120,7 @@ static int cmd_devices(int argc, char **argv)
     static const char *const allowed[] = {"--json", NULL};
     bool seen[1] = {false};
     tl_config *cfg;
-    int rc = load_config(argc, argv, allowed, false, &cfg, seen, 1);
+    int rc = cli_load_config(argc, argv, allowed, false, &cfg, seen, 1);
     if (rc != 0)
         return rc;
     const tl_run_config *r = tl_config_get(cfg);
@@ -124,7 +128,7 @@ static int cmd_devices(int argc, char **argv)
     tl_status st = tl_devices_create((int)r->devices, (int)r->num_hosts, 0, &devs);
     if (st != TL_OK) {
         tl_config_destroy(cfg);
-        return fail(st);
+        return cli_fail(st);
     }
     int n = tl_devices_count(devs);
     if (seen[0]) {
@@ -228,7 +232,7 @@ static int cmd_config(int argc, char **argv)
     static const char *const allowed[] = {"--json", NULL};
     bool seen[1] = {false};
     tl_config *cfg;
-    int rc = load_config(argc, argv, allowed, true, &cfg, seen, 1);
+    int rc = cli_load_config(argc, argv, allowed, true, &cfg, seen, 1);
     if (rc != 0)
         return rc;
     const tl_run_config *r = tl_config_get(cfg);
@@ -241,7 +245,7 @@ static int cmd_config(int argc, char **argv)
     if (st == TL_OK)
         st = tl_config_to_json(cfg, &cfg_text);
     if (st != TL_OK) {
-        rc = fail(st);
+        rc = cli_fail(st);
         goto out;
     }
     json_t *conf = json_loads(cfg_text, 0, NULL);
@@ -336,13 +340,13 @@ static int cmd_help(int argc, char **argv)
         char *text;
         tl_status st = tl_config_help(&text);
         if (st != TL_OK)
-            return fail(st);
+            return cli_fail(st);
         fputs(text, stdout);
         tl_free_string(text);
         return 0;
     }
     if (argc >= 1)
-        return usage_error("no help on '%s'; try `tpuloop help` or `tpuloop help config`", argv[0]);
+        return cli_usage_error("no help on '%s'; try `tpuloop help` or `tpuloop help config`", argv[0]);
     print_usage(stdout);
     return 0;
 }
@@ -357,6 +361,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "config") == 0)
         return cmd_config(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0)
+        return cli_train(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
@@ -365,5 +371,5 @@ int main(int argc, char **argv)
         printf("tpuloop %s\n", TL_VERSION_STRING);
         return 0;
     }
-    return usage_error("unknown command '%s'", cmd);
+    return cli_usage_error("unknown command '%s'", cmd);
 }

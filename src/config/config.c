@@ -144,6 +144,15 @@ tl_status tl_config_set(tl_config *cfg, const char *name, const char *text, tl_c
     return put(cfg, id, v, source, origin);
 }
 
+/* True when key names a section of the option table ("tpu_config", "model", ...). */
+static bool is_section(const char *key)
+{
+    for (int i = 0; i < TL_NUM_OPTIONS; i++)
+        if (tl_options[i].section != NULL && strcmp(tl_options[i].section, key) == 0)
+            return true;
+    return false;
+}
+
 /* Finds the option of key in section (NULL: top level) or reports it. */
 static tl_status find_in_section(const char *section, const char *key, const char *origin, int *id)
 {
@@ -156,11 +165,16 @@ static tl_status find_in_section(const char *section, const char *key, const cha
             *id = i;
             return TL_OK;
         }
-        if (s != NULL)
+        if (s != NULL && strcmp(s, "tpu_config") == 0 && section == NULL)
             return tl_error(TL_EUNKNOWN, "unknown key '%s' at the top level of %s: it is a TPUConfig field; "
                             "nest it under \"tpu_config\"", key, origin);
-        return tl_error(TL_EUNKNOWN, "unknown key 'tpu_config.%s' in %s: it is not a TPUConfig field; "
-                        "put it at the top level", key, origin);
+        if (section != NULL && strcmp(section, "tpu_config") == 0 && s == NULL)
+            return tl_error(TL_EUNKNOWN, "unknown key 'tpu_config.%s' in %s: it is not a TPUConfig field; "
+                            "put it at the top level", key, origin);
+        if (s != NULL)
+            return tl_error(TL_EUNKNOWN, "unknown key '%s%s%s' in %s: it belongs under \"%s\"", section ? section : "",
+                            section ? "." : "", key, origin, s);
+        return tl_error(TL_EUNKNOWN, "unknown key '%s.%s' in %s: it belongs at the top level", section, key, origin);
     }
     if (section != NULL) {
         char full[512];
@@ -189,16 +203,20 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
     json_t *val;
     json_object_foreach(root, key, val) {
         int id;
-        if (strcmp(key, "tpu_config") == 0) {
+        if (is_section(key)) {
             if (!json_is_object(val)) {
-                st = tl_error(TL_ETYPE, "tpu_config in %s must be an object of TPUConfig fields, got %s", origin,
-                              tl_py_type(val));
+                if (strcmp(key, "tpu_config") == 0)
+                    st = tl_error(TL_ETYPE, "tpu_config in %s must be an object of TPUConfig fields, got %s", origin,
+                                  tl_py_type(val));
+                else
+                    st = tl_error(TL_ETYPE, "%s in %s must be an object of its options, got %s", key, origin,
+                                  tl_py_type(val));
                 goto out;
             }
             const char *k2;
             json_t *v2;
             json_object_foreach(val, k2, v2) {
-                if ((st = find_in_section("tpu_config", k2, origin, &id)) != TL_OK)
+                if ((st = find_in_section(key, k2, origin, &id)) != TL_OK)
                     goto out;
             }
         } else if ((st = find_in_section(NULL, key, origin, &id)) != TL_OK) {
@@ -213,11 +231,11 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
     char *origins[TL_NUM_OPTIONS] = {0};
     json_object_foreach(root, key, val) {
         int id;
-        if (strcmp(key, "tpu_config") == 0) {
+        if (is_section(key)) {
             const char *k2;
             json_t *v2;
             json_object_foreach(val, k2, v2) {
-                find_in_section("tpu_config", k2, origin, &id);
+                find_in_section(key, k2, origin, &id);
                 vals[id] = v2;
             }
         } else {

@@ -63,6 +63,20 @@ static json_t *resolved_value(const tl_config *cfg, int id)
     case TL_OPT_ID_eval_steps: return opt_int(rc->eval_steps);
     case TL_OPT_ID_devices: return json_integer(rc->devices);
     case TL_OPT_ID_num_hosts: return json_integer(rc->num_hosts);
+    case TL_OPT_ID_model_name: return json_string(rc->model.model_name);
+    case TL_OPT_ID_hidden_units: {
+        json_t *a = json_array();
+        for (int i = 0; a && i < rc->model.num_hidden; i++)
+            json_array_append_new(a, json_integer(rc->model.hidden_units[i]));
+        return a;
+    }
+    case TL_OPT_ID_activation: return json_string(rc->model.activation);
+    case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
+    case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);
+    case TL_OPT_ID_learning_rate: return json_real(rc->model.learning_rate);
+    case TL_OPT_ID_dataset: return json_string(rc->input.dataset);
+    case TL_OPT_ID_data_dir: return opt_str(rc->input.data_dir);
+    case TL_OPT_ID_epochs: return opt_int(rc->input.epochs);
     case TL_NUM_OPTIONS: break;
     }
     return json_null();
@@ -74,17 +88,25 @@ tl_status tl_config_to_json(const tl_config *cfg, char **out)
     if (!cfg->resolved)
         return tl_error(TL_EINVAL, "the configuration is not resolved: call tl_config_resolve first");
     json_t *root = json_object();
-    json_t *tpu = json_object();
-    if (root == NULL || tpu == NULL)
+    if (root == NULL)
         goto oom;
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
         json_t *v = resolved_value(cfg, i);
         if (v == NULL)
             goto oom;
-        json_object_set_new(tl_options[i].section ? tpu : root, tl_options[i].name, v);
+        json_t *dst = root;
+        if (tl_options[i].section != NULL) {
+            dst = json_object_get(root, tl_options[i].section);
+            if (dst == NULL) {
+                dst = json_object();
+                if (dst == NULL || json_object_set_new(root, tl_options[i].section, dst) != 0) {
+                    json_decref(v);
+                    goto oom;
+                }
+            }
+        }
+        json_object_set_new(dst, tl_options[i].name, v);
     }
-    json_object_set_new(root, "tpu_config", tpu);
-    tpu = NULL;
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (text == NULL)
@@ -94,7 +116,6 @@ tl_status tl_config_to_json(const tl_config *cfg, char **out)
     return *out ? TL_OK : tl_error_oom();
 oom:
     json_decref(root);
-    json_decref(tpu);
     return tl_error_oom();
 }
 

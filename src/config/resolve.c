@@ -499,6 +499,69 @@ static tl_status resolve_estimator(tl_config *cfg)
     return int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts);
 }
 
+/* ---- tpuloop's own sections: "model" and "input" -------------------------- */
+
+/* A string option that must be one of the NULL-terminated choices. */
+static tl_status one_of(const tl_config *cfg, tl_opt_id id, const char *const *choices, const char **out)
+{
+    tl_status st = get_string(cfg, id, out);
+    if (st != TL_OK)
+        return st;
+    for (int i = 0; *out != NULL && choices[i] != NULL; i++)
+        if (strcmp(*out, choices[i]) == 0)
+            return TL_OK;
+    char buf[128];
+    tl_py_str(cfg->raw[id], buf, sizeof buf);
+    return rerr(cfg, id, TL_EINVAL, "%s must be %s; got %s", tl_options[id].name, tl_options[id].allowed, buf);
+}
+
+static tl_status get_real(const tl_config *cfg, tl_opt_id id, double lo, bool lo_open, double hi, double *out)
+{
+    const json_t *v = cfg->raw[id];
+    if (!json_is_number(v))
+        return rerr(cfg, id, TL_ETYPE, "%s must be a number, got %s", tl_options[id].name, tl_py_type(v));
+    double x = json_number_value(v);
+    if (!(lo_open ? x > lo : x >= lo) || !(x < hi) || !isfinite(x)) {
+        char buf[64];
+        tl_py_str(v, buf, sizeof buf);
+        return rerr(cfg, id, TL_EINVAL, "%s must be %s; got %s", tl_options[id].name, tl_options[id].allowed, buf);
+    }
+    *out = x;
+    return TL_OK;
+}
+
+static tl_status resolve_sections(tl_config *cfg)
+{
+    tl_model_config *m = &cfg->rc.model;
+    tl_input_config *in = &cfg->rc.input;
+    static const char *const models[] = {"mlp", NULL};
+    static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
+    static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
+    static const char *const sets[] = {"fashion_mnist", "synthetic", NULL};
+    tl_status st;
+    if ((st = one_of(cfg, TL_OPT_ID_model_name, models, &m->model_name)) != TL_OK)
+        return st;
+    const json_t *h = RAW(hidden_units);
+    if (!json_is_array(h) || json_array_size(h) > TL_MAX_HIDDEN_LAYERS)
+        return rerr(cfg, TL_OPT_ID_hidden_units, TL_EINVAL, "hidden_units must be %s; got %s",
+                    tl_options[TL_OPT_ID_hidden_units].allowed, tl_py_type(h));
+    m->num_hidden = (int)json_array_size(h);
+    for (int i = 0; i < m->num_hidden; i++) {
+        const json_t *u = json_array_get(h, (size_t)i);
+        if (!json_is_integer(u) || json_integer_value(u) < 1 || json_integer_value(u) > (1 << 20))
+            return rerr(cfg, TL_OPT_ID_hidden_units, TL_EINVAL, "hidden_units[%d] must be an int in [1, 1048576]", i);
+        m->hidden_units[i] = json_integer_value(u);
+    }
+    if ((st = one_of(cfg, TL_OPT_ID_activation, acts, &m->activation)) != TL_OK ||
+        (st = get_real(cfg, TL_OPT_ID_dropout, 0.0, false, 1.0, &m->dropout)) != TL_OK ||
+        (st = one_of(cfg, TL_OPT_ID_optimizer, opts, &m->optimizer)) != TL_OK ||
+        (st = get_real(cfg, TL_OPT_ID_learning_rate, 0.0, true, INFINITY, &m->learning_rate)) != TL_OK ||
+        (st = one_of(cfg, TL_OPT_ID_dataset, sets, &in->dataset)) != TL_OK ||
+        (st = get_string(cfg, TL_OPT_ID_data_dir, &in->data_dir)) != TL_OK)
+        return st;
+    return opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs);
+}
+
 tl_status tl_config_resolve(tl_config *cfg)
 {
     if (cfg->resolved)
@@ -514,6 +577,8 @@ tl_status tl_config_resolve(tl_config *cfg)
         st = resolve_run_config(cfg, tf);
     if (st == TL_OK)
         st = resolve_estimator(cfg);
+    if (st == TL_OK)
+        st = resolve_sections(cfg);
     json_decref(tf);
     cfg->resolved = st == TL_OK;
     return st;

@@ -52,6 +52,12 @@ static tl_t fail(tl_graph *g, tl_status st, const char *fmt, ...)
     return TL_T_INVALID;
 }
 
+tl_status tl_graph_fail(tl_graph *g, tl_status st, const char *msg)
+{
+    fail(g, st == TL_OK ? TL_EINVAL : st, "%s", msg);
+    return g->status;
+}
+
 static bool valid(const tl_graph *g, tl_t t)
 {
     return g->status == TL_OK && t >= 0 && t < g->n;

@@ -1,0 +1,92 @@
+/*
+ * comm_int.h — what the communicator front end (comm.c) and its backends
+ * share. The front end checks a call's own arguments, keeps the sticky error
+ * and dispatches; a backend moves the data and checks that the ranks agree.
+ * A new backend (MPI, hierarchical) is a tl_comm_backend and a create
+ * function; the public calls stay as they are.
+ */
+#ifndef TL_COMM_INT_H
+#define TL_COMM_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../base/base_int.h"
+#include "tpuloop/comm.h"
+
+#define TL_COMM_MSG_MAX 768
+
+/* The collectives, for dispatch and for the cross-rank check. */
+typedef enum {
+    TL_COLL_BARRIER = 0,
+    TL_COLL_ALL_REDUCE,
+    TL_COLL_REDUCE_SCATTER,
+    TL_COLL_ALL_GATHER,
+    TL_COLL_BROADCAST
+} tl_coll;
+
+/* One rank's call, as the front end checked it. Fields a collective does not
+ * use are 0 / NULL, so that comparing calls field by field is meaningful. */
+typedef struct tl_comm_call {
+    tl_coll coll;
+    tl_comm_dtype dtype;
+    tl_reduce_op op;   /* reductions only */
+    int root;          /* broadcast only */
+    int64_t count;     /* elements, as the public call takes it */
+    const void *send;  /* NULL for barrier and broadcast */
+    void *recv;        /* the broadcast buffer for broadcast */
+} tl_comm_call;
+
+typedef struct tl_comm_backend {
+    /* Runs one checked call on rank rank. Returns TL_OK, or the
+     * communicator's error (failing it first where the backend found the
+     * problem, through tl_comm_fail). */
+    tl_status (*run)(tl_comm *c, int rank, const tl_comm_call *call);
+    /* Releases every rank waiting inside run; called once the communicator
+     * has failed, possibly many times, from any thread. */
+    void (*wake)(tl_comm *c);
+    /* Frees c->impl. */
+    void (*destroy)(tl_comm *c);
+} tl_comm_backend;
+
+struct tl_comm {
+    const tl_comm_backend *be;
+    void *impl;               /* the backend's state */
+    tl_comm_kind kind;
+    int size;
+    atomic_llong timeout_ns;  /* 0: wait for ever */
+    pthread_mutex_t mu;       /* orders the first failure */
+    atomic_int status;        /* TL_OK until the first failure; then for good */
+    char msg[TL_COMM_MSG_MAX]; /* written once, before status (release) */
+};
+
+/*
+ * The front end's half of creation: allocates the communicator with size and
+ * kind set, status TL_OK, and its mutex made; the backend then sets be and
+ * impl. tl_comm_destroy frees it whether or not be is set. Errors: TL_ENOMEM,
+ * TL_ERUNTIME.
+ */
+tl_status tl_comm_alloc(tl_comm_kind kind, int size, tl_comm **out);
+
+/*
+ * Fails the communicator with st and the formatted message unless it has
+ * failed already (the first error stays), wakes the ranks waiting in the
+ * backend, and returns the communicator's error as tl_comm_raise does.
+ */
+tl_status tl_comm_fail(tl_comm *c, tl_status st, const char *fmt, ...) TL_PRINTF(3, 4);
+
+/* Sets the communicator's error (status and message) as this thread's last
+ * error and returns the status. Only for a failed communicator. */
+tl_status tl_comm_raise(tl_comm *c);
+
+/* "tl_comm_all_reduce" and so on. */
+const char *tl_comm_coll_name(tl_coll coll);
+
+/* Bytes per element of a valid dtype. */
+size_t tl_comm_dtype_size(tl_comm_dtype dtype);
+
+/* "f32", "f64", "i64"; "SUM", "MEAN": for messages. */
+const char *tl_comm_dtype_name(tl_comm_dtype dtype);
+const char *tl_comm_op_name(tl_reduce_op op);
+
+#endif /* TL_COMM_INT_H */

@@ -1,0 +1,612 @@
+/* trainer.c — the estimator: traced programs, one worker thread per replica,
+ * device loops of n steps between host visits, and the deterministic
+ * reduce-and-update of data-parallel training (tpuloop/estimator.h). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <sha2.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/base_int.h"
+#include "../base/thread.h"
+#include "../graph/program.h"
+#include "../kernels/kernels.h"
+#include "schedule.h"
+#include "tpuloop/comm.h"
+#include "tpuloop/estimator.h"
+#include "tpuloop/topology.h"
+
+typedef enum { CMD_TRAIN, CMD_EVAL, CMD_STOP } tl_cmd_kind;
+
+typedef struct tl_worker tl_worker;
+
+/* One mode's compiled program and the per-replica batch it was traced for. */
+typedef struct tl_mode_prog {
+    tl_graph *g;
+    tl_program *p;
+    tl_t features, labels, logits;
+    int64_t batch; /* per replica */
+} tl_mode_prog;
+
+struct tl_estimator {
+    tl_estimator_options opt;
+    tl_run_config rc;          /* a copy: strings are not used after create */
+    tl_topology *topo;
+    int R;                     /* replicas = workers */
+    int64_t D;                 /* features per example */
+    tl_vars *vars;
+    float *params;             /* (vars->total), shared by all replicas */
+    float *slots[TL_OPTIM_MAX_SLOTS]; /* (vars->total) each */
+    int nslots;
+    tl_mode_prog train, eval;
+    bool have_eval;
+    tl_comm *comm;
+    tl_barrier go, done;       /* host + R workers */
+    tl_worker *workers;        /* (R) */
+    int started;               /* workers running */
+    int64_t global_step;
+    /* The command of the current device loop, written by the host before `go`. */
+    tl_cmd_kind cmd;
+    int64_t loop_start, loop_n;
+    const tl_labeled_data *data;
+    int64_t steps_per_epoch;
+};
+
+struct tl_worker {
+    tl_estimator *est;
+    int rank;
+    tl_thread thread;
+    tl_exec train_x, eval_x;
+    float *bufs;               /* one allocation carved into the exec slabs */
+    uint8_t *mask;
+    float *chunk_grad;         /* (chunk_len) reduced gradient of this rank's chunk */
+    int64_t chunk_off, chunk_len;
+    tl_status status;          /* the loop's outcome on this worker */
+    char err[512];
+    float last_loss;           /* loss at the last step of the loop */
+    double eval_loss_sum;      /* sum of per-step losses */
+    int64_t eval_correct;
+};
+
+/* ---- input order: a permutation per epoch without storage ---------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* The position-th example of epoch `epoch`'s shuffle of [0, n): a 4-round
+ * Feistel network over the smallest even-bit power of two >= n, cycle-walked
+ * into range. A pure function of (seed, epoch, position), so any worker can
+ * find its rows at any step, in any order, without shared state. */
+static int64_t shuffled(uint64_t seed, int64_t epoch, int64_t position, int64_t n)
+{
+    int bits = 2;
+    while (((int64_t)1 << bits) < n)
+        bits += 2;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    uint64_t key = mix64(seed ^ mix64((uint64_t)epoch + 0x5348554646ull));
+    uint64_t x = (uint64_t)position;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t f = mix64(r ^ key ^ ((uint64_t)round << 56)) & mask;
+            uint64_t t = r;
+            r = l ^ f;
+            l = t;
+        }
+        x = (l << half) | r;
+    } while (x >= (uint64_t)n);
+    return (int64_t)x;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+static void worker_fail(tl_worker *w, tl_status st)
+{
+    w->status = st;
+    snprintf(w->err, sizeof w->err, "replica %d: %s", w->rank, tl_last_error());
+    tl_comm_abort(w->est->comm, st, w->err);
+}
+
+/* Copies rows [first, first + count) of global batch `step` into the inputs. */
+static void feed_train(tl_worker *w, int64_t step)
+{
+    tl_estimator *est = w->est;
+    const tl_labeled_data *d = est->data;
+    const tl_mode_prog *m = &est->train;
+    int64_t G = m->batch * est->R;
+    int64_t epoch = step / est->steps_per_epoch, in_epoch = step % est->steps_per_epoch;
+    float *x = tl_exec_value(m->p, &w->train_x, m->features);
+    int32_t *y = (int32_t *)tl_exec_value(m->p, &w->train_x, m->labels);
+    uint64_t seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
+    for (int64_t i = 0; i < m->batch; i++) {
+        int64_t pos = in_epoch * G + (int64_t)w->rank * m->batch + i;
+        int64_t ex = shuffled(seed, epoch, pos, d->num_examples);
+        memcpy(x + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *x);
+        y[i] = d->labels[ex];
+    }
+}
+
+static tl_status train_step(tl_worker *w, int64_t step)
+{
+    tl_estimator *est = w->est;
+    const tl_program *p = est->train.p;
+    tl_exec *x = &w->train_x;
+    feed_train(w, step);
+    x->step = step;
+    tl_status st = tl_program_forward(p, x);
+    if (st == TL_OK)
+        st = tl_program_backward(p, x);
+    if (st != TL_OK)
+        return st;
+    w->last_loss = *tl_exec_value(p, x, est->train.p->loss);
+    /* Rank r receives chunk r of the gradient summed over ranks 0..R-1 in
+     * order (MEAN was applied by scaling the loss by 1/R, as
+     * CrossShardOptimizer does), then updates that chunk of the parameters. */
+    st = tl_comm_reduce_scatter(est->comm, w->rank, x->param_grad, w->chunk_grad, est->vars->total, TL_COMM_F32,
+                                TL_REDUCE_SUM);
+    if (st != TL_OK)
+        return st;
+    tl_optimizer_step os;
+    if ((st = tl_optimizer_step_prepare(&est->opt.optimizer, step, &os)) != TL_OK)
+        return st;
+    if (w->chunk_len > 0) {
+        float *slots[TL_OPTIM_MAX_SLOTS];
+        for (int s = 0; s < est->nslots; s++)
+            slots[s] = est->slots[s] + w->chunk_off;
+        tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, w->chunk_grad, slots, w->chunk_len);
+    }
+    /* Nobody reads the parameters of step + 1 before every chunk is updated. */
+    return tl_comm_barrier(est->comm, w->rank);
+}
+
+static tl_status eval_step(tl_worker *w, int64_t step)
+{
+    tl_estimator *est = w->est;
+    const tl_mode_prog *m = &est->eval;
+    const tl_labeled_data *d = est->data;
+    tl_exec *x = &w->eval_x;
+    int64_t G = m->batch * est->R;
+    float *f = tl_exec_value(m->p, x, m->features);
+    int32_t *y = (int32_t *)tl_exec_value(m->p, x, m->labels);
+    for (int64_t i = 0; i < m->batch; i++) {
+        int64_t ex = step * G + (int64_t)w->rank * m->batch + i;
+        memcpy(f + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *f);
+        y[i] = d->labels[ex];
+    }
+    tl_status st = tl_program_forward(m->p, x);
+    if (st != TL_OK)
+        return st;
+    w->eval_loss_sum += *tl_exec_value(m->p, x, m->p->loss);
+    const float *z = tl_exec_value(m->p, x, m->logits);
+    int64_t C = m->g->nodes[m->logits].shape[1];
+    for (int64_t i = 0; i < m->batch; i++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (z[i * C + c] > z[i * C + best])
+                best = c;
+        w->eval_correct += best == y[i];
+    }
+    return TL_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    tl_worker *w = arg;
+    tl_estimator *est = w->est;
+    const tl_device *dev = tl_devices_get(tl_topology_devices(est->topo), w->rank);
+    if (dev != NULL && dev->cpu >= 0 && tl_thread_pin_self(dev->cpu) != TL_OK)
+        tl_log(TL_LOG_DEBUG, "replica %d runs unpinned: %s", w->rank, tl_last_error());
+    for (;;) {
+        if (tl_barrier_wait(&est->go) != TL_WAIT_OK)
+            return NULL;
+        if (est->cmd == CMD_STOP)
+            return NULL;
+        w->status = TL_OK;
+        w->eval_loss_sum = 0;
+        w->eval_correct = 0;
+        for (int64_t i = 0; i < est->loop_n && w->status == TL_OK; i++) {
+            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i) : eval_step(w, i);
+            if (st != TL_OK)
+                worker_fail(w, st);
+        }
+        if (tl_barrier_wait(&est->done) != TL_WAIT_OK)
+            return NULL;
+    }
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+void tl_estimator_options_init(tl_estimator_options *o)
+{
+    memset(o, 0, sizeof *o);
+    tl_optimizer_config_default(TL_OPTIM_ADAM, &o->optimizer);
+    o->optimizer.lr.learning_rate = 1e-3;
+}
+
+/* Traces model_fn for mode at a per-replica batch and compiles it. */
+static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int64_t *fshape, int frank,
+                       tl_mode_prog *m)
+{
+    tl_status st = tl_graph_create(est->vars, mode, &m->g);
+    if (st != TL_OK)
+        return st;
+    int64_t shape[TL_MAX_RANK + 1] = {batch};
+    memcpy(shape + 1, fshape, (size_t)frank * sizeof *fshape);
+    m->batch = batch;
+    m->features = tl_graph_input(m->g, TL_F32, shape, frank + 1);
+    m->labels = tl_graph_input(m->g, TL_I32, shape, 1);
+    tl_model_args args = {mode, m->features, m->labels, batch, est->rc.params_json, 0};
+    tl_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.loss = spec.logits = spec.predictions = TL_T_INVALID;
+    st = est->opt.model_fn(m->g, &args, &spec, est->opt.user);
+    if (st == TL_OK && tl_graph_status(m->g) != TL_OK)
+        st = tl_error(tl_graph_status(m->g), "%s", tl_graph_error(m->g));
+    if (st != TL_OK)
+        return tl_error(st, "model_fn (%s, batch %lld): %s", tl_mode_name(mode), (long long)batch, tl_last_error());
+    const tl_node *loss = tl_graph_node(m->g, spec.loss);
+    if (loss == NULL || loss->rank != 0)
+        return tl_error(TL_EINVAL, "model_fn (%s) must set spec->loss to a scalar", tl_mode_name(mode));
+    m->logits = spec.logits;
+    const tl_node *lg = tl_graph_node(m->g, spec.logits);
+    if (mode == TL_MODE_EVAL && (lg == NULL || lg->rank != 2 || lg->shape[0] != batch))
+        return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a (batch, classes) tensor");
+    if (mode == TL_MODE_TRAIN && (st = tl_vars_layout(est->vars)) != TL_OK)
+        return st;
+    return tl_program_compile(m->g, spec.loss, mode == TL_MODE_TRAIN, &m->p);
+}
+
+static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p, tl_exec *x, float **cursor,
+                           uint8_t **mcursor)
+{
+    (void)est;
+    x->act = *cursor;
+    *cursor += p->act_floats;
+    x->grad = *cursor;
+    *cursor += p->grad_floats;
+    x->scratch = *cursor;
+    *cursor += p->scratch_floats;
+    x->mask = *mcursor;
+    *mcursor += p->mask_bytes;
+    x->params = est->params;
+    x->replica = w->rank;
+    x->seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
+    x->loss_scale = est->opt.reduce_sum ? 1.0f : 1.0f / (float)est->R;
+    return TL_OK;
+}
+
+static tl_status make_workers(tl_estimator *est)
+{
+    int R = est->R;
+    est->workers = tl_calloc((size_t)R, sizeof *est->workers);
+    if (est->workers == NULL)
+        return tl_error_oom();
+    for (int r = 0; r < R; r++) {
+        tl_worker *w = &est->workers[r];
+        w->est = est;
+        w->rank = r;
+        tl_status st = tl_comm_chunk(est->vars->total, R, r, &w->chunk_off, &w->chunk_len);
+        if (st != TL_OK)
+            return st;
+        int64_t floats = est->train.p->act_floats + est->train.p->grad_floats + est->train.p->scratch_floats +
+                         est->vars->total /* param_grad */ + w->chunk_len + 16;
+        int64_t masks = est->train.p->mask_bytes + 64;
+        if (est->have_eval) {
+            floats += est->eval.p->act_floats + est->eval.p->grad_floats + est->eval.p->scratch_floats;
+            masks += est->eval.p->mask_bytes;
+        }
+        w->bufs = tl_calloc((size_t)floats, sizeof(float));
+        w->mask = tl_calloc((size_t)masks, 1);
+        if (w->bufs == NULL || w->mask == NULL)
+            return tl_error_oom();
+        float *cur = w->bufs;
+        uint8_t *mcur = w->mask;
+        bind_exec(est, w, est->train.p, &w->train_x, &cur, &mcur);
+        w->train_x.param_grad = cur;
+        cur += est->vars->total;
+        w->chunk_grad = cur;
+        cur += w->chunk_len;
+        if (est->have_eval)
+            bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
+    }
+    for (int r = 0; r < R; r++) {
+        tl_status st = tl_thread_start(&est->workers[r].thread, worker_main, &est->workers[r]);
+        if (st != TL_OK)
+            return st;
+        est->started++;
+    }
+    return TL_OK;
+}
+
+tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *o, tl_estimator **out)
+{
+    *out = NULL;
+    const tl_run_config *rc = tl_config_get(cfg);
+    if (rc == NULL)
+        return tl_error(TL_EINVAL, "the configuration is not resolved: call tl_config_resolve first");
+    if (o == NULL || o->model_fn == NULL)
+        return tl_error(TL_EINVAL, "tl_estimator_options.model_fn is required");
+    tl_status st = tl_optimizer_config_validate(&o->optimizer);
+    if (st != TL_OK)
+        return st;
+    if (rc->num_hosts != 1)
+        return tl_error(TL_EINVAL, "num_hosts is %lld: training on several hosts needs the MPI backend, which is "
+                                   "not built yet; use num_hosts 1", (long long)rc->num_hosts);
+    if (rc->tpu.num_cores_per_replica.set && rc->tpu.num_cores_per_replica.value > 1)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld: model parallelism is not built yet; leave it unset "
+                                   "or 1", (long long)rc->tpu.num_cores_per_replica.value);
+    tl_estimator *est = tl_calloc(1, sizeof *est);
+    if (est == NULL)
+        return tl_error_oom();
+    est->opt = *o;
+    est->rc = *rc;
+    if ((st = tl_topology_create(rc, NULL, &est->topo)) != TL_OK)
+        goto fail;
+    est->R = tl_topology_num_replicas(est->topo);
+    if ((st = tl_vars_create(&est->vars)) != TL_OK)
+        goto fail;
+    *out = est;
+    return TL_OK;
+fail:
+    tl_estimator_destroy(est);
+    return st;
+}
+
+/* Builds programs, parameters and workers on the first train or evaluate,
+ * when the input's shape is known. */
+static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
+{
+    if (est->train.p != NULL) {
+        if (data->num_features != est->D)
+            return tl_error(TL_EINVAL, "the data has %lld features per example; the model was traced for %lld",
+                            (long long)data->num_features, (long long)est->D);
+        return TL_OK;
+    }
+    tl_status st;
+    tl_input_plan *plan = NULL;
+    const tl_run_config *rc = &est->rc;
+    if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_TRAIN, &plan)) != TL_OK)
+        return st;
+    int64_t train_batch = plan->model_fn_batch_size;
+    tl_input_plan_destroy(plan);
+    est->D = data->num_features;
+    if ((st = trace(est, TL_MODE_TRAIN, train_batch, data->feature_shape, data->feature_rank, &est->train)) != TL_OK)
+        return st;
+    if (rc->eval_batch_size.set) {
+        if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_EVAL, &plan)) != TL_OK)
+            return st;
+        int64_t eb = plan->model_fn_batch_size;
+        tl_input_plan_destroy(plan);
+        if ((st = trace(est, TL_MODE_EVAL, eb, data->feature_shape, data->feature_rank, &est->eval)) != TL_OK)
+            return st;
+        est->have_eval = true;
+    }
+    int64_t total = est->vars->total;
+    est->params = tl_calloc((size_t)(total ? total : 1), sizeof(float));
+    if (est->params == NULL)
+        return tl_error_oom();
+    tl_vars_initialize(est->vars, rc->tf_random_seed.set ? (uint64_t)rc->tf_random_seed.value : 0, est->params);
+    est->nslots = tl_optimizer_num_slots(&est->opt.optimizer);
+    for (int s = 0; s < est->nslots; s++) {
+        if ((est->slots[s] = tl_calloc((size_t)(total ? total : 1), sizeof(float))) == NULL)
+            return tl_error_oom();
+    }
+    float *slot_ptrs[TL_OPTIM_MAX_SLOTS];
+    for (int s = 0; s < est->nslots; s++)
+        slot_ptrs[s] = est->slots[s];
+    tl_optimizer_init_slots(&est->opt.optimizer, slot_ptrs, total);
+    tl_k_blas_single_thread();
+    if ((st = tl_comm_create_threads(est->R, &est->comm)) != TL_OK)
+        return st;
+    int spin = est->R <= tl_available_cpus() ? 20000 : 0;
+    if ((st = tl_barrier_init(&est->go, est->R + 1, spin)) != TL_OK)
+        return st;
+    if ((st = tl_barrier_init(&est->done, est->R + 1, spin)) != TL_OK) {
+        tl_barrier_close(&est->go);
+        return st;
+    }
+    return make_workers(est);
+}
+
+void tl_estimator_destroy(tl_estimator *est)
+{
+    if (est == NULL)
+        return;
+    if (est->started > 0) {
+        if (est->started == est->R) {
+            est->cmd = CMD_STOP;
+            tl_barrier_wait(&est->go);
+        } else {
+            tl_barrier_break(&est->go);
+        }
+        for (int r = 0; r < est->started; r++)
+            tl_thread_join(&est->workers[r].thread, NULL);
+    }
+    if (est->comm != NULL) {
+        tl_barrier_close(&est->go);
+        tl_barrier_close(&est->done);
+    }
+    for (int r = 0; est->workers && r < est->R; r++) {
+        tl_free(est->workers[r].bufs);
+        tl_free(est->workers[r].mask);
+    }
+    tl_free(est->workers);
+    tl_comm_destroy(est->comm);
+    for (int s = 0; s < TL_OPTIM_MAX_SLOTS; s++)
+        tl_free(est->slots[s]);
+    tl_free(est->params);
+    tl_program_destroy(est->train.p);
+    tl_program_destroy(est->eval.p);
+    tl_graph_destroy(est->train.g);
+    tl_graph_destroy(est->eval.g);
+    tl_vars_destroy(est->vars);
+    tl_topology_destroy(est->topo);
+    tl_free(est);
+}
+
+/* ---- the host loop ------------------------------------------------------- */
+
+/* Runs one device loop on every worker; returns the first worker's error. */
+static tl_status device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, int64_t n)
+{
+    est->cmd = cmd;
+    est->loop_start = start;
+    est->loop_n = n;
+    tl_barrier_wait(&est->go);
+    tl_barrier_wait(&est->done);
+    for (int r = 0; r < est->R; r++)
+        if (est->workers[r].status != TL_OK && est->workers[r].status != TL_ERUNTIME)
+            return tl_error(est->workers[r].status, "%s", est->workers[r].err);
+    for (int r = 0; r < est->R; r++)
+        if (est->workers[r].status != TL_OK)
+            return tl_error(est->workers[r].status, "%s", est->workers[r].err);
+    return TL_OK;
+}
+
+/* §3.1's NaN checks at a loop boundary. */
+static tl_status nan_check(const tl_estimator *est, double loss)
+{
+    if (!isfinite(loss))
+        return tl_error(TL_EINVAL, "NaN loss during training. (loss %g at step %lld)", loss,
+                        (long long)est->global_step);
+    for (int i = 0; i < est->vars->n; i++) {
+        const tl_var *v = &est->vars->v[i];
+        for (int64_t k = 0; k < v->size; k++)
+            if (!isfinite(est->params[v->offset + k]))
+                return tl_error(TL_EINVAL, "Gradient for %s is NaN : the variable is not finite at step %lld",
+                                v->name, (long long)est->global_step);
+    }
+    return TL_OK;
+}
+
+tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const tl_run_config *rc = &est->rc;
+    if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set)
+        return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
+                                   "`None`. (set train_steps or max_steps)");
+    tl_status st = prepare(est, data);
+    if (st != TL_OK)
+        return st;
+    int64_t G = est->train.batch * est->R;
+    if (data->num_examples < G)
+        return tl_error(TL_EINVAL, "the training data has %lld examples, fewer than one batch of %lld",
+                        (long long)data->num_examples, (long long)G);
+    est->data = data;
+    est->steps_per_epoch = data->num_examples / G;
+    tl_train_schedule *sched;
+    if ((st = tl_train_schedule_create(rc->tpu.iterations_per_loop, rc->train_steps, rc->max_steps, est->global_step,
+                                       NULL, &sched)) != TL_OK)
+        return st;
+    if (tl_train_schedule_skipped(sched)) {
+        tl_log(TL_LOG_INFO, "Skipping training since max_steps has already saved.");
+        tl_train_schedule_destroy(sched);
+        res->skipped = true;
+        res->global_step = est->global_step;
+        return TL_OK;
+    }
+    tl_log_schedule logs;
+    tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
+    int64_t t0 = tl_now_ns(), start_step = est->global_step;
+    int64_t n = tl_train_schedule_next(sched);
+    while (n > 0) {
+        int64_t tl0 = tl_now_ns();
+        if ((st = device_loop(est, CMD_TRAIN, est->global_step, n)) != TL_OK)
+            break;
+        est->global_step += n; /* the runtime advances the global step once per device step */
+        double elapsed = (double)(tl_now_ns() - tl0) * 1e-9;
+        res->loss = est->workers[0].last_loss;
+        double sum = 0;
+        for (int r = 0; r < est->R; r++)
+            sum += est->workers[r].last_loss;
+        res->loss_mean = sum / est->R;
+        res->loops++;
+        if ((st = nan_check(est, res->loss)) != TL_OK)
+            break;
+        tl_log_event ev;
+        double now = (double)(tl_now_ns() - t0) * 1e-9;
+        tl_log_schedule_after_loop(&logs, est->global_step, now, &ev);
+        if (ev.log_loss || ev.log_rate) {
+            double rate = ev.log_rate && ev.rate_secs > 0 ? (double)ev.rate_steps / ev.rate_secs : 0;
+            if (est->opt.on_log != NULL)
+                est->opt.on_log(est->global_step, res->loss, rate, rate * (double)G, est->opt.log_user);
+            else
+                tl_log(TL_LOG_INFO, "loss = %g, step = %lld, global_step/sec: %g, examples/sec: %g", res->loss,
+                       (long long)est->global_step, rate, rate * (double)G);
+        }
+        if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
+            break;
+    }
+    tl_train_schedule_destroy(sched);
+    res->global_step = est->global_step;
+    res->seconds = (double)(tl_now_ns() - t0) * 1e-9;
+    res->examples_per_sec = res->seconds > 0 ? (double)(est->global_step - start_step) * (double)G / res->seconds : 0;
+    return st;
+}
+
+tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const tl_run_config *rc = &est->rc;
+    if (!rc->eval_batch_size.set)
+        return tl_error(TL_EINVAL, "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate is "
+                                   "running on TPU. (set eval_batch_size)");
+    if (!rc->eval_steps.set)
+        return tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set eval_steps)");
+    tl_status st = prepare(est, data);
+    if (st != TL_OK)
+        return st;
+    int64_t G = est->eval.batch * est->R, steps = rc->eval_steps.value;
+    if (data->num_examples < steps * G)
+        return tl_error(TL_EINVAL, "evaluation needs %lld batches of %lld examples but the data has %lld examples "
+                                   "(%lld whole batches)",
+                        (long long)steps, (long long)G, (long long)data->num_examples,
+                        (long long)(data->num_examples / G));
+    est->data = data;
+    if ((st = device_loop(est, CMD_EVAL, 0, steps)) != TL_OK)
+        return st;
+    double sum = 0;
+    int64_t correct = 0;
+    for (int r = 0; r < est->R; r++) { /* replica order */
+        sum += est->workers[r].eval_loss_sum;
+        correct += est->workers[r].eval_correct;
+    }
+    res->global_step = est->global_step;
+    res->steps = steps;
+    res->examples = steps * G;
+    res->loss = sum / (double)(steps * est->R);
+    res->loss_replica0 = est->workers[0].eval_loss_sum / (double)steps;
+    res->accuracy = (double)correct / (double)res->examples;
+    return TL_OK;
+}
+
+tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
+{
+    SHA2_CTX ctx;
+    SHA256Init(&ctx);
+    for (int k = 0; est->params && k < est->vars->n; k++) {
+        const tl_var *v = &est->vars->v[est->vars->by_name[k]];
+        for (int64_t i = 0; i < v->size; i++) {
+            uint32_t bits;
+            memcpy(&bits, &est->params[v->offset + i], sizeof bits);
+            uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
+            SHA256Update(&ctx, le, sizeof le);
+        }
+    }
+    uint8_t digest[SHA256_DIGEST_LENGTH];
+    SHA256Final(digest, &ctx);
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    return TL_OK;
+}
+
+int64_t tl_estimator_global_step(const tl_estimator *est)
+{
+    return est->global_step;
+}

@@ -1,0 +1,115 @@
+/* Training and evaluation in device loops on worker threads: the trained
+ * parameters are the same bits for every iterations_per_loop and on every
+ * repetition; the model learns; NaN and short data are errors. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tpuloop/tpuloop.h"
+
+static tl_status small_mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    tl_t h = tl_dense(g, a->features, 32, TL_ACT_RELU, "dense");
+    h = tl_dropout(g, h, 0.1);
+    tl_t logits = tl_dense(g, h, 4, TL_ACT_NONE, "dense_1");
+    spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
+    spec->logits = logits;
+    return tl_graph_status(g);
+}
+
+static tl_labeled_data *synthetic(int64_t n, uint64_t seed)
+{
+    tl_synthetic_spec s;
+    tl_synthetic_spec_init(&s);
+    s.num_examples = n;
+    s.num_features = 20;
+    s.num_classes = 4;
+    s.seed = seed;
+    tl_labeled_data *d = NULL;
+    cr_assert_eq(tl_synthetic_load(&s, &d), TL_OK, "%s", tl_last_error());
+    return d;
+}
+
+/* Trains with the given flags and returns the parameters' digest. */
+static void train_digest(const char *ipl, const char *devices, double lr, char digest[65], double *accuracy,
+                         tl_status *train_status)
+{
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    char ipl_flag[64], dev_flag[64];
+    snprintf(ipl_flag, sizeof ipl_flag, "--iterations_per_loop=%s", ipl);
+    snprintf(dev_flag, sizeof dev_flag, "--devices=%s", devices);
+    char *argv[] = {ipl_flag, dev_flag, "--train_batch_size=64", "--eval_batch_size=64", "--train_steps=60",
+                    "--eval_steps=8", "--tf_random_seed=3"};
+    cr_assert_eq(tl_config_apply_args(cfg, 7, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = small_mlp;
+    o.optimizer.lr.learning_rate = lr;
+    tl_estimator *est;
+    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+    /* One planted model: the first 1000 examples train, the next 512 test. */
+    tl_labeled_data *all = synthetic(1512, 11);
+    tl_labeled_data train_view = *all, test_view = *all;
+    train_view.num_examples = 1000;
+    test_view.num_examples = 512;
+    test_view.features += 1000 * all->num_features;
+    test_view.labels += 1000;
+    tl_labeled_data *train = &train_view, *test = &test_view;
+    tl_train_result tr;
+    *train_status = tl_estimator_train(est, train, &tr);
+    if (*train_status == TL_OK) {
+        cr_assert_eq(tr.global_step, 60);
+        tl_eval_result er;
+        cr_assert_eq(tl_estimator_evaluate(est, test, &er), TL_OK, "%s", tl_last_error());
+        *accuracy = er.accuracy;
+        cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    }
+    tl_estimator_destroy(est);
+    tl_labeled_data_destroy(all);
+    tl_config_destroy(cfg);
+}
+
+Test(mt_estimator, params_digest_is_independent_of_iterations_per_loop)
+{
+    static const char *const ipls[] = {"1", "7", "100", "2s"};
+    char first[65], d[65];
+    double acc;
+    tl_status st;
+    train_digest(ipls[0], "2", 0.01, first, &acc, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_gt(acc, 0.6, "a planted linear model is learnable: accuracy %f", acc);
+    for (int i = 1; i < 4; i++) {
+        train_digest(ipls[i], "2", 0.01, d, &acc, &st);
+        cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+        cr_assert_str_eq(d, first, "iterations_per_loop=%s trained other bits", ipls[i]);
+    }
+    train_digest("7", "2", 0.01, d, &acc, &st);
+    cr_assert_str_eq(d, first, "a repeated run trained other bits");
+}
+
+Test(mt_estimator, four_devices_fixed_global_batch)
+{
+    char a[65], b[65];
+    double acc;
+    tl_status st;
+    train_digest("1", "4", 0.01, a, &acc, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    train_digest("13", "4", 0.01, b, &acc, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(a, b);
+}
+
+Test(mt_estimator, nan_loss_is_an_error)
+{
+    char d[65];
+    double acc;
+    tl_status st;
+    train_digest("5", "2", 1e30, d, &acc, &st);
+    cr_assert_eq(st, TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "NaN loss during training.") != NULL ||
+                  strstr(tl_last_error(), "is NaN") != NULL,
+              "%s", tl_last_error());
+}
