@@ -3,7 +3,10 @@
  * this process.
  *
  * An estimator traces the model_fn once per mode, compiles each graph into a
- * step program and starts one worker thread per replica. Training runs in
+ * step program and starts one worker thread per replica. An input thread
+ * cuts the global batches into the replicas' slices and queues them a few
+ * batches ahead of the workers (the infeed); the device loop itself
+ * allocates nothing. Training runs in
  * device loops of iterations_per_loop steps (spec tpu_estimator.md §3.1):
  * the host tells every worker "run n steps"; each runs them without returning
  * — take its slice of the global batch, forward, backward, reduce-scatter the
@@ -56,9 +59,24 @@ typedef struct tl_estimator_options {
     /* Called at every logging boundary of training (NULL: tl_log at INFO). */
     void (*on_log)(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *log_user);
     void *log_user;
+    /*
+     * The host_call of training (spec §6), here the default one: at every
+     * loop-local step i with i % experimental_host_call_every_n_steps == 0
+     * each replica outfeeds its loss as a (1) tensor; at the loop boundary
+     * they are concatenated in replica order and this is called once per such
+     * step, in step order, with values (R) and the global step after that
+     * step (the post-increment value). NULL: the losses are outfed but not
+     * handed on. values is valid only during the call.
+     */
+    void (*host_call)(int64_t global_step, const float *values, int R, void *host_call_user);
+    void *host_call_user;
+    /* Batches the infeed thread prepares ahead of each replica (its queue
+     * depth); 0 means 3. */
+    int infeed_depth;
 } tl_estimator_options;
 
-/* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3. */
+/* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,
+ * no host_call callback, infeed depth 3. */
 TL_API void tl_estimator_options_init(tl_estimator_options *o);
 
 /*
@@ -91,7 +109,8 @@ typedef struct tl_train_result {
  * examples that depends only on (tf_random_seed, epoch); an epoch drops its
  * last partial batch. Errors: those of tl_config_check_train and the input
  * plan, TL_EINVAL when the data does not match the traced shapes or is
- * smaller than a batch, TL_EINVAL "NaN loss during training." and
+ * smaller than a batch, TL_EINVAL for experimental_host_call_every_n_steps
+ * < 1, TL_EINVAL "NaN loss during training." and
  * "Gradient for <var> is NaN" (the NaN check of §3.1, at a loop boundary;
  * nothing from the NaN state is kept as the result), and a worker's error.
  */
@@ -104,6 +123,12 @@ typedef struct tl_eval_result {
     double loss_replica0; /* TensorFlow's: replica 0's mean over steps */
     double accuracy;      /* argmax(logits) == label, over every evaluated example */
     int64_t examples;
+    /* For a model with 2 classes: the ROC AUC of P(class 1) = softmax of the
+     * logits, over every evaluated example (exact: ties between a positive
+     * and a negative count one half, as the Mann-Whitney U). has_auc is false
+     * (and auc NaN) for other models and when one class is absent. */
+    double auc;
+    bool has_auc;
 } tl_eval_result;
 
 /*

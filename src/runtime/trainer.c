@@ -1,107 +1,16 @@
 /* trainer.c — the estimator: traced programs, one worker thread per replica,
- * device loops of n steps between host visits, and the deterministic
- * reduce-and-update of data-parallel training (tpuloop/estimator.h). */
+ * device loops of n steps between host visits, the deterministic
+ * reduce-and-update of data-parallel training, the host_call outfeed and the
+ * evaluation results (tpuloop/estimator.h). The input thread is infeed.c. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sha2.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../base/base_int.h"
-#include "../base/thread.h"
-#include "../graph/program.h"
 #include "../kernels/kernels.h"
+#include "estimator_int.h"
 #include "schedule.h"
-#include "tpuloop/comm.h"
-#include "tpuloop/estimator.h"
-#include "tpuloop/topology.h"
-
-typedef enum { CMD_TRAIN, CMD_EVAL, CMD_STOP } tl_cmd_kind;
-
-typedef struct tl_worker tl_worker;
-
-/* One mode's compiled program and the per-replica batch it was traced for. */
-typedef struct tl_mode_prog {
-    tl_graph *g;
-    tl_program *p;
-    tl_t features, labels, logits;
-    int64_t batch; /* per replica */
-} tl_mode_prog;
-
-struct tl_estimator {
-    tl_estimator_options opt;
-    tl_run_config rc;          /* a copy: strings are not used after create */
-    tl_topology *topo;
-    int R;                     /* replicas = workers */
-    int64_t D;                 /* features per example */
-    tl_vars *vars;
-    float *params;             /* (vars->total), shared by all replicas */
-    float *slots[TL_OPTIM_MAX_SLOTS]; /* (vars->total) each */
-    int nslots;
-    tl_mode_prog train, eval;
-    bool have_eval;
-    tl_comm *comm;
-    tl_barrier go, done;       /* host + R workers */
-    tl_worker *workers;        /* (R) */
-    int started;               /* workers running */
-    int64_t global_step;
-    /* The command of the current device loop, written by the host before `go`. */
-    tl_cmd_kind cmd;
-    int64_t loop_start, loop_n;
-    const tl_labeled_data *data;
-    int64_t steps_per_epoch;
-};
-
-struct tl_worker {
-    tl_estimator *est;
-    int rank;
-    tl_thread thread;
-    tl_exec train_x, eval_x;
-    float *bufs;               /* one allocation carved into the exec slabs */
-    uint8_t *mask;
-    float *chunk_grad;         /* (chunk_len) reduced gradient of this rank's chunk */
-    int64_t chunk_off, chunk_len;
-    tl_status status;          /* the loop's outcome on this worker */
-    char err[512];
-    float last_loss;           /* loss at the last step of the loop */
-    double eval_loss_sum;      /* sum of per-step losses */
-    int64_t eval_correct;
-};
-
-/* ---- input order: a permutation per epoch without storage ---------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* The position-th example of epoch `epoch`'s shuffle of [0, n): a 4-round
- * Feistel network over the smallest even-bit power of two >= n, cycle-walked
- * into range. A pure function of (seed, epoch, position), so any worker can
- * find its rows at any step, in any order, without shared state. */
-static int64_t shuffled(uint64_t seed, int64_t epoch, int64_t position, int64_t n)
-{
-    int bits = 2;
-    while (((int64_t)1 << bits) < n)
-        bits += 2;
-    int half = bits / 2;
-    uint64_t mask = ((uint64_t)1 << half) - 1;
-    uint64_t key = mix64(seed ^ mix64((uint64_t)epoch + 0x5348554646ull));
-    uint64_t x = (uint64_t)position;
-    do {
-        uint64_t l = x >> half, r = x & mask;
-        for (int round = 0; round < 4; round++) {
-            uint64_t f = mix64(r ^ key ^ ((uint64_t)round << 56)) & mask;
-            uint64_t t = r;
-            r = l ^ f;
-            l = t;
-        }
-        x = (l << half) | r;
-    } while (x >= (uint64_t)n);
-    return (int64_t)x;
-}
 
 /* ---- workers ------------------------------------------------------------- */
 
@@ -112,23 +21,18 @@ static void worker_fail(tl_worker *w, tl_status st)
     tl_comm_abort(w->est->comm, st, w->err);
 }
 
-/* Copies rows [first, first + count) of global batch `step` into the inputs. */
-static void feed_train(tl_worker *w, int64_t step)
+/* Moves the next batch from the infeed into the program's inputs. */
+static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step)
 {
     tl_estimator *est = w->est;
-    const tl_labeled_data *d = est->data;
-    const tl_mode_prog *m = &est->train;
-    int64_t G = m->batch * est->R;
-    int64_t epoch = step / est->steps_per_epoch, in_epoch = step % est->steps_per_epoch;
-    float *x = tl_exec_value(m->p, &w->train_x, m->features);
-    int32_t *y = (int32_t *)tl_exec_value(m->p, &w->train_x, m->labels);
-    uint64_t seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
-    for (int64_t i = 0; i < m->batch; i++) {
-        int64_t pos = in_epoch * G + (int64_t)w->rank * m->batch + i;
-        int64_t ex = shuffled(seed, epoch, pos, d->num_examples);
-        memcpy(x + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *x);
-        y[i] = d->labels[ex];
-    }
+    tl_batch_buf *b;
+    tl_status st = tl_infeed_pop(est, w->rank, step, &b);
+    if (st != TL_OK)
+        return st;
+    memcpy(tl_exec_value(m->p, x, m->features), b->features, (size_t)(m->batch * est->D) * sizeof(float));
+    memcpy(tl_exec_value(m->p, x, m->labels), b->labels, (size_t)m->batch * sizeof(int32_t));
+    tl_infeed_release(est, w->rank, b);
+    return TL_OK;
 }
 
 static tl_status train_step(tl_worker *w, int64_t step)
@@ -136,9 +40,11 @@ static tl_status train_step(tl_worker *w, int64_t step)
     tl_estimator *est = w->est;
     const tl_program *p = est->train.p;
     tl_exec *x = &w->train_x;
-    feed_train(w, step);
+    tl_status st = feed(w, &est->train, x, step);
+    if (st != TL_OK)
+        return st;
     x->step = step;
-    tl_status st = tl_program_forward(p, x);
+    st = tl_program_forward(p, x);
     if (st == TL_OK)
         st = tl_program_backward(p, x);
     if (st != TL_OK)
@@ -161,29 +67,40 @@ static tl_status train_step(tl_worker *w, int64_t step)
         tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, w->chunk_grad, slots, w->chunk_len);
     }
     /* Nobody reads the parameters of step + 1 before every chunk is updated. */
-    return tl_comm_barrier(est->comm, w->rank);
+    if ((st = tl_comm_barrier(est->comm, w->rank)) != TL_OK)
+        return st;
+    /* The outfeed follows the train_op (§6); the host reads it after the
+     * loop, past the done barrier. */
+    int64_t i = step - est->loop_start;
+    if (tl_host_call_fires(i, est->host_call_every_n))
+        est->outfeed[(i / est->host_call_every_n) * est->R + w->rank] = w->last_loss;
+    return TL_OK;
 }
 
 static tl_status eval_step(tl_worker *w, int64_t step)
 {
     tl_estimator *est = w->est;
     const tl_mode_prog *m = &est->eval;
-    const tl_labeled_data *d = est->data;
     tl_exec *x = &w->eval_x;
-    int64_t G = m->batch * est->R;
-    float *f = tl_exec_value(m->p, x, m->features);
-    int32_t *y = (int32_t *)tl_exec_value(m->p, x, m->labels);
-    for (int64_t i = 0; i < m->batch; i++) {
-        int64_t ex = step * G + (int64_t)w->rank * m->batch + i;
-        memcpy(f + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *f);
-        y[i] = d->labels[ex];
-    }
-    tl_status st = tl_program_forward(m->p, x);
+    tl_status st = feed(w, m, x, step);
+    if (st != TL_OK)
+        return st;
+    const int32_t *y = (const int32_t *)tl_exec_value(m->p, x, m->labels);
+    st = tl_program_forward(m->p, x);
     if (st != TL_OK)
         return st;
     w->eval_loss_sum += *tl_exec_value(m->p, x, m->p->loss);
     const float *z = tl_exec_value(m->p, x, m->logits);
     int64_t C = m->g->nodes[m->logits].shape[1];
+    if (C == 2) {
+        TL_ASSERT(w->scored_len + m->batch <= w->scored_cap);
+        for (int64_t i = 0; i < m->batch; i++) {
+            /* softmax(z)[1] = 1 / (1 + exp(z0 - z1)), in doubles. */
+            tl_scored *e = &w->scored[w->scored_len++];
+            e->score = 1.0 / (1.0 + exp((double)z[i * C] - (double)z[i * C + 1]));
+            e->label = y[i];
+        }
+    }
     for (int64_t i = 0; i < m->batch; i++) {
         int64_t best = 0;
         for (int64_t c = 1; c < C; c++)
@@ -209,6 +126,7 @@ static void *worker_main(void *arg)
         w->status = TL_OK;
         w->eval_loss_sum = 0;
         w->eval_correct = 0;
+        w->scored_len = 0;
         for (int64_t i = 0; i < est->loop_n && w->status == TL_OK; i++) {
             tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i) : eval_step(w, i);
             if (st != TL_OK)
@@ -227,6 +145,9 @@ void tl_estimator_options_init(tl_estimator_options *o)
     tl_optimizer_config_default(TL_OPTIM_ADAM, &o->optimizer);
     o->optimizer.lr.learning_rate = 1e-3;
 }
+
+/* The infeed depth when the options leave it 0. */
+#define TL_INFEED_DEPTH_DEFAULT 3
 
 /* Traces model_fn for mode at a per-replica batch and compiles it. */
 static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int64_t *fshape, int frank,
@@ -334,6 +255,9 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     tl_status st = tl_optimizer_config_validate(&o->optimizer);
     if (st != TL_OK)
         return st;
+    if (o->infeed_depth < 0 || o->infeed_depth > 1024)
+        return tl_error(TL_EINVAL, "tl_estimator_options.infeed_depth must be in [0, 1024] (0: %d), got %d",
+                        TL_INFEED_DEPTH_DEFAULT, o->infeed_depth);
     if (rc->num_hosts != 1)
         return tl_error(TL_EINVAL, "num_hosts is %lld: training on several hosts needs the MPI backend, which is "
                                    "not built yet; use num_hosts 1", (long long)rc->num_hosts);
@@ -410,6 +334,10 @@ static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
         tl_barrier_close(&est->go);
         return st;
     }
+    int64_t max_batch = est->have_eval && est->eval.batch > est->train.batch ? est->eval.batch : est->train.batch;
+    if ((st = tl_infeed_init(est, est->opt.infeed_depth ? est->opt.infeed_depth : TL_INFEED_DEPTH_DEFAULT,
+                             max_batch)) != TL_OK)
+        return st;
     return make_workers(est);
 }
 
@@ -427,6 +355,8 @@ void tl_estimator_destroy(tl_estimator *est)
         for (int r = 0; r < est->started; r++)
             tl_thread_join(&est->workers[r].thread, NULL);
     }
+    tl_infeed_free(est);
+    tl_free(est->outfeed);
     if (est->comm != NULL) {
         tl_barrier_close(&est->go);
         tl_barrier_close(&est->done);
@@ -434,6 +364,7 @@ void tl_estimator_destroy(tl_estimator *est)
     for (int r = 0; est->workers && r < est->R; r++) {
         tl_free(est->workers[r].bufs);
         tl_free(est->workers[r].mask);
+        tl_free(est->workers[r].scored);
     }
     tl_free(est->workers);
     tl_comm_destroy(est->comm);
@@ -468,6 +399,21 @@ static tl_status device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     return TL_OK;
 }
 
+/* Room in the outfeed ring for loops of up to `fires` host_call records per
+ * replica. It grows only for a longer loop than any before (in time mode),
+ * on the host between loops; count mode sizes it once. */
+static tl_status reserve_outfeed(tl_estimator *est, int64_t fires)
+{
+    if (fires <= est->outfeed_cap)
+        return TL_OK;
+    float *p = tl_realloc(est->outfeed, (size_t)fires * (size_t)est->R * sizeof *p);
+    if (p == NULL)
+        return tl_error_oom();
+    est->outfeed = p;
+    est->outfeed_cap = fires;
+    return TL_OK;
+}
+
 /* §3.1's NaN checks at a loop boundary. */
 static tl_status nan_check(const tl_estimator *est, double loss)
 {
@@ -491,8 +437,10 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
     if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set)
         return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
                                    "`None`. (set train_steps or max_steps)");
-    tl_status st = prepare(est, data);
+    tl_status st = tl_host_call_check_every_n(rc->tpu.experimental_host_call_every_n_steps);
     if (st != TL_OK)
+        return st;
+    if ((st = prepare(est, data)) != TL_OK)
         return st;
     int64_t G = est->train.batch * est->R;
     if (data->num_examples < G)
@@ -511,14 +459,26 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         res->global_step = est->global_step;
         return TL_OK;
     }
+    est->host_call_every_n = rc->tpu.experimental_host_call_every_n_steps;
+    if ((st = tl_infeed_start(est, CMD_TRAIN, est->global_step,
+                              tl_train_schedule_final_step(sched) - est->global_step)) != TL_OK) {
+        tl_train_schedule_destroy(sched);
+        return st;
+    }
     tl_log_schedule logs;
     tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
     int64_t t0 = tl_now_ns(), start_step = est->global_step;
     int64_t n = tl_train_schedule_next(sched);
     while (n > 0) {
         int64_t tl0 = tl_now_ns();
+        int64_t fires = tl_host_call_count(n, est->host_call_every_n);
+        if ((st = reserve_outfeed(est, fires)) != TL_OK)
+            break;
         if ((st = device_loop(est, CMD_TRAIN, est->global_step, n)) != TL_OK)
             break;
+        for (int64_t k = 0; est->opt.host_call != NULL && k < fires; k++)
+            est->opt.host_call(est->global_step + k * est->host_call_every_n + 1, est->outfeed + k * est->R, est->R,
+                               est->opt.host_call_user);
         est->global_step += n; /* the runtime advances the global step once per device step */
         double elapsed = (double)(tl_now_ns() - tl0) * 1e-9;
         res->loss = est->workers[0].last_loss;
@@ -543,11 +503,28 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
             break;
     }
+    tl_infeed_stop(est);
     tl_train_schedule_destroy(sched);
     res->global_step = est->global_step;
     res->seconds = (double)(tl_now_ns() - t0) * 1e-9;
     res->examples_per_sec = res->seconds > 0 ? (double)(est->global_step - start_step) * (double)G / res->seconds : 0;
     return st;
+}
+
+/* Concatenates the replicas' scored examples step by step in replica order
+ * (the order of §7's outfeed) and computes the AUC. */
+static tl_status gather_auc(tl_estimator *est, int64_t steps, tl_eval_result *res)
+{
+    int64_t b = est->eval.batch, n = steps * b * est->R;
+    tl_scored *all = tl_malloc((size_t)n * sizeof *all);
+    if (all == NULL)
+        return tl_error_oom();
+    for (int64_t s = 0; s < steps; s++)
+        for (int r = 0; r < est->R; r++)
+            memcpy(all + (s * est->R + r) * b, est->workers[r].scored + s * b, (size_t)b * sizeof *all);
+    res->has_auc = tl_roc_auc(all, n, &res->auc);
+    tl_free(all);
+    return TL_OK;
 }
 
 tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res)
@@ -569,7 +546,26 @@ tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, 
                         (long long)steps, (long long)G, (long long)data->num_examples,
                         (long long)(data->num_examples / G));
     est->data = data;
-    if ((st = device_loop(est, CMD_EVAL, 0, steps)) != TL_OK)
+    int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
+    int64_t per_replica = steps * est->eval.batch;
+    for (int r = 0; C == 2 && r < est->R; r++) {
+        tl_worker *w = &est->workers[r];
+        if (w->scored_cap < per_replica) {
+            tl_scored *p = tl_realloc(w->scored, (size_t)per_replica * sizeof *p);
+            if (p == NULL)
+                return tl_error_oom();
+            w->scored = p;
+            w->scored_cap = per_replica;
+        }
+    }
+    if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps)) != TL_OK)
+        return st;
+    st = device_loop(est, CMD_EVAL, 0, steps);
+    tl_infeed_stop(est);
+    if (st != TL_OK)
+        return st;
+    res->auc = NAN;
+    if (C == 2 && (st = gather_auc(est, steps, res)) != TL_OK)
         return st;
     double sum = 0;
     int64_t correct = 0;
