@@ -242,3 +242,51 @@ Test(cli, help_config_lists_options)
               strstr(r.out, "TPULOOP_DEVICE_COUNT"));
     done(&r);
 }
+
+Test(cli, train_evaluates_predicts_and_summarises, .timeout = 120)
+{
+    char pred[] = "/tmp/tpuloop-cli-pred-XXXXXX.csv", summary[] = "/tmp/tpuloop-cli-sum-XXXXXX";
+    int fp = mkstemps(pred, 4), fs = mkstemp(summary);
+    cr_assert(fp >= 0 && fs >= 0);
+    close(fp);
+    close(fs);
+    char args[512];
+    snprintf(args, sizeof args,
+             "train configs/mlp_fashion_mnist.json --train_steps=30 --hidden_units=[32] --devices=2 "
+             "--predict --predictions_out=%s --summary_json=%s",
+             pred, summary);
+    cli_result r = run(NULL, args);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j, "stdout is one JSON line: %s", r.out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 30);
+    const char *digest = json_string_value(json_object_get(j, "params_digest"));
+    cr_assert(digest != NULL && strlen(digest) == 64, "params_digest");
+    double acc = json_real_value(json_object_get(json_object_get(j, "eval"), "accuracy"));
+    cr_assert(acc > 0.3 && acc <= 1.0, "30 steps learn something: accuracy %f", acc);
+    json_decref(j);
+    char *sum = slurp(summary), *csv = slurp(pred);
+    cr_assert_str_eq(sum, r.out, "--summary_json holds the same line");
+    int lines = 0;
+    for (const char *c = csv; *c; c++)
+        lines += *c == '\n';
+    cr_assert_eq(lines, 10001, "a header and one row per test example");
+    cr_assert(strncmp(csv, "index,class,p0,", 15) == 0);
+    free(sum);
+    free(csv);
+    unlink(pred);
+    unlink(summary);
+    done(&r);
+}
+
+Test(cli, train_needs_a_batch_size_and_predict_needs_its_own)
+{
+    cli_result r = run(NULL, "train --train_steps=5");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: `train_batch_size` cannot be `None`"), "%s", r.err);
+    done(&r);
+    r = run(NULL, "train --train_batch_size=8 --train_steps=5 --predict");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "--predict needs predict_batch_size"), "%s", r.err);
+    done(&r);
+}

@@ -139,6 +139,28 @@ typedef struct tl_eval_result {
  */
 TL_API tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res);
 
+typedef struct tl_predict_result {
+    float *values;         /* (num_examples, width): one row per real example, in input order */
+    int64_t num_examples;
+    int64_t width;         /* elements of one example's predictions */
+    int64_t device_steps;  /* batches run: ceil(num_examples / predict_batch_size) */
+    int64_t padded_rows;   /* zero rows that filled the last batch; their outputs are dropped */
+    int64_t global_step;
+} tl_predict_result;
+
+/*
+ * Predicts every example of data (labels unused) with the configuration's
+ * predict_batch_size, as §8: the last batch is padded with zero rows whose
+ * predictions are dropped, so values holds exactly one row per example in
+ * input order. The predictions are the model_fn's spec->predictions
+ * (spec->logits when unset). The estimator must have been created with
+ * predict_batch_size set. Free values with tl_predict_result_free.
+ * Errors: the PREDICT input plan's, TL_EINVAL without predict_batch_size,
+ * TL_ENOMEM.
+ */
+TL_API tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res);
+TL_API void tl_predict_result_free(tl_predict_result *res);
+
 /* SHA-256 over every variable in name order as little-endian float32, as 64
  * hex digits and a NUL. */
 TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65]);

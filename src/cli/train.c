@@ -2,6 +2,7 @@
  * device loops on every device of the machine, then evaluation, then one JSON
  * summary line with params_digest. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,18 +113,66 @@ static tl_status optimizer_of(const tl_model_config *m, tl_optimizer_config *o)
     return TL_EINVAL;
 }
 
+/* Writes one row per example: its index, the argmax class and the softmax
+ * probabilities of its logits; CSV when the path ends in ".csv", else JSON
+ * Lines. Returns 0 or errno. */
+static int write_predictions(const char *path, const tl_predict_result *pr)
+{
+    size_t len = strlen(path);
+    bool csv = len >= 4 && strcmp(path + len - 4, ".csv") == 0;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return errno;
+    int64_t w = pr->width;
+    if (csv) {
+        fprintf(f, "index,class");
+        for (int64_t c = 0; c < w; c++)
+            fprintf(f, ",p%lld", (long long)c);
+        fputc('\n', f);
+    }
+    for (int64_t i = 0; i < pr->num_examples; i++) {
+        const float *z = pr->values + i * w;
+        int64_t best = 0;
+        double mx = z[0], sum = 0;
+        for (int64_t c = 1; c < w; c++)
+            if (z[c] > z[best])
+                best = c;
+        mx = z[best];
+        for (int64_t c = 0; c < w; c++)
+            sum += exp((double)z[c] - mx);
+        fprintf(f, csv ? "%lld,%lld" : "{\"index\":%lld,\"class\":%lld,\"probabilities\":[", (long long)i,
+                (long long)best);
+        for (int64_t c = 0; c < w; c++)
+            fprintf(f, "%s%.6g", csv || c ? "," : "", exp((double)z[c] - mx) / sum);
+        fputs(csv ? "\n" : "]}\n", f);
+    }
+    int err = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && err == 0)
+        err = errno;
+    return err;
+}
+
 int cli_train(int argc, char **argv)
 {
-    static const char *const allowed[] = {"--summary_json=", NULL};
-    bool seen[1] = {false};
+    static const char *const allowed[] = {"--summary_json=", "--predict", "--predictions_out=", NULL};
+    bool seen[3] = {false, false, false};
     tl_config *cfg;
-    int rc = cli_load_config(argc, argv, allowed, true, &cfg, seen, 1);
+    int rc = cli_load_config(argc, argv, allowed, true, &cfg, seen, 3);
     if (rc != 0)
         return rc;
-    const char *summary_path = NULL;
-    for (int i = 0; i < argc; i++)
+    const char *summary_path = NULL, *predictions_path = "predictions.jsonl";
+    for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "--summary_json=", 15) == 0)
             summary_path = argv[i] + 15;
+        if (strncmp(argv[i], "--predictions_out=", 18) == 0)
+            predictions_path = argv[i] + 18;
+    }
+    bool predict = seen[1] || seen[2];
+    if (predict && !tl_config_get(cfg)->predict_batch_size.set) {
+        tl_config_destroy(cfg);
+        return cli_usage_error("--predict needs predict_batch_size in the configuration (e.g. "
+                               "--predict_batch_size=1000)");
+    }
 
     tl_labeled_data *train = NULL, *test = NULL;
     tl_estimator *est = NULL;
@@ -189,6 +238,25 @@ int cli_train(int argc, char **argv)
                                                        "global_step", (json_int_t)er.global_step));
         fprintf(stderr, "evaluation at step %lld: accuracy %.4f, loss %.4f over %lld examples\n",
                 (long long)er.global_step, er.accuracy, er.loss, (long long)er.examples);
+    }
+    if (predict) {
+        tl_predict_result pr;
+        if ((st = tl_estimator_predict(est, test, &pr)) != TL_OK) {
+            json_decref(summary);
+            rc = cli_fail(st);
+            goto out;
+        }
+        int err = write_predictions(predictions_path, &pr);
+        tl_predict_result_free(&pr);
+        if (err != 0) {
+            json_decref(summary);
+            fprintf(stderr, "error: cannot write --predictions_out=%s: %s\n", predictions_path, strerror(err));
+            rc = EXIT_RUNTIME;
+            goto out;
+        }
+        json_object_set_new(summary, "predictions", json_pack("{s:s, s:I}", "path", predictions_path, "rows",
+                                                              (json_int_t)test->num_examples));
+        fprintf(stderr, "wrote %lld predictions to %s\n", (long long)test->num_examples, predictions_path);
     }
     char digest[65];
     tl_estimator_params_digest(est, digest);

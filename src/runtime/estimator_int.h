@@ -28,7 +28,7 @@
 #include "tpuloop/estimator.h"
 #include "tpuloop/topology.h"
 
-typedef enum { CMD_TRAIN, CMD_EVAL, CMD_STOP } tl_cmd_kind;
+typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
 typedef struct tl_worker tl_worker;
 
@@ -42,7 +42,7 @@ typedef struct tl_scored {
 typedef struct tl_mode_prog {
     tl_graph *g;
     tl_program *p;
-    tl_t features, labels, logits;
+    tl_t features, labels, logits, predictions;
     int64_t batch; /* per replica */
 } tl_mode_prog;
 
@@ -79,8 +79,10 @@ struct tl_estimator {
     float *params;             /* (vars->total), shared by all replicas */
     float *slots[TL_OPTIM_MAX_SLOTS]; /* (vars->total) each */
     int nslots;
-    tl_mode_prog train, eval;
-    bool have_eval;
+    tl_mode_prog train, eval, predict;
+    bool have_eval, have_predict;
+    float *pred_out;           /* (data->num_examples, pred_width): predict's results, in input order */
+    int64_t pred_width;
     tl_comm *comm;
     tl_barrier go, done;       /* host + R workers */
     tl_worker *workers;        /* (R) */
@@ -103,7 +105,7 @@ struct tl_worker {
     tl_estimator *est;
     int rank;
     tl_thread thread;
-    tl_exec train_x, eval_x;
+    tl_exec train_x, eval_x, predict_x;
     float *bufs;               /* one allocation carved into the exec slabs */
     uint8_t *mask;
     float *chunk_grad;         /* (chunk_len) reduced gradient of this rank's chunk */

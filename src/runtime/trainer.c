@@ -111,6 +111,34 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     return TL_OK;
 }
 
+/* §8: step `step` covers examples [step*G, (step+1)*G); rows past the end of
+ * the data are padding (zeros) and their predictions are dropped, so exactly
+ * one prediction per real example lands in pred_out, in input order. */
+static tl_status predict_step(tl_worker *w, int64_t step)
+{
+    tl_estimator *est = w->est;
+    const tl_mode_prog *m = &est->predict;
+    tl_exec *x = &w->predict_x;
+    const tl_labeled_data *d = est->data;
+    int64_t G = m->batch * est->R, first = step * G + (int64_t)w->rank * m->batch;
+    float *f = tl_exec_value(m->p, x, m->features);
+    for (int64_t i = 0; i < m->batch; i++) {
+        int64_t ex = first + i;
+        if (ex < d->num_examples)
+            memcpy(f + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *f);
+        else
+            memset(f + i * est->D, 0, (size_t)est->D * sizeof *f);
+    }
+    tl_status st = tl_program_forward(m->p, x);
+    if (st != TL_OK)
+        return st;
+    const float *out = tl_exec_value(m->p, x, m->predictions);
+    for (int64_t i = 0; i < m->batch && first + i < d->num_examples; i++)
+        memcpy(est->pred_out + (first + i) * est->pred_width, out + i * est->pred_width,
+               (size_t)est->pred_width * sizeof(float));
+    return TL_OK;
+}
+
 static void *worker_main(void *arg)
 {
     tl_worker *w = arg;
@@ -128,7 +156,9 @@ static void *worker_main(void *arg)
         w->eval_correct = 0;
         w->scored_len = 0;
         for (int64_t i = 0; i < est->loop_n && w->status == TL_OK; i++) {
-            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i) : eval_step(w, i);
+            tl_status st = est->cmd == CMD_TRAIN  ? train_step(w, est->loop_start + i)
+                           : est->cmd == CMD_EVAL ? eval_step(w, i)
+                                                  : predict_step(w, i);
             if (st != TL_OK)
                 worker_fail(w, st);
         }
@@ -160,7 +190,7 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
     memcpy(shape + 1, fshape, (size_t)frank * sizeof *fshape);
     m->batch = batch;
     m->features = tl_graph_input(m->g, TL_F32, shape, frank + 1);
-    m->labels = tl_graph_input(m->g, TL_I32, shape, 1);
+    m->labels = mode == TL_MODE_PREDICT ? TL_T_INVALID : tl_graph_input(m->g, TL_I32, shape, 1);
     tl_model_args args = {mode, m->features, m->labels, batch, est->rc.params_json, 0};
     tl_model_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -170,10 +200,18 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
         st = tl_error(tl_graph_status(m->g), "%s", tl_graph_error(m->g));
     if (st != TL_OK)
         return tl_error(st, "model_fn (%s, batch %lld): %s", tl_mode_name(mode), (long long)batch, tl_last_error());
+    m->logits = spec.logits;
+    m->predictions = spec.predictions != TL_T_INVALID ? spec.predictions : spec.logits;
+    if (mode == TL_MODE_PREDICT) {
+        const tl_node *pr = tl_graph_node(m->g, m->predictions);
+        if (pr == NULL || pr->rank < 1 || pr->shape[0] != batch)
+            return tl_error(TL_EINVAL, "model_fn (infer) must set spec->predictions (or spec->logits) to a tensor with "
+                                       "a static batch dimension of %lld", (long long)batch);
+        return tl_program_compile(m->g, TL_T_INVALID, false, &m->p);
+    }
     const tl_node *loss = tl_graph_node(m->g, spec.loss);
     if (loss == NULL || loss->rank != 0)
         return tl_error(TL_EINVAL, "model_fn (%s) must set spec->loss to a scalar", tl_mode_name(mode));
-    m->logits = spec.logits;
     const tl_node *lg = tl_graph_node(m->g, spec.logits);
     if (mode == TL_MODE_EVAL && (lg == NULL || lg->rank != 2 || lg->shape[0] != batch))
         return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a (batch, classes) tensor");
@@ -221,6 +259,10 @@ static tl_status make_workers(tl_estimator *est)
             floats += est->eval.p->act_floats + est->eval.p->grad_floats + est->eval.p->scratch_floats;
             masks += est->eval.p->mask_bytes;
         }
+        if (est->have_predict) {
+            floats += est->predict.p->act_floats + est->predict.p->grad_floats + est->predict.p->scratch_floats;
+            masks += est->predict.p->mask_bytes;
+        }
         w->bufs = tl_calloc((size_t)floats, sizeof(float));
         w->mask = tl_calloc((size_t)masks, 1);
         if (w->bufs == NULL || w->mask == NULL)
@@ -234,6 +276,8 @@ static tl_status make_workers(tl_estimator *est)
         cur += w->chunk_len;
         if (est->have_eval)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
+        if (est->have_predict)
+            bind_exec(est, w, est->predict.p, &w->predict_x, &cur, &mcur);
     }
     for (int r = 0; r < R; r++) {
         tl_status st = tl_thread_start(&est->workers[r].thread, worker_main, &est->workers[r]);
@@ -310,6 +354,17 @@ static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
             return st;
         est->have_eval = true;
     }
+    if (rc->predict_batch_size.set) {
+        if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_PREDICT, &plan)) != TL_OK)
+            return st;
+        int64_t pb = plan->model_fn_batch_size;
+        tl_input_plan_destroy(plan);
+        if ((st = trace(est, TL_MODE_PREDICT, pb, data->feature_shape, data->feature_rank, &est->predict)) != TL_OK)
+            return st;
+        est->have_predict = true;
+        const tl_node *pr = tl_graph_node(est->predict.g, est->predict.predictions);
+        est->pred_width = pr->size / pr->shape[0];
+    }
     int64_t total = est->vars->total;
     est->params = tl_calloc((size_t)(total ? total : 1), sizeof(float));
     if (est->params == NULL)
@@ -373,8 +428,10 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_free(est->params);
     tl_program_destroy(est->train.p);
     tl_program_destroy(est->eval.p);
+    tl_program_destroy(est->predict.p);
     tl_graph_destroy(est->train.g);
     tl_graph_destroy(est->eval.g);
+    tl_graph_destroy(est->predict.g);
     tl_vars_destroy(est->vars);
     tl_topology_destroy(est->topo);
     tl_free(est);
@@ -605,4 +662,46 @@ tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 int64_t tl_estimator_global_step(const tl_estimator *est)
 {
     return est->global_step;
+}
+
+tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!est->rc.predict_batch_size.set)
+        return tl_error(TL_EINVAL, "predict_batch_size in TPUEstimator constructor cannot be `None` if .predict is "
+                                   "running on TPU. (set predict_batch_size)");
+    tl_status st = prepare(est, data);
+    if (st != TL_OK)
+        return st;
+    if (!est->have_predict)
+        return tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in the "
+                                   "configuration the estimator was created with");
+    int64_t G = est->predict.batch * est->R, n = data->num_examples;
+    int64_t steps = (n + G - 1) / G;
+    float *out = tl_alloc_array((size_t)(n ? n : 1) * (size_t)est->pred_width, sizeof(float));
+    if (out == NULL)
+        return tl_error_oom();
+    est->data = data;
+    est->pred_out = out;
+    st = steps > 0 ? device_loop(est, CMD_PREDICT, 0, steps) : TL_OK;
+    est->pred_out = NULL;
+    if (st != TL_OK) {
+        tl_free(out);
+        return st;
+    }
+    res->values = out;
+    res->num_examples = n;
+    res->width = est->pred_width;
+    res->device_steps = steps;
+    res->padded_rows = steps * G - n;
+    res->global_step = est->global_step;
+    return TL_OK;
+}
+
+void tl_predict_result_free(tl_predict_result *res)
+{
+    if (res == NULL)
+        return;
+    tl_free(res->values);
+    res->values = NULL;
 }
