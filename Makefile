@@ -45,6 +45,9 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BENCH_PEERS  := bench/run_peers.sh
+BENCH_PYTHON ?= /usr/bin/python3
+BENCH_LOG    := $(BUILD)/bench/results.jsonl
 HEADERS  := $(sort $(wildcard include/tpuloop/*.h))
 
 STATIC   := $(BUILD)/lib/libtpuloop.a
@@ -171,9 +174,18 @@ $(BUILD)/bench/%: bench/%.c $(STATIC) $(HEADERS)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
+# Every figure is one JSON line (the median of its repetitions): tpuloop's
+# benches, then the PyTorch peers (bench/run_peers.sh), then one summary line
+# with the ratios (bench/summary.py). All lines are kept in $(BENCH_LOG).
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do $$b || exit 1; done
+	@mkdir -p $(dir $(BENCH_LOG)) && : > $(BENCH_LOG)
+	@for b in $(BENCH_BIN); do \
+	    { $$b; echo $$? > $(BENCH_LOG).rc; } | tee -a $(BENCH_LOG); rc=$$(cat $(BENCH_LOG).rc); \
+	    if [ "$$rc" != 0 ]; then echo "bench: $$b failed (rc=$$rc)"; exit 1; fi; \
+	done; rm -f $(BENCH_LOG).rc
+	@$(BENCH_PEERS) | tee -a $(BENCH_LOG)
+	@$(BENCH_PYTHON) bench/summary.py $(BENCH_LOG) || echo '{"bench": "summary", "skipped": "$(BENCH_PYTHON) failed"}'
 
 # libFuzzer targets, built with clang in their own tree.
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))

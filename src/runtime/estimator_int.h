@@ -76,6 +76,7 @@ struct tl_estimator {
     int R;                     /* replicas = workers */
     int64_t D;                 /* features per example */
     tl_vars *vars;
+    float *state_slab;         /* params and slots, staggered (see prepare) */
     float *params;             /* (vars->total), shared by all replicas */
     float *slots[TL_OPTIM_MAX_SLOTS]; /* (vars->total) each */
     int nslots;

@@ -1,0 +1,67 @@
+#!/bin/sh
+# run_peers.sh — the PyTorch peers of tpuloop's benchmarks, run in the same
+# `make bench` so that every ratio compares figures taken on this machine at
+# the same moment. Prints the peers' own JSON lines (one per figure, with the
+# median of their repetitions) and one line of peak resident memory per
+# PyTorch MLP process. The peers live outside the repository, in the shared
+# folder beside it (shared/bench/); where they or Debian's python3-torch are
+# missing, one "skipped" line says so and the script still succeeds.
+#
+# Threads: torch_mlp.py sets torch's intra-op threads (--threads); OpenBLAS,
+# torch's BLAS here, takes its own count from OPENBLAS_NUM_THREADS, so each
+# run names both. One thread is torch 1 + OpenBLAS 1. For two threads both
+# splits are run — torch 1 + OpenBLAS 2 (the best one in shared/bench/README.md)
+# and torch 2 + OpenBLAS 1 — and summary.py takes the faster as PyTorch's
+# two-thread figure; torch 2 + OpenBLAS 2 oversubscribes the two cores and is
+# much slower, so it is not run. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are
+# left as the environment has them; the lines record OPENBLAS_CORETYPE.
+#
+# Environment: TPULOOP_BENCH_PYTHON (default /usr/bin/python3, Debian's, which
+# has torch), TPULOOP_BENCH_PEERS (default: shared/bench beside the repository,
+# then /work/shared/bench), TPULOOP_BENCH_EPOCHS (default 6: the first epoch
+# is the peer's warm-up, the other 5 its repetitions).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+PY=${TPULOOP_BENCH_PYTHON:-/usr/bin/python3}
+EPOCHS=${TPULOOP_BENCH_EPOCHS:-6}
+PEERS=${TPULOOP_BENCH_PEERS:-}
+if [ -z "$PEERS" ]; then
+    for d in "$here/../../shared/bench" "$here/../shared/bench" /work/shared/bench; do
+        if [ -f "$d/torch_mlp.py" ]; then
+            PEERS=$(cd "$d" && pwd)
+            break
+        fi
+    done
+fi
+
+skip() {
+    printf '{"bench": "torch_peers", "skipped": "%s"}\n' "$1"
+    exit 0
+}
+[ -n "$PEERS" ] && [ -f "$PEERS/torch_mlp.py" ] || skip "no shared/bench/torch_mlp.py found (set TPULOOP_BENCH_PEERS)"
+"$PY" -c 'import torch, numpy' 2>/dev/null || skip "$PY cannot import torch and numpy (Debian's python3-torch)"
+
+# peer TORCH_THREADS BLAS_THREADS SCRIPT ARGS... — runs one peer script in its
+# own Python process; with RSS=1 also prints that process's ru_maxrss.
+peer() {
+    tt=$1 bt=$2 script=$3
+    shift 3
+    OPENBLAS_NUM_THREADS=$bt OMP_NUM_THREADS=$bt RSS=${RSS:-0} TT=$tt "$PY" -c '
+import json, os, resource, runpy, sys
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+if os.environ["RSS"] == "1":
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"bench": os.path.basename(script)[:-3] + "_maxrss", "torch_threads": int(os.environ["TT"]),
+                      "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"], "maxrss_mib": round(kib / 1024, 1)}),
+          flush=True)
+' "$PEERS/$script" --threads="$tt" "$@" || echo "{\"bench\": \"$script\", \"failed\": \"torch $tt / OpenBLAS $bt\"}"
+}
+
+RSS=1 peer 1 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+RSS=1 peer 1 2 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+peer 1 1 torch_overhead.py --steps=5000 --reps=5
+exit 0

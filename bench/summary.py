@@ -1,0 +1,74 @@
+# summary.py — the last line of `make bench`: tpuloop against PyTorch, as
+# ratios of figures measured in the same run (the JSON lines in the file named
+# on the command line). Prints one JSON line; a figure that is missing (a peer
+# skipped) gives null.
+#
+#   mlp_ratio_1  tpuloop at 1 device / PyTorch at 1 thread (torch 1 + OpenBLAS 1)
+#   mlp_ratio_2  tpuloop at 2 devices / PyTorch's faster two-thread split
+#   target       the goal: each ratio >= 1.5
+#   overhead     tpuloop's us/step at iterations_per_loop 1 and 1000, their
+#                difference, PyTorch's train step, and PyTorch / tpuloop
+import json
+import sys
+
+
+def main():
+    recs = []
+    with open(sys.argv[1]) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    recs.append(json.loads(line))
+                except ValueError:
+                    pass
+
+    def pick(bench, **want):
+        for r in recs:
+            if r.get("bench") == bench and all(r.get(k) == v for k, v in want.items()):
+                return r
+        return None
+
+    def med(r):
+        return None if r is None else r.get("median")
+
+    def ratio(a, b):
+        return None if a is None or b is None or b == 0 else round(a / b, 3)
+
+    tl1 = med(pick("tpuloop_mlp", devices=1, test_split_loaded=True))
+    tl2 = med(pick("tpuloop_mlp", devices=2, test_split_loaded=True))
+    pt1 = med(pick("torch_mlp", torch_threads=1, OPENBLAS_NUM_THREADS="1"))
+    two = [r for r in recs if r.get("bench") == "torch_mlp" and
+           r.get("torch_threads", 0) + int(r.get("OPENBLAS_NUM_THREADS", "0")) == 3]
+    best2 = max(two, key=lambda r: r["median"]) if two else None
+    pt2 = med(best2)
+    r1, r2 = ratio(tl1, pt1), ratio(tl2, pt2)
+    ipl1 = med(pick("tpuloop_overhead", what="train_step", iterations_per_loop=1))
+    ipl1000 = med(pick("tpuloop_overhead", what="train_step", iterations_per_loop=1000))
+    pts = med(pick("torch_overhead", what="train_step"))
+    rss = pick("tpuloop_mlp", devices=1, test_split_loaded=True)
+    prss = pick("torch_mlp_maxrss", torch_threads=1, OPENBLAS_NUM_THREADS="1")
+    out = {
+        "bench": "summary",
+        "tpuloop_mlp_examples_per_s": {"1": tl1, "2": tl2},
+        "torch_mlp_examples_per_s": {"1": pt1, "2": pt2},
+        "torch_2_threads_split": None if best2 is None else
+        "torch %d + OpenBLAS %s" % (best2["torch_threads"], best2["OPENBLAS_NUM_THREADS"]),
+        "mlp_ratio_1": r1,
+        "mlp_ratio_2": r2,
+        "target": 1.5,
+        "target_met": None if r1 is None or r2 is None else (r1 >= 1.5 and r2 >= 1.5),
+        "tpuloop_us_per_step_ipl1": ipl1,
+        "tpuloop_us_per_step_ipl1000": ipl1000,
+        "tpuloop_ipl1_minus_ipl1000_us": None if ipl1 is None or ipl1000 is None else round(ipl1 - ipl1000, 3),
+        "torch_us_per_train_step": pts,
+        "torch_over_tpuloop_step_time_ipl1": ratio(pts, ipl1),
+        "torch_over_tpuloop_step_time_ipl1000": ratio(pts, ipl1000),
+        "tpuloop_mlp_maxrss_mib": None if rss is None else rss.get("maxrss_mib"),
+        "torch_mlp_maxrss_mib": None if prss is None else prss.get("maxrss_mib"),
+    }
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
