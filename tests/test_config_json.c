@@ -261,7 +261,8 @@ Test(emit, help_mentions_every_option)
         "keep_checkpoint_every_n_hours", "log_step_count_steps", "tf_random_seed", "master", "evaluation_master",
         "params", "use_tpu", "eval_on_tpu", "train_batch_size", "eval_batch_size", "predict_batch_size",
         "train_steps", "max_steps", "eval_steps", "devices", "num_hosts", "model_name", "hidden_units",
-        "activation", "dropout", "optimizer", "learning_rate", "dataset", "data_dir", "epochs"};
+        "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset", "data_dir",
+        "epochs"};
     static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());

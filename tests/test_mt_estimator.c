@@ -2,6 +2,7 @@
  * parameters are the same bits for every iterations_per_loop and on every
  * repetition; the model learns; NaN and short data are errors. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,4 +113,49 @@ Test(mt_estimator, nan_loss_is_an_error)
     cr_assert(strstr(tl_last_error(), "NaN loss during training.") != NULL ||
                   strstr(tl_last_error(), "is NaN") != NULL,
               "%s", tl_last_error());
+}
+
+/* §9, T66: MEAN scales each replica's loss by 1/R before differentiating, so
+ * the update uses the mean gradient; SUM uses the sum. With SGD, SUM at a
+ * learning rate lr/R therefore trains what MEAN trains at lr (to rounding). */
+static void sgd_losses(bool reduce_sum, double lr, float *out, int64_t *n)
+{
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    char *argv[] = {"--devices=2", "--train_batch_size=16", "--train_steps=5", "--tf_random_seed=2",
+                    "--iterations_per_loop=5"};
+    cr_assert_eq(tl_config_apply_args(cfg, 5, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = small_mlp;
+    o.reduce_sum = reduce_sum;
+    tl_optimizer_config_default(TL_OPTIM_SGD, &o.optimizer);
+    o.optimizer.lr.learning_rate = lr;
+    tl_estimator *est;
+    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+    tl_labeled_data *d = synthetic(256, 5);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    /* The last step's losses are computed from the parameters the earlier
+     * updates produced, so they compare the two trainings. */
+    out[0] = (float)tr.loss;
+    out[1] = (float)tr.loss_mean;
+    *n = 2;
+    tl_estimator_destroy(est);
+    tl_labeled_data_destroy(d);
+    tl_config_destroy(cfg);
+}
+
+Test(mt_estimator, T66_cross_shard_mean_and_sum)
+{
+    float mean[2], sum[2], sum_same_lr[2];
+    int64_t n;
+    sgd_losses(false, 0.2, mean, &n);
+    sgd_losses(true, 0.1, sum, &n);
+    sgd_losses(true, 0.2, sum_same_lr, &n);
+    for (int i = 0; i < 2; i++)
+        cr_assert(fabsf(mean[i] - sum[i]) <= 1e-5f * (1 + fabsf(mean[i])), "MEAN at lr %g vs SUM at lr/2: %g vs %g",
+                  0.2, mean[i], sum[i]);
+    cr_assert(fabsf(mean[1] - sum_same_lr[1]) > 1e-4f, "SUM at the same lr takes twice the step");
 }

@@ -114,6 +114,7 @@ typedef struct tl_model_config {
     double dropout;               /* [0, 1) */
     const char *optimizer;        /* "sgd", "momentum", "adagrad", "adam", "rmsprop" */
     double learning_rate;         /* > 0 */
+    bool reduce_sum;              /* cross_shard_reduction SUM; MEAN by default */
 } tl_model_config;
 
 /* The "input" section. */

@@ -197,6 +197,7 @@ int cli_train(int argc, char **argv)
     tl_estimator_options o;
     tl_estimator_options_init(&o);
     o.model_fn = tl_model_mlp;
+    o.reduce_sum = r->model.reduce_sum;
     o.user = (void *)&r->model;
     if (optimizer_of(&r->model, &o.optimizer) != TL_OK) {
         rc = cli_fail(TL_EINVAL);

@@ -538,6 +538,8 @@ static tl_status resolve_sections(tl_config *cfg)
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
     static const char *const sets[] = {"fashion_mnist", "synthetic", NULL};
+    static const char *const reductions[] = {"MEAN", "SUM", NULL};
+    const char *reduction = NULL;
     tl_status st;
     if ((st = one_of(cfg, TL_OPT_ID_model_name, models, &m->model_name)) != TL_OK)
         return st;
@@ -556,9 +558,11 @@ static tl_status resolve_sections(tl_config *cfg)
         (st = get_real(cfg, TL_OPT_ID_dropout, 0.0, false, 1.0, &m->dropout)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_optimizer, opts, &m->optimizer)) != TL_OK ||
         (st = get_real(cfg, TL_OPT_ID_learning_rate, 0.0, true, INFINITY, &m->learning_rate)) != TL_OK ||
+        (st = one_of(cfg, TL_OPT_ID_cross_shard_reduction, reductions, &reduction)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_dataset, sets, &in->dataset)) != TL_OK ||
         (st = get_string(cfg, TL_OPT_ID_data_dir, &in->data_dir)) != TL_OK)
         return st;
+    m->reduce_sum = strcmp(reduction, "SUM") == 0;
     return opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs);
 }
 
