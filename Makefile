@@ -169,10 +169,10 @@ $(TESTS): $(TEST_OBJ) $(STATIC) FORCE
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
 
-$(BUILD)/bench/%: bench/%.c $(STATIC) $(HEADERS)
+$(BUILD)/bench/%: bench/%.c bench/util/bench_util.c bench/util/bench_util.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_BASE) -Ibench $(LDSAN) -o $@ $< bench/util/bench_util.c $(STATIC) $(LDLIBS_ALL)
 
 # Every figure is one JSON line (the median of its repetitions): tpuloop's
 # benches, then the PyTorch peers (bench/run_peers.sh), then one summary line

@@ -10,19 +10,7 @@
 #include <time.h>
 
 #include "tpuloop/tpuloop.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "util/bench_util.h"
 
 static const char config_json[] =
     "{\"model_dir\": \"/tmp/m\", \"train_batch_size\": 1024, \"eval_batch_size\": 512,"
@@ -68,17 +56,17 @@ int main(void)
     double per_op[REPS];
     for (int r = 0; r < REPS; r++) {
         long iters = 0;
-        double t0 = now(), t;
+        double t0 = bench_now(), t;
         do {
             for (int i = 0; i < 200; i++)
                 if (once() != 0)
                     return 1;
             iters += 200;
-            t = now();
+            t = bench_now();
         } while (t - t0 < 0.2);
         per_op[r] = (t - t0) / (double)iters;
     }
-    qsort(per_op, REPS, sizeof per_op[0], cmp);
+    (void)bench_median(per_op, REPS); /* sorted: [0] min, [REPS-1] max */
     printf("{\"bench\": \"config_resolve_topology_plans\", \"devices\": 32, \"median_us\": %.2f, "
            "\"per_second\": %.0f, \"peer\": null}\n",
            per_op[REPS / 2] * 1e6, 1.0 / per_op[REPS / 2]);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "tpuloop/tpuloop.h"
+#include "util/bench_util.h"
 
 enum { REPS = 5, STEPS = 20000 };
 
@@ -24,24 +25,6 @@ static const char config_json[] =
     " \"params\": {\"num_classes\": 2},"
     " \"model\": {\"model_name\": \"mlp\", \"hidden_units\": [10], \"activation\": \"relu\","
     " \"optimizer\": \"sgd\", \"learning_rate\": 0.01}}";
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void quiet(int64_t step, double loss, double sps, double eps, void *user)
-{
-    (void)step, (void)loss, (void)sps, (void)eps, (void)user;
-}
 
 /* Microseconds per step at iterations_per_loop ipl, in run order, in us[REPS]. */
 static tl_status measure(const tl_labeled_data *data, int ipl, double us[REPS])
@@ -67,16 +50,16 @@ static tl_status measure(const tl_labeled_data *data, int ipl, double us[REPS])
         o.user = (void *)&tl_config_get(cfg)->model;
         tl_optimizer_config_default(TL_OPTIM_SGD, &o.optimizer);
         o.optimizer.lr.learning_rate = 0.01;
-        o.on_log = quiet;
+        o.on_log = bench_quiet_log;
         st = tl_estimator_create(cfg, &o, &est);
     }
     tl_train_result tr;
     if (st == TL_OK)
         st = tl_estimator_train(est, data, &tr); /* warm-up: traces, compiles, starts the worker */
     for (int r = 0; r < REPS && st == TL_OK; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         st = tl_estimator_train(est, data, &tr);
-        us[r] = (now() - t0) / STEPS * 1e6;
+        us[r] = (bench_now() - t0) / STEPS * 1e6;
     }
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
@@ -112,7 +95,7 @@ int main(void)
                ipls[i], STEPS);
         for (int r = 0; r < REPS; r++)
             printf("%s%.3f", r ? ", " : "", us[r]);
-        qsort(us, REPS, sizeof us[0], cmp);
+        (void)bench_median(us, REPS); /* sorted: [0] min, [REPS-1] max */
         med[i] = us[REPS / 2];
         printf("], \"median\": %.3f, \"min\": %.3f, \"max\": %.3f}\n", us[REPS / 2], us[0], us[REPS - 1]);
         fflush(stdout);

@@ -1,0 +1,29 @@
+/* bench_util.c — see bench_util.h. */
+#include "bench_util.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+double bench_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+void bench_quiet_log(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *user)
+{
+    (void)step, (void)loss, (void)steps_per_sec, (void)examples_per_sec, (void)user;
+}
