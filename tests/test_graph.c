@@ -2,6 +2,7 @@
  * initializers that depend only on the seed and the variable's name. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/graph_int.h"
@@ -202,4 +203,26 @@ Test(graph, initializers_depend_on_seed_and_name_not_order)
     tl_vars_destroy(v1);
     tl_vars_destroy(v2);
     tl_vars_destroy(v3);
+}
+
+Test(graph, layout_is_in_name_order)
+{
+    tl_vars *vars;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    int64_t shape[1] = {3};
+    for (int i = 0; i < 37; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "v%02d", (i * 17) % 37); /* every name once, out of order */
+        int idx;
+        cr_assert_eq(tl_vars_add(vars, name, shape, 1, (tl_initializer){TL_INIT_ZEROS, 0, 0}, &idx), TL_OK);
+    }
+    cr_assert_eq(tl_vars_layout(vars), TL_OK);
+    for (int k = 0; k < 37; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        char want[32];
+        snprintf(want, sizeof want, "v%02d", k);
+        cr_assert_str_eq(v->name, want);
+        cr_assert_eq(v->offset, 3 * k, "offsets follow name order");
+    }
+    tl_vars_destroy(vars);
 }

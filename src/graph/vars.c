@@ -1,7 +1,6 @@
 /* vars.c — the variable store: names, shapes, initializers, the parameter
  * slab's layout (name order), and initial values from the counter-based RNG. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "graph_int.h"
@@ -24,23 +23,40 @@ void tl_vars_destroy(tl_vars *vars)
     tl_free(vars);
 }
 
-static const tl_vars *sort_vars; /* qsort has no context argument; layout is single-threaded */
-
-static int by_name(const void *a, const void *b)
+/* Sorts order[0..n) by variable name: a stable bottom-up merge sort through
+ * tmp, because qsort has no context argument and a process-wide one would
+ * race when two threads lay out two models. */
+static void sort_by_name(const tl_vars *vars, int *order, int *tmp, int n)
 {
-    return strcmp(sort_vars->v[*(const int *)a].name, sort_vars->v[*(const int *)b].name);
+    for (int width = 1; width < n; width *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * width) {
+            int mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                tmp[k++] = strcmp(vars->v[order[b]].name, vars->v[order[a]].name) < 0 ? order[b++] : order[a++];
+            while (a < mid)
+                tmp[k++] = order[a++];
+            while (b < hi)
+                tmp[k++] = order[b++];
+        }
+        memcpy(order, tmp, (size_t)n * sizeof *order);
+    }
 }
 
 tl_status tl_vars_layout(tl_vars *vars)
 {
-    int *order = tl_alloc_array((size_t)(vars->n ? vars->n : 1), sizeof *order);
-    if (order == NULL)
+    size_t n = (size_t)(vars->n ? vars->n : 1);
+    int *order = tl_alloc_array(n, sizeof *order);
+    int *tmp = tl_alloc_array(n, sizeof *tmp);
+    if (order == NULL || tmp == NULL) {
+        tl_free(order);
+        tl_free(tmp);
         return tl_error_oom();
+    }
     for (int i = 0; i < vars->n; i++)
         order[i] = i;
-    sort_vars = vars;
-    qsort(order, (size_t)vars->n, sizeof *order, by_name);
-    sort_vars = NULL;
+    sort_by_name(vars, order, tmp, vars->n);
+    tl_free(tmp);
     int64_t off = 0;
     for (int k = 0; k < vars->n; k++) {
         tl_var *v = &vars->v[order[k]];
