@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base_int.h"
 #include "tpuloop/config.h"
 
 typedef struct status_row {
@@ -179,4 +180,13 @@ Test(last_error, is_thread_local)
 
     cr_assert_str_eq(tl_last_error(), mine, "the thread's failure changed the main thread's message");
     cr_assert_eq(tl_last_status(), TL_EINVAL, "the thread's failure changed the main thread's status");
+}
+
+/* A caller may wrap the detail of a lower call in its own context, passing
+ * tl_last_error() itself as an argument. */
+Test(base, error_can_wrap_the_last_error)
+{
+    tl_error(TL_EINVAL, "num_shards must be positive, got %d", 0);
+    cr_assert_eq(tl_error(TL_EINVAL, "model_fn (train): %s", tl_last_error()), TL_EINVAL);
+    cr_assert_str_eq(tl_last_error(), "model_fn (train): num_shards must be positive, got 0");
 }

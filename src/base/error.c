@@ -13,11 +13,15 @@ static _Thread_local tl_status errstatus = TL_OK;
 
 static void set_message(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
+/* Formats through a local buffer: callers may pass tl_last_error() itself as
+ * an argument, to wrap the detail of a lower call in their own context. */
 static void set_message(const char *fmt, va_list ap)
 {
-    int n = vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    char buf[TL_ERRMSG_MAX];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     if (n < 0)
-        errmsg[0] = '\0';
+        buf[0] = '\0';
+    memcpy(errmsg, buf, sizeof errmsg);
 }
 
 tl_status tl_error(tl_status st, const char *fmt, ...)

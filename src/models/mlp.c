@@ -3,26 +3,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "tpuloop/models.h"
 
-/* "num_classes" from the params JSON, without a JSON library: the params are
- * tpuloop's own compact dump ({"key":value,...}). */
-static int64_t num_classes(const char *params_json)
+/* params' "num_classes" (10 when absent), or 0 with `got` holding the JSON
+ * of a value that is not an int in [2, 2^24]. */
+static int64_t num_classes(const char *params_json, char *got, size_t n)
 {
-    const char *p = params_json ? strstr(params_json, "\"num_classes\":") : NULL;
-    if (p == NULL)
-        return 10;
-    char *end;
-    long long v = strtoll(p + strlen("\"num_classes\":"), &end, 10);
-    return v >= 2 && v <= (1 << 24) ? (int64_t)v : -1;
+    json_t *params = params_json ? json_loads(params_json, 0, NULL) : NULL;
+    const json_t *v = json_object_get(params, "num_classes");
+    int64_t c = v == NULL ? 10 : json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+    if (c < 2 || c > (1 << 24)) {
+        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        snprintf(got, n, "%s", text ? text : "?");
+        free(text);
+        c = 0;
+    }
+    json_decref(params);
+    return c;
 }
 
 tl_status tl_model_mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
 {
     const tl_model_config *m = user;
-    int64_t classes = num_classes(a->params_json);
-    if (classes < 2)
-        return tl_graph_fail(g, TL_EINVAL, "mlp: params num_classes must be an int in [2, 16777216]");
+    char got[64], msg[160];
+    int64_t classes = num_classes(a->params_json, got, sizeof got);
+    if (classes == 0) {
+        snprintf(msg, sizeof msg, "mlp: params num_classes must be an int in [2, 16777216], got %s", got);
+        return tl_graph_fail(g, TL_EINVAL, msg);
+    }
     tl_activation act = TL_ACT_RELU;
     if (strcmp(m->activation, "sigmoid") == 0)
         act = TL_ACT_SIGMOID;
