@@ -38,19 +38,37 @@ static void on_log(int64_t step, double loss, double steps_per_sec, double examp
     }
 }
 
-/* The dataset of the "input" section, or synthetic data shaped like it when
- * Fashion-MNIST is not installed. */
-static tl_status load_data(const tl_run_config *rc, tl_labeled_data **train, tl_labeled_data **test)
+/* The data of a run: owned datasets, and the train and test views into them. */
+typedef struct run_data {
+    tl_labeled_data *owned[2];
+    tl_labeled_data train, test; /* views: they borrow the owned arrays */
+} run_data;
+
+static void run_data_free(run_data *d)
 {
-    *train = *test = NULL;
+    tl_labeled_data_destroy(d->owned[0]);
+    tl_labeled_data_destroy(d->owned[1]);
+    memset(d, 0, sizeof *d);
+}
+
+/* The dataset of the "input" section, or synthetic data shaped like it when
+ * Fashion-MNIST is not installed: 70000 examples of one planted model, the
+ * first 60000 to train and the last 10000 to test. */
+static tl_status load_data(const tl_run_config *rc, run_data *d)
+{
+    memset(d, 0, sizeof *d);
     if (strcmp(rc->input.dataset, "fashion_mnist") == 0) {
-        tl_status st = tl_mnist_load(rc->input.data_dir, "train", train);
+        tl_status st = tl_mnist_load(rc->input.data_dir, "train", &d->owned[0]);
         if (st == TL_OK)
-            st = tl_mnist_load(rc->input.data_dir, "test", test);
+            st = tl_mnist_load(rc->input.data_dir, "test", &d->owned[1]);
+        if (st == TL_OK) {
+            d->train = *d->owned[0];
+            d->test = *d->owned[1];
+            return TL_OK;
+        }
+        run_data_free(d);
         if (st != TL_EIO)
             return st;
-        tl_labeled_data_destroy(*train);
-        *train = NULL;
         fprintf(stderr, "warning: %s\nwarning: training on synthetic data shaped like Fashion-MNIST instead\n",
                 tl_last_error());
     }
@@ -60,36 +78,16 @@ static tl_status load_data(const tl_run_config *rc, tl_labeled_data **train, tl_
     s.num_features = 784;
     s.num_classes = 10;
     s.seed = rc->tf_random_seed.set ? (uint64_t)rc->tf_random_seed.value : 0;
-    tl_labeled_data *all;
-    tl_status st = tl_synthetic_load(&s, &all);
+    tl_status st = tl_synthetic_load(&s, &d->owned[0]);
     if (st != TL_OK)
         return st;
-    /* Split 60000 / 10000 by copying the views' rows out. */
-    tl_labeled_data *parts[2] = {NULL, NULL};
-    int64_t first[2] = {0, 60000}, count[2] = {60000, 10000};
-    for (int k = 0; k < 2; k++) {
-        tl_labeled_data *d = calloc(1, sizeof *d);
-        if (d == NULL) {
-            st = TL_ENOMEM;
-            break;
-        }
-        *d = *all;
-        d->num_examples = count[k];
-        d->features = malloc((size_t)(count[k] * all->num_features) * sizeof(float));
-        d->labels = malloc((size_t)count[k] * sizeof(int32_t));
-        parts[k] = d;
-        if (d->features == NULL || d->labels == NULL) {
-            st = TL_ENOMEM;
-            break;
-        }
-        memcpy(d->features, all->features + first[k] * all->num_features,
-               (size_t)(count[k] * all->num_features) * sizeof(float));
-        memcpy(d->labels, all->labels + first[k], (size_t)count[k] * sizeof(int32_t));
-    }
-    tl_labeled_data_destroy(all);
-    *train = parts[0];
-    *test = parts[1];
-    return st;
+    const tl_labeled_data *all = d->owned[0];
+    d->train = d->test = *all;
+    d->train.num_examples = 60000;
+    d->test.num_examples = 10000;
+    d->test.features += 60000 * all->num_features;
+    d->test.labels += 60000;
+    return TL_OK;
 }
 
 static tl_status optimizer_of(const tl_model_config *m, tl_optimizer_config *o)
@@ -174,9 +172,10 @@ int cli_train(int argc, char **argv)
                                "--predict_batch_size=1000)");
     }
 
-    tl_labeled_data *train = NULL, *test = NULL;
+    run_data data;
     tl_estimator *est = NULL;
-    tl_status st = load_data(tl_config_get(cfg), &train, &test);
+    tl_status st = load_data(tl_config_get(cfg), &data);
+    const tl_labeled_data *train = &data.train, *test = &data.test;
     if (st != TL_OK) {
         rc = cli_fail(st);
         goto out;
@@ -212,11 +211,12 @@ int cli_train(int argc, char **argv)
         goto out;
     }
     tl_train_result tr;
-    fprintf(stderr, "training %s on %lld examples: %lld steps of %lld on %d device%s, iterations_per_loop %s\n",
+    tl_ipl ipl = r->tpu.iterations_per_loop;
+    int devices = (int)(r->devices ? r->devices : tl_available_cpus());
+    fprintf(stderr, "training %s on %lld examples: %lld steps of %lld on %d device%s, iterations_per_loop %lld%s\n",
             r->model.model_name, (long long)train->num_examples, (long long)prog.final_step,
-            (long long)prog.global_batch, (int)(r->devices ? r->devices : tl_available_cpus()),
-            (r->devices ? r->devices : tl_available_cpus()) == 1 ? "" : "s",
-            r->tpu.iterations_per_loop.unit == TL_IPL_COUNT ? "(count)" : "(seconds)");
+            (long long)prog.global_batch, devices, devices == 1 ? "" : "s", (long long)ipl.value,
+            ipl.unit == TL_IPL_COUNT ? " steps" : " s");
     if ((st = tl_estimator_train(est, train, &tr)) != TL_OK) {
         rc = cli_fail(st);
         goto out;
@@ -279,8 +279,7 @@ int cli_train(int argc, char **argv)
     free(line);
 out:
     tl_estimator_destroy(est);
-    tl_labeled_data_destroy(train);
-    tl_labeled_data_destroy(test);
+    run_data_free(&data);
     tl_config_destroy(cfg);
     return rc;
 }

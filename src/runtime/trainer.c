@@ -223,7 +223,6 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
 static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p, tl_exec *x, float **cursor,
                            uint8_t **mcursor)
 {
-    (void)est;
     x->act = *cursor;
     *cursor += p->act_floats;
     x->grad = *cursor;
