@@ -13,7 +13,7 @@
 
 /* ---- bias add ------------------------------------------------------------------ */
 
-void tl_k_bias_add(int64_t rows, int64_t cols, const float *restrict x, const float *restrict bias,
+TL_VECTOR_CLONES void tl_k_bias_add(int64_t rows, int64_t cols, const float *restrict x, const float *restrict bias,
                    float *restrict y)
 {
     TL_ASSERT(rows >= 0 && cols >= 0);
@@ -37,7 +37,7 @@ void tl_k_bias_add_ref(int64_t rows, int64_t cols, const double *restrict x, con
             y[r * cols + c] = x[r * cols + c] + bias[c];
 }
 
-void tl_k_bias_add_grad(int64_t rows, int64_t cols, const float *restrict dy, float *restrict dbias)
+TL_VECTOR_CLONES void tl_k_bias_add_grad(int64_t rows, int64_t cols, const float *restrict dy, float *restrict dbias)
 {
     tl_k_sum_axis(1, rows, cols, dy, dbias);
 }
@@ -84,7 +84,7 @@ static inline float tanh_grad1(float y, float dy)
     return dy * (1.0f - y * y);
 }
 
-void tl_k_relu(int64_t n, const float *restrict x, float *restrict y)
+TL_VECTOR_CLONES void tl_k_relu(int64_t n, const float *restrict x, float *restrict y)
 {
     TL_ASSERT(n >= 0);
     int64_t i = 0;
@@ -95,7 +95,7 @@ void tl_k_relu(int64_t n, const float *restrict x, float *restrict y)
         y[i] = relu1(x[i]);
 }
 
-void tl_k_relu_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
+TL_VECTOR_CLONES void tl_k_relu_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
 {
     TL_ASSERT(n >= 0);
     int64_t i = 0;
@@ -115,7 +115,7 @@ void tl_k_sigmoid(int64_t n, const float *restrict x, float *restrict y)
         y[i] = sigmoid1(x[i]);
 }
 
-void tl_k_sigmoid_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
+TL_VECTOR_CLONES void tl_k_sigmoid_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
 {
     TL_ASSERT(n >= 0);
     int64_t i = 0;
@@ -133,7 +133,7 @@ void tl_k_tanh(int64_t n, const float *restrict x, float *restrict y)
         y[i] = tanhf(x[i]);
 }
 
-void tl_k_tanh_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
+TL_VECTOR_CLONES void tl_k_tanh_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx)
 {
     TL_ASSERT(n >= 0);
     int64_t i = 0;
@@ -182,7 +182,7 @@ void tl_k_tanh_grad_ref(int64_t n, const double *restrict y, const double *restr
 
 /* ---- accumulation ----------------------------------------------------------------- */
 
-void tl_k_accumulate(int64_t n, const float *restrict x, float *restrict acc)
+TL_VECTOR_CLONES void tl_k_accumulate(int64_t n, const float *restrict x, float *restrict acc)
 {
     TL_ASSERT(n >= 0);
     int64_t i = 0;

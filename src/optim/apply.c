@@ -21,13 +21,13 @@
 
 /* ---- float32 ------------------------------------------------------------ */
 
-static void sgd_f(float *restrict p, const float *restrict g, float lr, int64_t n)
+TL_VECTOR_CLONES static void sgd_f(float *restrict p, const float *restrict g, float lr, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         p[i] -= g[i] * lr;
 }
 
-static void momentum_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
+TL_VECTOR_CLONES static void momentum_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
                        int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -37,7 +37,7 @@ static void momentum_f(float *restrict p, const float *restrict g, float *restri
     }
 }
 
-static void nesterov_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
+TL_VECTOR_CLONES static void nesterov_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
                        int64_t n)
 {
     float mu_lr = mu * lr;
@@ -48,7 +48,7 @@ static void nesterov_f(float *restrict p, const float *restrict g, float *restri
     }
 }
 
-static void adagrad_f(float *restrict p, const float *restrict g, float *restrict acc, float lr, int64_t n)
+TL_VECTOR_CLONES static void adagrad_f(float *restrict p, const float *restrict g, float *restrict acc, float lr, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -58,7 +58,7 @@ static void adagrad_f(float *restrict p, const float *restrict g, float *restric
     }
 }
 
-static void adam_f(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, float lr_t,
+TL_VECTOR_CLONES static void adam_f(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, float lr_t,
                    float one_minus_b1, float one_minus_b2, float eps, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -71,7 +71,7 @@ static void adam_f(float *restrict p, const float *restrict g, float *restrict m
     }
 }
 
-static void rmsprop_f(float *restrict p, const float *restrict g, float *restrict ms, float *restrict mom,
+TL_VECTOR_CLONES static void rmsprop_f(float *restrict p, const float *restrict g, float *restrict ms, float *restrict mom,
                       float lr, float one_minus_rho, float mu, float eps, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -84,7 +84,7 @@ static void rmsprop_f(float *restrict p, const float *restrict g, float *restric
     }
 }
 
-static void rmsprop_centered_f(float *restrict p, const float *restrict g, float *restrict ms,
+TL_VECTOR_CLONES static void rmsprop_centered_f(float *restrict p, const float *restrict g, float *restrict ms,
                                float *restrict mom, float *restrict mg, float lr, float one_minus_rho, float mu,
                                float eps, int64_t n)
 {
