@@ -11,7 +11,14 @@
  * times per repetition, shuffle and batch gather included on both sides.
  * Prints one JSON line per device count with the median of the repetitions.
  * Falls back to synthetic data shaped like Fashion-MNIST, and says so, where
- * the dataset package is missing. */
+ * the dataset package is missing.
+ *
+ * A last line gives the ceiling that GEMM alone sets at one thread: the
+ * eight single-precision GEMMs of one training step (three forward, three
+ * weight gradients, two input gradients; the first layer's input needs
+ * none), called straight on OpenBLAS with the step's shapes, as examples/s.
+ * No step can beat it without doing less arithmetic, so it tells how much
+ * of a step is GEMM and how much everything else. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +28,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cblas.h>
 
 #include "tpuloop/tpuloop.h"
 #include "util/bench_util.h"
@@ -135,6 +144,49 @@ out:
     return rc;
 }
 
+/* The GEMM-only ceiling of one training step at batch 128, one thread. */
+static void gemm_floor(void)
+{
+    enum { B = 128, REPEAT = 400 };
+    static const int dims[4] = {784, 256, 256, 10};
+    /* Separate outputs, so that the inputs keep their small values (a
+     * gradient written over a weight would grow into denormals and slow the
+     * GEMMs for the wrong reason). */
+    size_t most = (size_t)784 * 256;
+    float *buf = calloc(5 * most, sizeof *buf);
+    if (buf == NULL) {
+        fprintf(stderr, "bench_mlp: out of memory\n");
+        return;
+    }
+    float *x = buf, *w = buf + most, *y = buf + 2 * most, *dw = buf + 3 * most, *dx = buf + 4 * most;
+    for (size_t i = 0; i < most; i++) {
+        x[i] = (float)(i % 17) * 0.01f;
+        w[i] = (float)(i % 13) * 0.01f - 0.06f;
+        y[i] = (float)(i % 11) * 0.01f - 0.05f;
+    }
+    double t[5];
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = bench_now();
+        for (int it = 0; it < REPEAT; it++)
+            for (int l = 0; l < 3; l++) {
+                int in = dims[l], out = dims[l + 1];
+                /* forward x·W, dW = xᵀ·dy, dx = dy·Wᵀ, row-major as the program calls them */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, out, in, 1.0f, x, in, w, out, 0.0f, dx, out);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, B, 1.0f, x, in, y, out, 0.0f, dw, out);
+                if (l > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, in, out, 1.0f, y, out, w, out, 0.0f, dx,
+                                in);
+            }
+        t[rep] = (bench_now() - t0) / REPEAT;
+    }
+    double med = bench_median(t, 5);
+    printf("{\"bench\": \"tpuloop_mlp\", \"what\": \"gemm_floor\", \"model\": \"784-256-256-10\", \"batch\": %d, "
+           "\"threads\": 1, \"gemms_per_step\": 8, \"step_us\": %.1f, \"unit\": \"examples/s\", \"median\": %.1f}\n",
+           B, med * 1e6, B / med);
+    fflush(stdout);
+    free(buf);
+}
+
 int main(void)
 {
     tl_set_log_level(TL_LOG_ERROR);
@@ -157,5 +209,7 @@ int main(void)
             return 1;
         }
     }
+    openblas_set_num_threads(1);
+    gemm_floor();
     return 0;
 }

@@ -6,6 +6,8 @@
 #   mlp_ratio_1  tpuloop at 1 device / PyTorch at 1 thread (torch 1 + OpenBLAS 1)
 #   mlp_ratio_2  tpuloop at 2 devices / PyTorch's faster two-thread split
 #   target       the goal: each ratio >= 1.5
+#   gemm_floor_1 examples/s that the step's GEMMs alone allow at one thread,
+#                and the share of it that tpuloop and PyTorch reach
 #   overhead     tpuloop's us/step at iterations_per_loop 1 and 1000, their
 #                difference, PyTorch's train step, and PyTorch / tpuloop
 import json
@@ -46,6 +48,7 @@ def main():
     ipl1 = med(pick("tpuloop_overhead", what="train_step", iterations_per_loop=1))
     ipl1000 = med(pick("tpuloop_overhead", what="train_step", iterations_per_loop=1000))
     pts = med(pick("torch_overhead", what="train_step"))
+    floor = med(pick("tpuloop_mlp", what="gemm_floor"))
     rss = pick("tpuloop_mlp", devices=1, test_split_loaded=True)
     prss = pick("torch_mlp_maxrss", torch_threads=1, OPENBLAS_NUM_THREADS="1")
     out = {
@@ -58,6 +61,9 @@ def main():
         "mlp_ratio_2": r2,
         "target": 1.5,
         "target_met": None if r1 is None or r2 is None else (r1 >= 1.5 and r2 >= 1.5),
+        "gemm_floor_1_examples_per_s": floor,
+        "tpuloop_1_share_of_gemm_floor": ratio(tl1, floor),
+        "torch_1_share_of_gemm_floor": ratio(pt1, floor),
         "tpuloop_us_per_step_ipl1": ipl1,
         "tpuloop_us_per_step_ipl1000": ipl1000,
         "tpuloop_ipl1_minus_ipl1000_us": None if ipl1 is None or ipl1000 is None else round(ipl1 - ipl1000, 3),
