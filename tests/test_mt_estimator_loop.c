@@ -1,7 +1,8 @@
 /* The device loop of the estimator: nothing is allocated per step (the
  * allocation hook counts every call), the infeed thread feeds the workers the
- * same batches as before, and host_call receives every replica's loss at the
- * scheduled steps. */
+ * same batches as before, and the default host_call receives every replica's
+ * loss at the scheduled steps (tests/test_mt_hostcall.c has the spec's own
+ * host_call tensors). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -186,15 +187,22 @@ typedef struct host_calls {
     int R;
 } host_calls;
 
-static void record_host_call(int64_t global_step, const float *values, int R, void *user)
+/* The default host_call: one float32 tensor "loss" of shape (R). */
+static tl_status record_host_call(int64_t global_step, const tl_host_tensor *t, int n, void *user)
 {
     host_calls *h = user;
     cr_assert_lt(h->n, 64);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(t[0].name, "loss");
+    cr_assert_eq(t[0].dtype, TL_F32);
+    cr_assert_eq(t[0].rank, 1);
+    int R = (int)t[0].shape[0];
     cr_assert_leq(R, 4);
     h->step[h->n] = global_step;
-    memcpy(h->values[h->n], values, (size_t)R * sizeof *values);
+    memcpy(h->values[h->n], t[0].data, (size_t)R * sizeof(float));
     h->R = R;
     h->n++;
+    return TL_OK;
 }
 
 /* T32: every_n 4 with ipl 10 fires at loop-local 0, 4 and 8 of each loop. */

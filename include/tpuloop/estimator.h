@@ -1,6 +1,6 @@
 /*
- * tpuloop/estimator.h — TPUEstimator's train and evaluate on the devices of
- * this process.
+ * tpuloop/estimator.h — TPUEstimator's train, evaluate and predict on the
+ * devices of this process.
  *
  * An estimator traces the model_fn once per mode, compiles each graph into a
  * step program and starts one worker thread per replica. An input thread
@@ -16,16 +16,31 @@
  * slab shared by the replicas of the process, so the reduced gradient is
  * never gathered: each replica updates its own chunk in place.
  *
+ * Between loops the host also hands what the devices outfed to the user's
+ * callbacks: host_call's fn (training: every experimental_host_call_every_n
+ * steps; evaluation: every step) and the eval_metrics metric_fn (options'
+ * metric_update per eval step, metric_result once at the end); see
+ * tl_host_tensor below and the spec's host_call fields in graph.h.
+ *
  * Every reduction has a fixed order, every random number comes from the
  * counter-based RNG keyed by (seed, op, replica, step), and the input order is
  * a pure function of (seed, epoch, position), so the trained parameters are
  * the same bits for any iterations_per_loop — params_digest proves it.
  *
+ *     static tl_status progress(int64_t gs, const tl_host_tensor *t, int n, void *user)
+ *     {
+ *         const float *loss = t[0].data;   // the default host_call: "loss", (R)
+ *         fprintf(user, "step %lld: replica 0's loss %g\n", (long long)gs, loss[0]);
+ *         return TL_OK;
+ *     }
+ *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
  *     o.model_fn = mlp;                               // see graph.h
- *     tl_optimizer_config_default(TL_OPTIMIZER_ADAM, &o.optimizer);
+ *     tl_optimizer_config_default(TL_OPTIM_ADAM, &o.optimizer);
  *     o.optimizer.lr.learning_rate = 1e-3;
+ *     o.host_call = progress;                         // at loop boundaries
+ *     o.host_call_user = stderr;
  *     tl_estimator *est;
  *     if (tl_estimator_create(cfg, &o, &est) != TL_OK) ...     // cfg resolved
  *     tl_train_result tr;
@@ -51,6 +66,29 @@ extern "C" {
 
 typedef struct tl_estimator tl_estimator;
 
+/*
+ * A tensor the devices outfed, as the host sees it: one host_call or
+ * eval-metric tensor of the spec (graph.h), concatenated over the replicas
+ * along axis 0 in replica order, so shape[0] is R times the per-replica
+ * dimension 0 and replica r's values are the r-th block of rows. data is
+ * float32 (dtype TL_F32) or int32 (TL_I32), row-major, and valid only during
+ * the callback that receives it; copy what you keep.
+ */
+typedef struct tl_host_tensor {
+    const char *name;            /* the spec's name, or "host_call_<k>" / "eval_metric_<k>" / "loss" */
+    tl_dtype dtype;
+    const void *data;            /* (shape[0], ..., shape[rank-1]) */
+    int rank;                    /* >= 1 */
+    int64_t shape[TL_MAX_RANK];
+} tl_host_tensor;
+
+/* One named value of metric_fn's result. */
+#define TL_MAX_METRICS 16
+typedef struct tl_metric {
+    char name[64];               /* NUL-terminated */
+    double value;
+} tl_metric;
+
 typedef struct tl_estimator_options {
     tl_model_fn model_fn;
     void *user;                    /* handed to model_fn */
@@ -60,23 +98,45 @@ typedef struct tl_estimator_options {
     void (*on_log)(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *log_user);
     void *log_user;
     /*
-     * The host_call of training (spec §6), here the default one: at every
-     * loop-local step i with i % experimental_host_call_every_n_steps == 0
-     * each replica outfeeds its loss as a (1) tensor; at the loop boundary
-     * they are concatenated in replica order and this is called once per such
-     * step, in step order, with values (R) and the global step after that
-     * step (the post-increment value). NULL: the losses are outfed but not
-     * handed on. values is valid only during the call.
+     * host_call's fn (spec §6), on the host thread at the loop boundary:
+     * TRAIN: once per step that outfed — loop-local step i with
+     *   i % experimental_host_call_every_n_steps == 0 — in step order, with
+     *   the TRAIN spec's host_call tensors (by default one tensor "loss" of
+     *   shape (R): every replica's loss) and global_step = the global step
+     *   after that step (the post-increment value: 1 for the first step).
+     * EVAL: once per eval step, in step order, with the EVAL spec's
+     *   host_call tensors (none by default: then it is not called), and
+     *   global_step = the step of the evaluated parameters.
+     * n is the number of tensors (>= 1). A non-OK return stops: train or
+     * evaluate returns that status with "host_call at step N: ..." and runs
+     * nothing more (the device loop that produced the values has run, so the
+     * global step counts it). NULL: nothing is outfed.
      */
-    void (*host_call)(int64_t global_step, const float *values, int R, void *host_call_user);
+    tl_status (*host_call)(int64_t global_step, const tl_host_tensor *tensors, int n, void *host_call_user);
     void *host_call_user;
+    /*
+     * eval_metrics' metric_fn (spec §7), split as TensorFlow's metric ops are:
+     * metric_update runs the update ops once per eval step, in step order,
+     * after host_call, with the EVAL spec's eval_metric_tensors (n may be 0);
+     * metric_result reads the values once after the last update, writing up
+     * to max metrics into out and their number into *n_out. Either may be
+     * NULL (no eval_metric tensors are outfed without metric_update). A
+     * non-OK return stops evaluate with that status ("metric_update at eval
+     * step N: ..." / "metric_result: ..."). The names "loss" and
+     * "global_step" are reserved by Estimator (TL_EINVAL, TensorFlow's
+     * message), as are an empty, unterminated or repeated name and
+     * *n_out outside [0, max].
+     */
+    tl_status (*metric_update)(const tl_host_tensor *tensors, int n, void *metric_user);
+    tl_status (*metric_result)(tl_metric *out, int max, int *n_out, void *metric_user);
+    void *metric_user;
     /* Batches the infeed thread prepares ahead of each replica (its queue
      * depth); 0 means 3. */
     int infeed_depth;
 } tl_estimator_options;
 
 /* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,
- * no host_call callback, infeed depth 3. */
+ * no host_call or metric callbacks, infeed depth 3. */
 TL_API void tl_estimator_options_init(tl_estimator_options *o);
 
 /*
@@ -112,7 +172,10 @@ typedef struct tl_train_result {
  * smaller than a batch, TL_EINVAL for experimental_host_call_every_n_steps
  * < 1, TL_EINVAL "NaN loss during training." and
  * "Gradient for <var> is NaN" (the NaN check of §3.1, at a loop boundary;
- * nothing from the NaN state is kept as the result), and a worker's error.
+ * nothing from the NaN state is kept as the result), a worker's error, and
+ * host_call's status ("host_call at step N: ..."). The first train, evaluate
+ * or predict traces the model_fn: its errors and the spec's (graph.h) come
+ * from that call and every later one (a half-built estimator never runs).
  */
 TL_API tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res);
 
@@ -129,13 +192,20 @@ typedef struct tl_eval_result {
      * (and auc NaN) for other models and when one class is absent. */
     double auc;
     bool has_auc;
+    /* What options.metric_result returned, in its order (0 without it). */
+    tl_metric metrics[TL_MAX_METRICS];
+    int num_metrics;
 } tl_eval_result;
 
 /*
  * Evaluates eval_steps batches of eval_batch_size (all in one device loop, as
- * §7) from the start of data, in order. Errors: those of tl_config_check_eval
- * and the EVAL input plan; TL_EINVAL when data holds fewer than
- * eval_steps * eval_batch_size examples (naming how many batches there are).
+ * §7) from the start of data, in order. The host_call and eval_metrics
+ * tensors of every step are kept until the loop ends (an area sized before
+ * it: eval_steps x the replicas' tensors), then handed to the callbacks in
+ * step order. Errors: those of tl_config_check_eval and the EVAL input plan;
+ * TL_EINVAL when data holds fewer than eval_steps * eval_batch_size examples
+ * (naming how many batches there are); a callback's status (see
+ * tl_estimator_options); TL_EINVAL for a reserved or malformed metric name.
  */
 TL_API tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res);
 
@@ -143,20 +213,27 @@ typedef struct tl_predict_result {
     float *values;         /* (num_examples, width): one row per real example, in input order */
     int64_t num_examples;
     int64_t width;         /* elements of one example's predictions */
-    int64_t device_steps;  /* batches run: ceil(num_examples / predict_batch_size) */
-    int64_t padded_rows;   /* zero rows that filled the last batch; their outputs are dropped */
+    int64_t device_steps;  /* batches each replica ran: ceil(num_examples / predict_batch_size) + the stop batch */
+    int64_t padded_rows;   /* zero rows that filled the last real batch; their outputs are dropped */
     int64_t global_step;
 } tl_predict_result;
 
 /*
  * Predicts every example of data (labels unused) with the configuration's
- * predict_batch_size, as §8: the last batch is padded with zero rows whose
- * predictions are dropped, so values holds exactly one row per example in
- * input order. The predictions are the model_fn's spec->predictions
+ * predict_batch_size, as §8: the infeed thread cuts the data into batches,
+ * pads the last one with zero rows (padding_mask 1), then appends the stop
+ * batch — a copy of the first batch marked stopping — and the workers run
+ * batches until that one, which runs as a device step too and whose outputs
+ * are dropped with the padded rows'. values holds exactly one row per example
+ * in input order. T58: 10 examples, predict_batch_size 4, 2 replicas → 4
+ * device steps (4 real, 4 real, 2 real + 2 padded, stop). Data with no
+ * examples gives an empty result (values a valid pointer to nothing,
+ * num_examples 0, device_steps 0): there is no first batch to repeat, and
+ * nothing runs. The predictions are the model_fn's spec->predictions
  * (spec->logits when unset). The estimator must have been created with
  * predict_batch_size set. Free values with tl_predict_result_free.
  * Errors: the PREDICT input plan's, TL_EINVAL without predict_batch_size,
- * TL_ENOMEM.
+ * TL_ENOMEM, a worker's error.
  */
 TL_API tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res);
 TL_API void tl_predict_result_free(tl_predict_result *res);

@@ -28,6 +28,25 @@
  * graph of a model shares one set of parameters. Initial values are drawn from
  * tpuloop's counter-based RNG keyed by tf_random_seed and the variable's name,
  * so they do not depend on creation order or on which graph asked first.
+ *
+ * The spec also names the tensors the host sees (spec tpu_estimator.md §5–§7):
+ * TPUEstimatorSpec's `host_call = (fn, tensors)` and `eval_metrics =
+ * (metric_fn, tensors)` become tensor lists here and callbacks in
+ * tl_estimator_options (estimator.h). Every such tensor keeps its batch
+ * dimension (rank >= 1): the host receives it concatenated over the replicas
+ * along axis 0, in replica order, so a (1,) tensor arrives as (R,) and a
+ * (batch, C) one as (R * batch, C):
+ *
+ *         int64_t one = 1;
+ *         spec->host_call[0] = tl_reshape(g, spec->loss, &one, 1);   // resnet's idiom
+ *         spec->host_call_names[0] = "loss";
+ *         spec->host_call[1] = logits;
+ *         spec->num_host_call = 2;                   // fn gets (R) and (R * batch, C)
+ *         if (a->mode == TL_MODE_EVAL) {
+ *             spec->eval_metric_tensors[0] = logits;
+ *             spec->eval_metric_tensors[1] = a->labels;   // int32 arrives as TL_I32
+ *             spec->num_eval_metric_tensors = 2;
+ *         }
  */
 #ifndef TPULOOP_GRAPH_H
 #define TPULOOP_GRAPH_H
@@ -79,15 +98,43 @@ typedef struct tl_model_args {
     int replica;            /* the replica being traced for (its ops are the same on all) */
 } tl_model_args;
 
-/* What a model_fn returns. Unset tensors are TL_T_INVALID. */
+/* What a model_fn returns. Unset tensors are TL_T_INVALID; the counts start
+ * at 0. */
 #define TL_MAX_HOST_CALL 8
+#define TL_MAX_EVAL_TENSORS 8
+#define TL_MAX_OUTFEED_NAME 64 /* bytes of a host_call or eval-metric tensor name, NUL included */
 typedef struct tl_model_spec {
     tl_t loss;        /* scalar; required in TRAIN and EVAL */
     tl_t logits;      /* (batch, classes): predictions and the built-in metrics derive from it */
     tl_t predictions; /* (batch, ...) any tensor to write in PREDICT; defaults to logits */
+    /*
+     * host_call (§6), read in TRAIN and EVAL (PREDICT ignores it): tensors of
+     * rank >= 1, float32 or int32, outfed after the step and handed to
+     * tl_estimator_options.host_call concatenated over replicas along axis 0.
+     * In TRAIN, 0 tensors means TensorFlow's default host_call, which outfeeds
+     * the loss as a (1,) tensor named "loss"; host_call_disabled (TensorFlow's
+     * empty tensor list) outfeeds nothing and the callback is never called.
+     * In EVAL, 0 tensors means no host_call. Names are copied when the
+     * model_fn returns; NULL names default to "host_call_<k>".
+     * Errors when the model is traced (TL_EINVAL): a count outside
+     * [0, TL_MAX_HOST_CALL], host_call_disabled with a count > 0, a tensor
+     * not of the graph, a scalar ("All tensors outfed from TPU should preserve
+     * batch size dimension, but got scalar <name>"), a name that is empty or
+     * longer than TL_MAX_OUTFEED_NAME - 1 bytes.
+     */
     int num_host_call;
-    tl_t host_call[TL_MAX_HOST_CALL]; /* each (1,) or (batch, ...): concatenated over replicas */
+    tl_t host_call[TL_MAX_HOST_CALL];            /* each (d0, ...): (1,) or (batch, ...) typically */
     const char *host_call_names[TL_MAX_HOST_CALL];
+    bool host_call_disabled;
+    /*
+     * eval_metrics' tensors (§7), read in EVAL only: outfed every eval step
+     * and handed, concatenated over replicas like host_call's, to
+     * tl_estimator_options.metric_update. Same rules and errors as host_call;
+     * NULL names default to "eval_metric_<k>".
+     */
+    int num_eval_metric_tensors;
+    tl_t eval_metric_tensors[TL_MAX_EVAL_TENSORS]; /* each (batch, ...) typically */
+    const char *eval_metric_tensor_names[TL_MAX_EVAL_TENSORS];
 } tl_model_spec;
 
 typedef tl_status (*tl_model_fn)(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);

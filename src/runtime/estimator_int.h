@@ -1,7 +1,8 @@
 /*
  * estimator_int.h — the estimator's insides, shared by trainer.c (programs,
- * workers, the host loop), infeed.c (the input thread and its batch buffers)
- * and eval_metrics.c (AUC). Nothing here is public API.
+ * workers, the host loop), infeed.c (the input thread and its batch buffers),
+ * host_call.c (the outfeed of host_call and eval_metrics tensors) and
+ * eval_metrics.c (AUC, metric_fn's results). Nothing here is public API.
  *
  * Threads of one train() or evaluate() call:
  *   host     runs the host loop: "run n steps" to the workers through the
@@ -13,10 +14,17 @@
  *            to the replica's bounded queue — up to infeed depth batches
  *            ahead of the workers;
  *   workers  one per replica: pop a batch, give the buffer back to the free
- *            list, run the step, and write the host_call record into the
- *            outfeed ring when the step fires (§6).
+ *            list, run the step, and copy the step's host_call / eval_metrics
+ *            tensors into the outfeed area when the step fires (§6, §7).
+ *            Prediction loops until the stop batch instead of n steps (§8).
  * All buffers are made before the first device loop; a device step allocates
  * nothing.
+ *
+ * The outfeed area holds the records of one device loop: record k is the k-th
+ * step that fired; inside it tensor j of the plan takes R * count_j elements
+ * at offset_j, replica r writing elements [r * count_j, (r + 1) * count_j).
+ * That is tensor j concatenated over replicas along axis 0 in replica order,
+ * so the host hands it to the callbacks without copying.
  */
 #ifndef TL_RUNTIME_ESTIMATOR_INT_H
 #define TL_RUNTIME_ESTIMATOR_INT_H
@@ -38,19 +46,47 @@ typedef struct tl_scored {
     int32_t label;
 } tl_scored;
 
+/* One tensor a mode outfeeds: a host_call or eval_metrics tensor of the
+ * spec, or the default host_call's loss. */
+#define TL_MAX_OUTFEED (TL_MAX_HOST_CALL + TL_MAX_EVAL_TENSORS)
+typedef struct tl_outfeed_tensor {
+    tl_t t;
+    char name[TL_MAX_OUTFEED_NAME];
+    tl_dtype dtype;
+    int rank;                     /* >= 1 (the default's scalar loss counts as (1)) */
+    int64_t shape[TL_MAX_RANK];   /* per replica */
+    int64_t count;                /* elements per replica */
+    int64_t offset;               /* in a record (all replicas), elements */
+} tl_outfeed_tensor;
+
+/* What a mode outfeeds per fired step: tensors [0, n_host_call) for
+ * host_call, then n_metric for metric_update. Only tensors a callback
+ * consumes are in it; record is 0 when nothing is outfed. */
+typedef struct tl_outfeed_plan {
+    int n_host_call, n_metric;
+    tl_outfeed_tensor t[TL_MAX_OUTFEED];
+    int64_t record;               /* elements of one fired step, all replicas (int32 as 4 bytes) */
+} tl_outfeed_plan;
+
 /* One mode's compiled program and the per-replica batch it was traced for. */
 typedef struct tl_mode_prog {
     tl_graph *g;
     tl_program *p;
     tl_t features, labels, logits, predictions;
     int64_t batch; /* per replica */
+    tl_outfeed_plan out;
 } tl_mode_prog;
 
 /* One replica's slice of one global batch, filled by the infeed thread. */
 typedef struct tl_batch_buf {
-    int64_t step;     /* the global step (training) or eval step it is for */
-    float *features;  /* (batch, D) */
-    int32_t *labels;  /* (batch) */
+    int64_t step;           /* the global step (training), eval step or predict batch it is for */
+    float *features;        /* (batch, D) */
+    int32_t *labels;        /* (batch); not written in PREDICT */
+    /* PREDICT's signals (§8). The stop batch is a copy of batch 0 with
+     * stopping set; every replica carries replica 0's flag. */
+    int32_t *padding_mask;  /* (batch) 1 = a zero row past the data; real rows come first */
+    int64_t real_rows;      /* rows with padding_mask 0 */
+    bool stopping;
 } tl_batch_buf;
 
 /* The input pipeline of one train() or evaluate() call. */
@@ -65,7 +101,7 @@ typedef struct tl_infeed {
     bool running;
     /* What the thread produces, set before it starts. */
     tl_cmd_kind cmd;
-    int64_t first, count;     /* steps first .. first + count - 1 */
+    int64_t first, count;     /* steps first .. first + count - 1 (PREDICT: then the stop batch) */
     int64_t sleep_ns;         /* before the first enqueue */
 } tl_infeed;
 
@@ -82,6 +118,10 @@ struct tl_estimator {
     int nslots;
     tl_mode_prog train, eval, predict;
     bool have_eval, have_predict;
+    /* prepare's outcome once it failed: every later call fails the same
+     * way (the programs may be half built). */
+    tl_status broken;
+    char broken_err[512];
     float *pred_out;           /* (data->num_examples, pred_width): predict's results, in input order */
     int64_t pred_width;
     tl_comm *comm;
@@ -95,11 +135,12 @@ struct tl_estimator {
     const tl_labeled_data *data;
     int64_t steps_per_epoch;
     tl_infeed infeed;
-    /* host_call outfeed (§6): record k of a loop is loop-local step
-     * k * every_n; replica r writes outfeed[k * R + r]. */
+    /* The outfeed area (§6, §7): record k of a training loop is loop-local
+     * step k * every_n; of evaluation, eval step k. Grown on the host
+     * between loops only. */
     int64_t host_call_every_n;
-    float *outfeed;            /* (outfeed_cap, R) */
-    int64_t outfeed_cap;       /* records per replica */
+    float *outfeed;            /* (outfeed_cap) records of the mode's plan->record elements */
+    int64_t outfeed_cap;       /* elements */
 };
 
 struct tl_worker {
@@ -114,6 +155,7 @@ struct tl_worker {
     tl_status status;          /* the loop's outcome on this worker */
     char err[512];
     float last_loss;           /* loss at the last step of the loop */
+    int64_t steps_run;         /* device steps of the loop (prediction: with the stop batch) */
     double eval_loss_sum;      /* sum of per-step losses */
     int64_t eval_correct;
     /* Binary evaluation: P(class 1) and the label of every example this
@@ -129,13 +171,17 @@ struct tl_worker {
 tl_status tl_infeed_init(tl_estimator *est, int depth, int64_t max_batch);
 
 /* Starts the input thread for count steps from first of cmd (train: global
- * steps; eval: eval steps from 0). Errors: TL_ENOMEM, TL_ERUNTIME; then
- * nothing runs. */
+ * steps; eval: eval steps from 0; predict: batches from 0, then the stop
+ * batch). Errors: TL_ENOMEM, TL_ERUNTIME; then nothing runs. */
 tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int64_t count);
 
 /* Closes the queues (waking the thread and any waiting worker) and joins
  * the thread. Safe to call when nothing runs. */
 void tl_infeed_stop(tl_estimator *est);
+
+/* Closes the queues without joining, from any thread of the running
+ * pipeline (a failing worker): the others stop at their next pop. */
+void tl_infeed_abort(tl_estimator *est);
 
 /* Frees the buffers. */
 void tl_infeed_free(tl_estimator *est);
@@ -147,7 +193,50 @@ void tl_infeed_free(tl_estimator *est);
 tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_batch_buf **out);
 void tl_infeed_release(tl_estimator *est, int rank, tl_batch_buf *b);
 
+/* ---- host_call.c --------------------------------------------------------- */
+
+/*
+ * Checks the host_call and eval_metrics fields of the spec a model_fn
+ * returned for mode and plans what the mode outfeeds for R replicas: the
+ * host_call tensors (TRAIN's default: the loss) when o->host_call is set,
+ * the eval_metrics tensors in EVAL when o->metric_update is set. PREDICT
+ * outfeeds nothing. Errors: TL_EINVAL naming the field and index (see
+ * graph.h); the spec's loss must have been checked to be a scalar.
+ */
+tl_status tl_outfeed_plan_build(const tl_graph *g, tl_mode mode, const tl_model_spec *spec,
+                                const tl_estimator_options *o, int R, tl_outfeed_plan *pl);
+
+/* The worker side: copies replica rank's values of every planned tensor
+ * from x into record (pl->record elements). */
+void tl_outfeed_write(const tl_outfeed_plan *pl, const tl_program *p, const tl_exec *x, int rank, float *record);
+
+/* Room for `elems` elements in the outfeed area; grows only, on the host
+ * between loops. Errors: TL_ENOMEM. */
+tl_status tl_outfeed_reserve(tl_estimator *est, int64_t elems);
+
+/* The host side, per fired record: calls options.host_call with the
+ * record's host_call tensors (nothing when there are none), and
+ * options.metric_update with its eval_metrics tensors (when set). Errors: the
+ * callback's status, "host_call at step N: ..." / "metric_update at eval
+ * step N: ...". */
+tl_status tl_outfeed_host_call(const tl_estimator *est, const tl_outfeed_plan *pl, const float *record,
+                               int64_t global_step);
+tl_status tl_outfeed_metric_update(const tl_estimator *est, const tl_outfeed_plan *pl, const float *record,
+                                   int64_t eval_step);
+
+/* The status a user callback returned, as this thread's error: "<what>:
+ * returned TL_X (message)" and the callback's own tpuloop error if it left
+ * one (the caller clears the error before the call). */
+tl_status tl_callback_failed(tl_status st, const char *what);
+
 /* ---- eval_metrics.c ------------------------------------------------------ */
+
+/* Calls options.metric_result (when set) into out and checks what it
+ * returned: *n in [0, TL_MAX_METRICS], names non-empty, NUL-terminated,
+ * distinct and not reserved ("loss", "global_step": TensorFlow's message).
+ * *n is 0 on error. Errors: TL_EINVAL, the callback's status. */
+tl_status tl_metric_results(const tl_estimator_options *o, tl_metric *out, int *n);
+
 
 /* ROC AUC of n examples with labels in {0, 1} (any label other than 1
  * counts as 0): the Mann-Whitney U from average ranks, so a tie between a

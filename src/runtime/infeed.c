@@ -62,6 +62,32 @@ static void fill(const tl_estimator *est, tl_cmd_kind cmd, int rank, int64_t ste
         b->labels[i] = d->labels[ex];
     }
     b->step = step;
+    b->stopping = false;
+    b->real_rows = m->batch;
+}
+
+/* §8: predict batch `step` is examples [step * G, (step + 1) * G) in order,
+ * zero rows (padding_mask 1) past the end; batch `last` is the stop batch, a
+ * copy of batch 0 with stopping set (TensorFlow runs it and drops its
+ * outputs). Labels are not read: prediction data need not have them. */
+static void fill_predict(const tl_estimator *est, int rank, int64_t step, int64_t last, tl_batch_buf *b)
+{
+    const tl_labeled_data *d = est->data;
+    int64_t B = est->predict.batch, G = B * est->R, D = est->D;
+    int64_t first = (step == last ? 0 : step * G) + (int64_t)rank * B;
+    b->real_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        int64_t ex = first + i;
+        bool real = ex < d->num_examples;
+        if (real)
+            memcpy(b->features + i * D, d->features + ex * D, (size_t)D * sizeof *b->features);
+        else
+            memset(b->features + i * D, 0, (size_t)D * sizeof *b->features);
+        b->padding_mask[i] = !real;
+        b->real_rows += real;
+    }
+    b->step = step;
+    b->stopping = step == last;
 }
 
 static void close_all(tl_infeed *f, int R)
@@ -87,12 +113,17 @@ static void *infeed_main(void *arg)
         if (tl_queue_pop_until(f->stop, &unused, tl_deadline_after_ns(f->sleep_ns)) != TL_WAIT_TIMEOUT)
             return NULL;
     }
-    for (int64_t s = f->first; s < f->first + f->count; s++) {
+    /* Prediction ends with the stop batch, one past the data's batches. */
+    int64_t end = f->first + f->count + (f->cmd == CMD_PREDICT);
+    for (int64_t s = f->first; s < end; s++) {
         for (int r = 0; r < est->R; r++) {
             tl_batch_buf *b;
             if (tl_queue_pop(f->free_list[r], &b) != TL_WAIT_OK)
                 return NULL;
-            fill(est, f->cmd, r, s, b);
+            if (f->cmd == CMD_PREDICT)
+                fill_predict(est, r, s, f->first + f->count, b);
+            else
+                fill(est, f->cmd, r, s, b);
             if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
                 return NULL;
         }
@@ -104,7 +135,7 @@ tl_status tl_infeed_init(tl_estimator *est, int depth, int64_t max_batch)
 {
     tl_infeed *f = &est->infeed;
     int R = est->R;
-    int64_t per = max_batch * est->D + max_batch; /* labels take a float's room */
+    int64_t per = max_batch * est->D + 2 * max_batch; /* labels and padding_mask take a float's room */
     f->depth = depth;
     f->slab = tl_calloc((size_t)(R * depth) * (size_t)per, sizeof(float));
     f->bufs = tl_calloc((size_t)(R * depth), sizeof *f->bufs);
@@ -115,6 +146,7 @@ tl_status tl_infeed_init(tl_estimator *est, int depth, int64_t max_batch)
     for (int i = 0; i < R * depth; i++) {
         f->bufs[i].features = f->slab + (int64_t)i * per;
         f->bufs[i].labels = (int32_t *)(f->bufs[i].features + max_batch * est->D);
+        f->bufs[i].padding_mask = (int32_t *)(f->bufs[i].features + max_batch * est->D + max_batch);
     }
     return TL_OK;
 }
@@ -174,6 +206,14 @@ void tl_infeed_stop(tl_estimator *est)
     tl_thread_join(&f->thread, NULL);
     f->running = false;
     destroy_queues(f, est->R);
+}
+
+void tl_infeed_abort(tl_estimator *est)
+{
+    /* The queues live from tl_infeed_start to tl_infeed_stop, which the host
+     * calls only after every worker is past the loop. */
+    if (est->infeed.running)
+        close_all(&est->infeed, est->R);
 }
 
 void tl_infeed_free(tl_estimator *est)

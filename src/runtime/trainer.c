@@ -1,7 +1,8 @@
 /* trainer.c — the estimator: traced programs, one worker thread per replica,
  * device loops of n steps between host visits, the deterministic
- * reduce-and-update of data-parallel training, the host_call outfeed and the
- * evaluation results (tpuloop/estimator.h). The input thread is infeed.c. */
+ * reduce-and-update of data-parallel training, and the host loops of train,
+ * evaluate and predict (tpuloop/estimator.h). The input thread is infeed.c,
+ * the outfeed of host_call and eval_metrics tensors host_call.c. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sha2.h>
@@ -18,19 +19,38 @@ static void worker_fail(tl_worker *w, tl_status st)
 {
     w->status = st;
     snprintf(w->err, sizeof w->err, "replica %d: %s", w->rank, tl_last_error());
+    /* Replicas waiting in a collective or for a batch stop too; the host
+     * reports this root cause before their "aborted" / "infeed closed". */
     tl_comm_abort(w->est->comm, st, w->err);
+    tl_infeed_abort(w->est);
 }
 
-/* Moves the next batch from the infeed into the program's inputs. */
-static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step)
+/* What a step needs to know of its batch once the buffer is given back. */
+typedef struct tl_batch_info {
+    int64_t real_rows;
+    bool stopping;
+} tl_batch_info;
+
+/* Copies batch b into the program's inputs. */
+static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec *x, const tl_batch_buf *b)
+{
+    memcpy(tl_exec_value(m->p, x, m->features), b->features, (size_t)(m->batch * est->D) * sizeof(float));
+    if (m->labels != TL_T_INVALID)
+        memcpy(tl_exec_value(m->p, x, m->labels), b->labels, (size_t)m->batch * sizeof(int32_t));
+}
+
+/* Moves the next batch, which must be for step, from the infeed into the
+ * program's inputs. */
+static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step, tl_batch_info *info)
 {
     tl_estimator *est = w->est;
     tl_batch_buf *b;
     tl_status st = tl_infeed_pop(est, w->rank, step, &b);
     if (st != TL_OK)
         return st;
-    memcpy(tl_exec_value(m->p, x, m->features), b->features, (size_t)(m->batch * est->D) * sizeof(float));
-    memcpy(tl_exec_value(m->p, x, m->labels), b->labels, (size_t)m->batch * sizeof(int32_t));
+    fill_inputs(est, m, x, b);
+    info->real_rows = b->real_rows;
+    info->stopping = b->stopping;
     tl_infeed_release(est, w->rank, b);
     return TL_OK;
 }
@@ -40,7 +60,8 @@ static tl_status train_step(tl_worker *w, int64_t step)
     tl_estimator *est = w->est;
     const tl_program *p = est->train.p;
     tl_exec *x = &w->train_x;
-    tl_status st = feed(w, &est->train, x, step);
+    tl_batch_info info;
+    tl_status st = feed(w, &est->train, x, step, &info);
     if (st != TL_OK)
         return st;
     x->step = step;
@@ -70,10 +91,13 @@ static tl_status train_step(tl_worker *w, int64_t step)
     if ((st = tl_comm_barrier(est->comm, w->rank)) != TL_OK)
         return st;
     /* The outfeed follows the train_op (§6); the host reads it after the
-     * loop, past the done barrier. */
+     * loop, past the done barrier. A variable among the tensors shows its
+     * updated value: no replica updates again before this one joins the
+     * next step's reduce-scatter. */
+    const tl_outfeed_plan *pl = &est->train.out;
     int64_t i = step - est->loop_start;
-    if (tl_host_call_fires(i, est->host_call_every_n))
-        est->outfeed[(i / est->host_call_every_n) * est->R + w->rank] = w->last_loss;
+    if (pl->record > 0 && tl_host_call_fires(i, est->host_call_every_n))
+        tl_outfeed_write(pl, p, x, w->rank, est->outfeed + (i / est->host_call_every_n) * pl->record);
     return TL_OK;
 }
 
@@ -82,7 +106,8 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     tl_estimator *est = w->est;
     const tl_mode_prog *m = &est->eval;
     tl_exec *x = &w->eval_x;
-    tl_status st = feed(w, m, x, step);
+    tl_batch_info info;
+    tl_status st = feed(w, m, x, step, &info);
     if (st != TL_OK)
         return st;
     const int32_t *y = (const int32_t *)tl_exec_value(m->p, x, m->labels);
@@ -90,6 +115,9 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     if (st != TL_OK)
         return st;
     w->eval_loss_sum += *tl_exec_value(m->p, x, m->p->loss);
+    /* Eval host_calls and eval_metrics outfeed every step (§6, §7). */
+    if (m->out.record > 0)
+        tl_outfeed_write(&m->out, m->p, x, w->rank, est->outfeed + step * m->out.record);
     const float *z = tl_exec_value(m->p, x, m->logits);
     int64_t C = m->g->nodes[m->logits].shape[1];
     if (C == 2) {
@@ -111,32 +139,43 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     return TL_OK;
 }
 
-/* §8: step `step` covers examples [step*G, (step+1)*G); rows past the end of
- * the data are padding (zeros) and their predictions are dropped, so exactly
- * one prediction per real example lands in pred_out, in input order. */
-static tl_status predict_step(tl_worker *w, int64_t step)
+/* §8: batch `step` covers examples [step*G, (step+1)*G); replica r's real
+ * rows (the first real_rows of its slice) land in pred_out in input order,
+ * and the predictions of padded rows and of the whole stop batch are
+ * dropped. *stop: this was the stop batch. */
+static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
 {
     tl_estimator *est = w->est;
     const tl_mode_prog *m = &est->predict;
     tl_exec *x = &w->predict_x;
-    const tl_labeled_data *d = est->data;
-    int64_t G = m->batch * est->R, first = step * G + (int64_t)w->rank * m->batch;
-    float *f = tl_exec_value(m->p, x, m->features);
-    for (int64_t i = 0; i < m->batch; i++) {
-        int64_t ex = first + i;
-        if (ex < d->num_examples)
-            memcpy(f + i * est->D, d->features + ex * est->D, (size_t)est->D * sizeof *f);
-        else
-            memset(f + i * est->D, 0, (size_t)est->D * sizeof *f);
-    }
-    tl_status st = tl_program_forward(m->p, x);
+    tl_batch_info info;
+    tl_status st = feed(w, m, x, step, &info);
     if (st != TL_OK)
         return st;
+    *stop = info.stopping;
+    if ((st = tl_program_forward(m->p, x)) != TL_OK)
+        return st;
+    if (info.stopping)
+        return TL_OK;
+    int64_t first = step * m->batch * est->R + (int64_t)w->rank * m->batch;
     const float *out = tl_exec_value(m->p, x, m->predictions);
-    for (int64_t i = 0; i < m->batch && first + i < d->num_examples; i++)
-        memcpy(est->pred_out + (first + i) * est->pred_width, out + i * est->pred_width,
-               (size_t)est->pred_width * sizeof(float));
+    memcpy(est->pred_out + first * est->pred_width, out, (size_t)(info.real_rows * est->pred_width) * sizeof(float));
     return TL_OK;
+}
+
+/* Prediction's device loop: `while not stop`, on replica 0's flag, which
+ * every replica's batch carries, so all stop on the same batch. */
+static void predict_loop(tl_worker *w)
+{
+    bool stop = false;
+    for (int64_t s = 0; !stop; s++) {
+        tl_status st = predict_step(w, s, &stop);
+        if (st != TL_OK) {
+            worker_fail(w, st);
+            return;
+        }
+        w->steps_run++;
+    }
 }
 
 static void *worker_main(void *arg)
@@ -155,12 +194,15 @@ static void *worker_main(void *arg)
         w->eval_loss_sum = 0;
         w->eval_correct = 0;
         w->scored_len = 0;
-        for (int64_t i = 0; i < est->loop_n && w->status == TL_OK; i++) {
-            tl_status st = est->cmd == CMD_TRAIN  ? train_step(w, est->loop_start + i)
-                           : est->cmd == CMD_EVAL ? eval_step(w, i)
-                                                  : predict_step(w, i);
+        w->steps_run = 0;
+        if (est->cmd == CMD_PREDICT)
+            predict_loop(w);
+        for (int64_t i = 0; est->cmd != CMD_PREDICT && i < est->loop_n && w->status == TL_OK; i++) {
+            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i) : eval_step(w, i);
             if (st != TL_OK)
                 worker_fail(w, st);
+            else
+                w->steps_run++;
         }
         if (tl_barrier_wait(&est->done) != TL_WAIT_OK)
             return NULL;
@@ -215,6 +257,8 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
     const tl_node *lg = tl_graph_node(m->g, spec.logits);
     if (mode == TL_MODE_EVAL && (lg == NULL || lg->rank != 2 || lg->shape[0] != batch))
         return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a (batch, classes) tensor");
+    if ((st = tl_outfeed_plan_build(m->g, mode, &spec, &est->opt, est->R, &m->out)) != TL_OK)
+        return st;
     if (mode == TL_MODE_TRAIN && (st = tl_vars_layout(est->vars)) != TL_OK)
         return st;
     return tl_program_compile(m->g, spec.loss, mode == TL_MODE_TRAIN, &m->p);
@@ -324,16 +368,10 @@ fail:
     return st;
 }
 
-/* Builds programs, parameters and workers on the first train or evaluate,
- * when the input's shape is known. */
-static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
+/* Builds programs, parameters and workers on the first train, evaluate or
+ * predict, when the input's shape is known. */
+static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
 {
-    if (est->train.p != NULL) {
-        if (data->num_features != est->D)
-            return tl_error(TL_EINVAL, "the data has %lld features per example; the model was traced for %lld",
-                            (long long)data->num_features, (long long)est->D);
-        return TL_OK;
-    }
     tl_status st;
     tl_input_plan *plan = NULL;
     const tl_run_config *rc = &est->rc;
@@ -393,11 +431,35 @@ static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
         tl_barrier_close(&est->go);
         return st;
     }
-    int64_t max_batch = est->have_eval && est->eval.batch > est->train.batch ? est->eval.batch : est->train.batch;
+    int64_t max_batch = est->train.batch;
+    if (est->have_eval && est->eval.batch > max_batch)
+        max_batch = est->eval.batch;
+    if (est->have_predict && est->predict.batch > max_batch)
+        max_batch = est->predict.batch;
     if ((st = tl_infeed_init(est, est->opt.infeed_depth ? est->opt.infeed_depth : TL_INFEED_DEPTH_DEFAULT,
                              max_batch)) != TL_OK)
         return st;
     return make_workers(est);
+}
+
+static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
+{
+    if (est->broken != TL_OK)
+        return tl_error(est->broken, "%s", est->broken_err);
+    if (est->started == 0) {
+        tl_status st = prepare_once(est, data);
+        if (st != TL_OK) {
+            /* A model_fn that failed for one mode may have built another
+             * mode's program: no half-built estimator runs. */
+            est->broken = st;
+            snprintf(est->broken_err, sizeof est->broken_err, "%s", tl_last_error());
+            return st;
+        }
+    }
+    if (data->num_features != est->D)
+        return tl_error(TL_EINVAL, "the data has %lld features per example; the model was traced for %lld",
+                        (long long)data->num_features, (long long)est->D);
+    return TL_OK;
 }
 
 void tl_estimator_destroy(tl_estimator *est)
@@ -458,21 +520,6 @@ static tl_status device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     return TL_OK;
 }
 
-/* Room in the outfeed ring for loops of up to `fires` host_call records per
- * replica. It grows only for a longer loop than any before (in time mode),
- * on the host between loops; count mode sizes it once. */
-static tl_status reserve_outfeed(tl_estimator *est, int64_t fires)
-{
-    if (fires <= est->outfeed_cap)
-        return TL_OK;
-    float *p = tl_realloc(est->outfeed, (size_t)fires * (size_t)est->R * sizeof *p);
-    if (p == NULL)
-        return tl_error_oom();
-    est->outfeed = p;
-    est->outfeed_cap = fires;
-    return TL_OK;
-}
-
 /* §3.1's NaN checks at a loop boundary. */
 static tl_status nan_check(const tl_estimator *est, double loss)
 {
@@ -528,16 +575,15 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
     tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
     int64_t t0 = tl_now_ns(), start_step = est->global_step;
     int64_t n = tl_train_schedule_next(sched);
+    const tl_outfeed_plan *pl = &est->train.out;
     while (n > 0) {
         int64_t tl0 = tl_now_ns();
-        int64_t fires = tl_host_call_count(n, est->host_call_every_n);
-        if ((st = reserve_outfeed(est, fires)) != TL_OK)
+        int64_t fires = pl->record > 0 ? tl_host_call_count(n, est->host_call_every_n) : 0;
+        if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
             break;
-        if ((st = device_loop(est, CMD_TRAIN, est->global_step, n)) != TL_OK)
+        int64_t loop_start = est->global_step;
+        if ((st = device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
             break;
-        for (int64_t k = 0; est->opt.host_call != NULL && k < fires; k++)
-            est->opt.host_call(est->global_step + k * est->host_call_every_n + 1, est->outfeed + k * est->R, est->R,
-                               est->opt.host_call_user);
         est->global_step += n; /* the runtime advances the global step once per device step */
         double elapsed = (double)(tl_now_ns() - tl0) * 1e-9;
         res->loss = est->workers[0].last_loss;
@@ -546,6 +592,13 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
             sum += est->workers[r].last_loss;
         res->loss_mean = sum / est->R;
         res->loops++;
+        /* §6: fired step k of the loop is loop-local k * every_n; its
+         * global step is the post-increment value. */
+        for (int64_t k = 0; k < fires && st == TL_OK; k++)
+            st = tl_outfeed_host_call(est, pl, est->outfeed + k * pl->record,
+                                      loop_start + k * est->host_call_every_n + 1);
+        if (st != TL_OK)
+            break;
         if ((st = nan_check(est, res->loss)) != TL_OK)
             break;
         tl_log_event ev;
@@ -617,12 +670,29 @@ tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, 
             w->scored_cap = per_replica;
         }
     }
+    /* Every step's outfeed stays in the area until the loop ends (the host
+     * visits only then), so it is sized for all of them now. */
+    const tl_outfeed_plan *pl = &est->eval.out;
+    if ((st = tl_outfeed_reserve(est, steps * pl->record)) != TL_OK)
+        return st;
     if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps)) != TL_OK)
         return st;
     st = device_loop(est, CMD_EVAL, 0, steps);
     tl_infeed_stop(est);
     if (st != TL_OK)
         return st;
+    /* §7: per step, the outfeed thread's host_call and metric update ops in
+     * step order; the metric values once at the end. */
+    for (int64_t k = 0; k < steps; k++) {
+        const float *record = est->outfeed + k * pl->record;
+        if ((st = tl_outfeed_host_call(est, pl, record, est->global_step)) != TL_OK ||
+            (st = tl_outfeed_metric_update(est, pl, record, k)) != TL_OK)
+            return st;
+    }
+    if ((st = tl_metric_results(&est->opt, res->metrics, &res->num_metrics)) != TL_OK) {
+        memset(res, 0, sizeof *res);
+        return st;
+    }
     res->auc = NAN;
     if (C == 2 && (st = gather_auc(est, steps, res)) != TL_OK)
         return st;
@@ -679,23 +749,30 @@ tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, t
         return tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in the "
                                    "configuration the estimator was created with");
     int64_t G = est->predict.batch * est->R, n = data->num_examples;
-    int64_t steps = (n + G - 1) / G;
+    int64_t batches = (n + G - 1) / G;
     float *out = tl_alloc_array((size_t)(n ? n : 1) * (size_t)est->pred_width, sizeof(float));
     if (out == NULL)
         return tl_error_oom();
-    est->data = data;
-    est->pred_out = out;
-    st = steps > 0 ? device_loop(est, CMD_PREDICT, 0, steps) : TL_OK;
-    est->pred_out = NULL;
-    if (st != TL_OK) {
-        tl_free(out);
-        return st;
+    /* No examples: no first batch to repeat as the stop batch, so nothing
+     * runs and the result is empty. */
+    if (n > 0) {
+        est->data = data;
+        est->pred_out = out;
+        if ((st = tl_infeed_start(est, CMD_PREDICT, 0, batches)) == TL_OK) {
+            st = device_loop(est, CMD_PREDICT, 0, batches + 1);
+            tl_infeed_stop(est);
+        }
+        est->pred_out = NULL;
+        if (st != TL_OK) {
+            tl_free(out);
+            return st;
+        }
     }
     res->values = out;
     res->num_examples = n;
     res->width = est->pred_width;
-    res->device_steps = steps;
-    res->padded_rows = steps * G - n;
+    res->device_steps = n > 0 ? est->workers[0].steps_run : 0;
+    res->padded_rows = batches * G - n;
     res->global_step = est->global_step;
     return TL_OK;
 }
