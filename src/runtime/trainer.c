@@ -74,10 +74,14 @@ static tl_status train_step(tl_worker *w, int64_t step)
     /* Rank r receives chunk r of the gradient summed over ranks 0..R-1 in
      * order (MEAN was applied by scaling the loss by 1/R, as
      * CrossShardOptimizer does), then updates that chunk of the parameters. */
-    st = tl_comm_reduce_scatter(est->comm, w->rank, x->param_grad, w->chunk_grad, est->vars->total, TL_COMM_F32,
-                                TL_REDUCE_SUM);
-    if (st != TL_OK)
-        return st;
+    const float *grad = x->param_grad; /* one replica: its gradient is the sum */
+    if (est->R > 1) {
+        st = tl_comm_reduce_scatter(est->comm, w->rank, x->param_grad, w->chunk_grad, est->vars->total, TL_COMM_F32,
+                                    TL_REDUCE_SUM);
+        if (st != TL_OK)
+            return st;
+        grad = w->chunk_grad;
+    }
     tl_optimizer_step os;
     if ((st = tl_optimizer_step_prepare(&est->opt.optimizer, step, &os)) != TL_OK)
         return st;
@@ -85,7 +89,7 @@ static tl_status train_step(tl_worker *w, int64_t step)
         float *slots[TL_OPTIM_MAX_SLOTS];
         for (int s = 0; s < est->nslots; s++)
             slots[s] = est->slots[s] + w->chunk_off;
-        tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, w->chunk_grad, slots, w->chunk_len);
+        tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, grad, slots, w->chunk_len);
     }
     /* Nobody reads the parameters of step + 1 before every chunk is updated. */
     if ((st = tl_comm_barrier(est->comm, w->rank)) != TL_OK)
@@ -295,8 +299,10 @@ static tl_status make_workers(tl_estimator *est)
         tl_status st = tl_comm_chunk(est->vars->total, R, r, &w->chunk_off, &w->chunk_len);
         if (st != TL_OK)
             return st;
+        /* One replica updates straight from its own gradient: no chunk_grad. */
+        int64_t chunk_floats = R > 1 ? w->chunk_len : 0;
         int64_t floats = est->train.p->act_floats + est->train.p->grad_floats + est->train.p->scratch_floats +
-                         est->vars->total /* param_grad */ + w->chunk_len + 16;
+                         est->vars->total /* param_grad */ + chunk_floats + 16;
         int64_t masks = est->train.p->mask_bytes + 64;
         if (est->have_eval) {
             floats += est->eval.p->act_floats + est->eval.p->grad_floats + est->eval.p->scratch_floats;
@@ -315,8 +321,8 @@ static tl_status make_workers(tl_estimator *est)
         bind_exec(est, w, est->train.p, &w->train_x, &cur, &mcur);
         w->train_x.param_grad = cur;
         cur += est->vars->total;
-        w->chunk_grad = cur;
-        cur += w->chunk_len;
+        w->chunk_grad = R > 1 ? cur : NULL;
+        cur += chunk_floats;
         if (est->have_eval)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
         if (est->have_predict)
