@@ -18,7 +18,7 @@ FUZZ_CC  ?= clang
 FUZZ_SECONDS ?= 30
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 
-PKGS     := jansson openblas zlib libmd
+PKGS     := jansson openblas zlib libmd libprotobuf-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -32,7 +32,7 @@ OPT      ?= -O2 -g
 # and vector sqrt and division round exactly as the scalar ones.
 VEC      := -fno-math-errno -fvect-cost-model=dynamic
 CFLAGS_BASE := -std=c11 $(WARN) $(OPT) $(VEC) -fPIC -fvisibility=hidden -pthread \
-            -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(PKG_CFLAGS)
+            -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 ifeq ($(SAN),1)
 CFLAGS_BASE += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDSAN       := -fsanitize=address,undefined
@@ -43,8 +43,15 @@ LDSAN       := -fsanitize=thread
 endif
 LDLIBS_ALL  := $(PKG_LIBS) -pthread -lm
 
+# C for tpuloop's own .proto files (proto/<package>/x.proto), made by protoc-c
+# under $(BUILD)/gen and included as "<package>/x.pb-c.h".
+PROTOC_C ?= protoc-c
+PROTO_SRC := $(sort $(wildcard proto/*/*.proto))
+GEN_SRC  := $(PROTO_SRC:proto/%.proto=$(BUILD)/gen/%.pb-c.c)
+GEN_HDR  := $(GEN_SRC:.c=.h)
+GEN_OBJ  := $(GEN_SRC:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(sort $(wildcard tests/*.c))
@@ -161,6 +168,22 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@$(if $(V),,echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
+# One protoc-c run makes both files (a grouped pattern rule). Every object
+# waits for the generated headers; its .d file then records which it uses.
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	@$(if $(V),,echo "  PROTOC  $<")
+	$(Q)$(PROTOC_C) --c_out=$(BUILD)/gen -Iproto $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(LIB_OBJ) $(CLI_OBJ) $(TEST_OBJ): | $(GEN_HDR)
+# Kept after a build: make would delete them as intermediates of the fuzz rule.
+.SECONDARY: $(GEN_SRC) $(GEN_HDR)
+
 $(STATIC): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  AR      $@")
@@ -204,11 +227,11 @@ bench: deps
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build/fuzz/%)
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-              -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(PKG_CFLAGS)
+              -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 
-build/fuzz/%: fuzz/%.c $(LIB_SRC) $(HEADERS)
+build/fuzz/%: fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(GEN_HDR) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(PKG_LIBS) -pthread -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) -pthread -lm
 
 fuzz-build: $(FUZZ_BIN)
 

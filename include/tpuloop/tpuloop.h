@@ -35,5 +35,7 @@
 #include "tpuloop/comm.h"
 #include "tpuloop/estimator.h"
 #include "tpuloop/models.h"
+#include "tpuloop/summary.h"
+#include "tpuloop/checkpoint.h"
 
 #endif /* TPULOOP_TPULOOP_H */
