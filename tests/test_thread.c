@@ -1,8 +1,9 @@
 /*
  * test_thread.c — the thread primitives of base/ on one thread: the clock,
  * argument errors, the barrier of one thread and a broken barrier, timed
- * waits that expire, the queue's order, capacity and close semantics, and
- * creation under allocation failure. The threaded behaviour is in
+ * waits that expire (also when a spin budget outlasts the deadline), the
+ * queue's order, capacity and close semantics, and creation under
+ * allocation failure. The threaded behaviour is in
  * test_mt_thread.c.
  */
 #define _GNU_SOURCE
@@ -157,6 +158,51 @@ Test(thread, queue_full_and_empty_time_out)
     cr_assert_eq(tl_queue_pop_until(q, &out, 0), TL_WAIT_OK);
     cr_assert_eq(out, 1);
     tl_queue_destroy(q);
+}
+
+Test(thread, queue_spin_rejects_a_negative_budget)
+{
+    tl_queue *q;
+    ASSERT_OK(tl_queue_create(2, sizeof(int), &q));
+    ASSERT_ERR(tl_queue_set_spin(q, -1), TL_EINVAL, "spin_ns must be >= 0, got -1");
+    ASSERT_OK(tl_queue_set_spin(q, 0));
+    ASSERT_OK(tl_queue_set_spin(q, INT64_MAX)); /* no overflow in the spin's end */
+    int v = 7, out = 0;
+    cr_assert_eq(tl_queue_push(q, &v), TL_WAIT_OK, "a queue with room never spins");
+    cr_assert_eq(tl_queue_pop(q, &out), TL_WAIT_OK);
+    cr_assert_eq(out, 7);
+    tl_queue_destroy(q);
+}
+
+Test(thread, a_deadline_cuts_a_queue_spin_short)
+{
+    /* A 10 s budget, a 20 ms deadline: the wait ends at the deadline. */
+    tl_queue *q;
+    ASSERT_OK(tl_queue_create(1, sizeof(int), &q));
+    ASSERT_OK(tl_queue_set_spin(q, 10000000000LL));
+    int v = 1;
+    int64_t t0 = tl_now_ns();
+    cr_assert_eq(tl_queue_pop_until(q, &v, tl_deadline_after_ns(20000000)), TL_WAIT_TIMEOUT);
+    int64_t waited = tl_now_ns() - t0;
+    cr_assert_geq(waited, 20000000, "returned after %lld ns, before the deadline", (long long)waited);
+    cr_assert_lt(waited, 5000000000LL, "spun out its budget: %lld ns", (long long)waited);
+    cr_assert_eq(tl_queue_push(q, &v), TL_WAIT_OK);
+    t0 = tl_now_ns();
+    cr_assert_eq(tl_queue_push_until(q, &v, tl_deadline_after_ns(20000000)), TL_WAIT_TIMEOUT, "full");
+    waited = tl_now_ns() - t0;
+    cr_assert(waited >= 20000000 && waited < 5000000000LL, "a full queue waited %lld ns", (long long)waited);
+    tl_queue_destroy(q);
+}
+
+Test(thread, a_deadline_cuts_a_barrier_spin_short)
+{
+    tl_barrier b;
+    ASSERT_OK(tl_barrier_init(&b, 2, 10000000000LL));
+    int64_t t0 = tl_now_ns();
+    cr_assert_eq(tl_barrier_wait_until(&b, tl_deadline_after_ns(20000000)), TL_WAIT_TIMEOUT);
+    int64_t waited = tl_now_ns() - t0;
+    cr_assert(waited >= 20000000 && waited < 5000000000LL, "waited %lld ns for a 20 ms deadline", (long long)waited);
+    tl_barrier_close(&b);
 }
 
 Test(thread, queue_close_refuses_pushes_and_drains_pops)

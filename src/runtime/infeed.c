@@ -172,6 +172,13 @@ tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int
     for (int r = 0; r < R && st == TL_OK; r++) {
         if ((st = tl_queue_create((size_t)f->depth, sizeof(tl_batch_buf *), &f->full[r])) == TL_OK)
             st = tl_queue_create((size_t)f->depth, sizeof(tl_batch_buf *), &f->free_list[r]);
+        if (st == TL_OK) {
+            /* The workers and this thread each have a core while a loop runs
+             * (the host sleeps in the done barrier): hand-offs spin. */
+            int64_t spin = R + 1 <= tl_available_cpus() ? 20000 : 0;
+            (void)tl_queue_set_spin(f->full[r], spin); /* spin >= 0: cannot fail */
+            (void)tl_queue_set_spin(f->free_list[r], spin);
+        }
         for (int k = 0; k < f->depth && st == TL_OK; k++) {
             tl_batch_buf *b = &f->bufs[r * f->depth + k];
             tl_wait_result w = tl_queue_push(f->free_list[r], &b);
