@@ -260,7 +260,8 @@ Test(emit, help_mentions_every_option)
         "model_dir", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs", "keep_checkpoint_max",
         "keep_checkpoint_every_n_hours", "log_step_count_steps", "tf_random_seed", "master", "evaluation_master",
         "params", "use_tpu", "eval_on_tpu", "train_batch_size", "eval_batch_size", "predict_batch_size",
-        "train_steps", "max_steps", "eval_steps", "devices", "num_hosts", "model_name", "hidden_units",
+        "train_steps", "max_steps", "eval_steps", "warm_start_from", "warm_start_vars", "devices", "num_hosts",
+        "model_name", "hidden_units",
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset", "data_dir",
         "epochs"};
     static const char *const sections[] = {"tpu_config", "model", "input"};

@@ -144,6 +144,8 @@ typedef struct tl_run_config {
     tl_opt_int train_steps;            /* train()'s steps: relative */
     tl_opt_int max_steps;              /* train()'s max_steps: absolute */
     tl_opt_int eval_steps;
+    const char *warm_start_from;       /* NULL: no warm start; a checkpoint file or a model_dir */
+    const char *warm_start_vars;       /* Python regex (re.match); NULL warm-starts nothing; default ".*" */
     int64_t devices;                   /* per host; 0 discovers one per core */
     int64_t num_hosts;
     const char *params_json;           /* the user's params as a JSON object; "{}" by default */

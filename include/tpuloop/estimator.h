@@ -27,6 +27,37 @@
  * a pure function of (seed, epoch, position), so the trained parameters are
  * the same bits for any iterations_per_loop — params_digest proves it.
  *
+ * With a model_dir in the configuration the estimator keeps its state there,
+ * as Estimator does (spec §2, §3.2, §3.3):
+ *
+ *     model_dir/model.ckpt-<step>.safetensors   checkpoints (checkpoint.h): every
+ *                                               variable, its optimizer slots under
+ *                                               TensorFlow's names ("<var>/Adam",
+ *                                               "<var>/Adam_1", ...), "global_step"
+ *     model_dir/checkpoint                      TensorFlow's index of them
+ *     model_dir/config.json                     the resolved configuration
+ *     model_dir/events.out.tfevents.*           training summaries: "loss",
+ *                                               "global_step/sec", "examples/sec"
+ *     model_dir/eval/events.out.tfevents.*      every evaluation metric at its step
+ *
+ * The first train restores the latest valid checkpoint there (a corrupt one
+ * is skipped with a warning), so train_steps count from the restored step and
+ * max_steps is absolute; checkpoints are written at loop boundaries only, by
+ * the host, while the workers wait — when save_checkpoints_steps or _secs is
+ * due, at the start and at the end. Because nothing but the step keys the
+ * input order, dropout and the optimizer, training N steps in one run and
+ * training K, stopping (even with tl_estimator_request_stop from a signal
+ * handler) and resuming to N give the same params_digest.
+ *
+ *     // a SIGTERM handler: tl_estimator_request_stop(the_estimator);
+ *     tl_estimator_train(est, data, &tr);      // tr.stopped: saved at a loop boundary
+ *     ...                                      // later, a new process:
+ *     tl_estimator_create(cfg, &o, &est);      // same model_dir
+ *     tl_estimator_train(est, data, &tr);      // resumes; same bits as never stopped
+ *
+ *     tl_estimator_restore(est, NULL);         // evaluate the latest checkpoint
+ *     tl_estimator_evaluate(est, test_data, &er);
+ *
  *     static tl_status progress(int64_t gs, const tl_host_tensor *t, int n, void *user)
  *     {
  *         const float *loss = t[0].data;   // the default host_call: "loss", (R)
@@ -59,6 +90,7 @@
 #include "tpuloop/data.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
+#include "tpuloop/summary.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,6 +192,7 @@ typedef struct tl_train_result {
     double examples_per_sec;
     double seconds;
     bool skipped;            /* max_steps already reached ("Skipping training ...") */
+    bool stopped;            /* tl_estimator_request_stop ended it early, after a save */
 } tl_train_result;
 
 /*
@@ -176,6 +209,28 @@ typedef struct tl_train_result {
  * host_call's status ("host_call at step N: ..."). The first train, evaluate
  * or predict traces the model_fn: its errors and the spec's (graph.h) come
  * from that call and every later one (a half-built estimator never runs).
+ *
+ * With model_dir: the first train of an estimator (unless
+ * tl_estimator_restore came first) restores the latest valid checkpoint of
+ * model_dir — its variables, optimizer slots and global step; a corrupt newer
+ * checkpoint is skipped with a warning naming the file and why — or, when
+ * there is none, initialises the variables and then warm-starts those
+ * matching warm_start_vars from warm_start_from, logging which. It writes
+ * model_dir/config.json, and saves checkpoints as tl_ckpt_schedule decides
+ * (save_checkpoints_steps or _secs; with both null explicitly, none but a
+ * graceful-shutdown one), keeping keep_checkpoint_max of them. A max_steps
+ * already reached trains nothing: res->skipped, "Skipping training since
+ * max_steps has already saved." at INFO. Summaries go to model_dir's event
+ * file (flushed at every checkpoint and at the end). Further errors: those of
+ * restoring (see tl_estimator_restore; TL_EPARSE when model_dir has
+ * checkpoints but none is valid — a run never silently starts over), of warm
+ * starting (TL_EINVAL naming a matching variable that warm_start_from lacks
+ * or holds with another shape or dtype; TL_ENOTFOUND when warm_start_from
+ * does not exist or holds no checkpoint), and of writing (TL_EIO naming the
+ * file). A skipped train writes no checkpoint and no events.
+ *
+ * tl_estimator_request_stop makes it stop at the next loop boundary, save a
+ * checkpoint (when there is a model_dir) and return TL_OK with res->stopped.
  */
 TL_API tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res);
 
@@ -244,6 +299,57 @@ TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65
 
 /* The global step. */
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
+
+/*
+ * Loads a checkpoint: every variable, its optimizer slots and the global
+ * step, as the evaluate and predict commands (and a train that should start
+ * from a given checkpoint) need. checkpoint_path NULL: the latest valid
+ * checkpoint of the configuration's model_dir (corrupt newer ones skipped
+ * with a warning); else that checkpoint file, or a directory's latest valid
+ * one. The variables are the hard check: each of the model's variables in
+ * name order, then their slots, must be in the file as F32 of the same shape,
+ * and "global_step" an I64 scalar; the first that is not is the error, and
+ * nothing changes. A checkpoint written with another configuration
+ * (config_sha256) or topology is a warning naming what differs.
+ *
+ * The variables exist once the model is traced, at the first train, evaluate
+ * or predict. Before that this call opens and checks the file (the
+ * not-found and corrupt-file errors come from here) and the first of those
+ * calls loads it, returning the variable errors below (and every later call
+ * too, until a restore succeeds: an estimator never runs on parameters it
+ * was asked to replace). The first train's own restore is then skipped.
+ * Errors: TL_ENOTFOUND "Could not find trained model in model_dir: DIR."
+ * when model_dir has no checkpoint, or the file does not exist; TL_EINVAL
+ * without a path and without model_dir; TL_EPARSE for a corrupt file, or a
+ * model_dir whose checkpoints are all corrupt; TL_EINVAL "checkpoint FILE:
+ * variable 'dense_1/kernel' has shape [256, 128], the model needs [256,
+ * 256]" (or "is missing", or "is I32, the model needs F32"); TL_EIO,
+ * TL_ENOMEM.
+ */
+TL_API tl_status tl_estimator_restore(tl_estimator *est, const char *checkpoint_path);
+
+/*
+ * Asks a running (or the next) tl_estimator_train to stop at its next loop
+ * boundary: it saves a checkpoint there (the graceful-shutdown save: also
+ * without a checkpoint hook; none without model_dir), flushes the summaries
+ * and returns TL_OK with stopped set. Only stores an atomic flag, so it is
+ * async-signal-safe and may be called from any thread or a SIGTERM / SIGINT
+ * handler. A request made between trains stops the next one at its start;
+ * every train clears the request when it returns (one that arrives during
+ * the last loop is met by the end itself).
+ */
+TL_API void tl_estimator_request_stop(tl_estimator *est);
+
+/*
+ * The event writer of training (model_dir/events.out.tfevents.*), so that a
+ * host_call fn or the on_log callback can add its own scalars:
+ *     tl_summary_scalar(tl_estimator_summary_writer(est), "lr", gs, lr, TL_SUMMARY_NOW);
+ * NULL without model_dir, and before the first train opens it. Borrowed:
+ * valid during train — from the host_call and on_log callbacks, which run on
+ * the thread that called train — and until tl_estimator_destroy; not for use
+ * from other threads while training runs.
+ */
+TL_API tl_summary_writer *tl_estimator_summary_writer(tl_estimator *est);
 
 #ifdef __cplusplus
 }

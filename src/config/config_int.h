@@ -64,6 +64,8 @@ struct tl_config {
     char *s_master;
     char *s_evaluation_master;
     char *s_params;
+    char *s_warm_start_from;
+    char *s_warm_start_vars;
     struct tl_partition_dims *pdims;
 };
 

@@ -61,6 +61,8 @@ static json_t *resolved_value(const tl_config *cfg, int id)
     case TL_OPT_ID_train_steps: return opt_int(rc->train_steps);
     case TL_OPT_ID_max_steps: return opt_int(rc->max_steps);
     case TL_OPT_ID_eval_steps: return opt_int(rc->eval_steps);
+    case TL_OPT_ID_warm_start_from: return opt_str(rc->warm_start_from);
+    case TL_OPT_ID_warm_start_vars: return opt_str(rc->warm_start_vars);
     case TL_OPT_ID_devices: return json_integer(rc->devices);
     case TL_OPT_ID_num_hosts: return json_integer(rc->num_hosts);
     case TL_OPT_ID_model_name: return json_string(rc->model.model_name);

@@ -494,6 +494,19 @@ static tl_status resolve_estimator(tl_config *cfg)
     if ((st = opt_positive(cfg, TL_OPT_ID_eval_steps, "Eval steps", &rc->eval_steps)) != TL_OK)
         return st;
 
+    /* Estimator's warm_start_from and WarmStartSettings.vars_to_warm_start;
+     * the regex is compiled (and its syntax checked) by the estimator. */
+    const char *ws_from, *ws_vars;
+    if ((st = get_string(cfg, TL_OPT_ID_warm_start_from, &ws_from)) != TL_OK ||
+        (st = get_string(cfg, TL_OPT_ID_warm_start_vars, &ws_vars)) != TL_OK)
+        return st;
+    if (ws_from != NULL && ws_from[0] == '\0')
+        return rerr(cfg, TL_OPT_ID_warm_start_from, TL_EINVAL,
+                    "warm_start_from should be null or the path of a checkpoint or a model_dir, got ''");
+    if ((st = keep_string(ws_from, &cfg->s_warm_start_from, &rc->warm_start_from)) != TL_OK ||
+        (st = keep_string(ws_vars, &cfg->s_warm_start_vars, &rc->warm_start_vars)) != TL_OK)
+        return st;
+
     if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK)
         return st;
     return int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts);

@@ -25,13 +25,22 @@
  * at offset_j, replica r writing elements [r * count_j, (r + 1) * count_j).
  * That is tensor j concatenated over replicas along axis 0 in replica order,
  * so the host hands it to the callbacks without copying.
+ *
+ * model_dir (checkpoint.c, summaries.c): checkpoints are read and written
+ * only by the host thread, before the first device loop or between loops
+ * (the workers wait at `go`, whose barrier orders the slab's reads and
+ * writes), so nothing in a device loop touches a file or allocates.
  */
 #ifndef TL_RUNTIME_ESTIMATOR_INT_H
 #define TL_RUNTIME_ESTIMATOR_INT_H
 
+#include <regex.h>
+#include <stdatomic.h>
+
 #include "../base/base_int.h"
 #include "../base/thread.h"
 #include "../graph/program.h"
+#include "tpuloop/checkpoint.h"
 #include "tpuloop/comm.h"
 #include "tpuloop/estimator.h"
 #include "tpuloop/topology.h"
@@ -141,6 +150,29 @@ struct tl_estimator {
     int64_t host_call_every_n;
     float *outfeed;            /* (outfeed_cap) records of the mode's plan->record elements */
     int64_t outfeed_cap;       /* elements */
+
+    /* ---- model_dir: checkpoints, summaries, resume (checkpoint.c, summaries.c) */
+    char *model_dir;           /* NULL without one */
+    char *warm_start_from;     /* NULL: no warm start */
+    bool have_warm_regex;      /* warm_regex compiled (warm_start_vars not null) */
+    regex_t warm_regex;        /* warm_start_vars as re.match: ^(...) */
+    char *config_json;         /* the resolved configuration, for model_dir/config.json */
+    char *identity_json;       /* what the trained bits depend on (config_sha256's input) */
+    char config_sha256[65];
+    char *topology_json;       /* {"hosts", "replicas", "cores_per_replica"} */
+    bool config_written;       /* model_dir/config.json, once per estimator */
+    /* The parameters are no longer the fresh initialisation's to decide
+     * about: restored, or the first train chose fresh (+ warm start). */
+    bool initialized;
+    tl_ckpt_reader *pending;   /* a restore asked for before the model was traced */
+    char *pending_path;
+    int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
+    tl_ckpt_manager *ckpt;     /* made at the first save */
+    int64_t ckpt_step;         /* "global_step"'s bytes while a save writes them */
+    bool bypass_logged;
+    tl_summary_writer *summary;      /* training events; opened by the first train */
+    tl_summary_writer *eval_summary; /* model_dir/eval; opened by the first evaluate */
+    atomic_int stop_requested; /* tl_estimator_request_stop; lock-free (signal-safe) */
 };
 
 struct tl_worker {
@@ -163,6 +195,64 @@ struct tl_worker {
     tl_scored *scored;         /* (scored_cap) */
     int64_t scored_cap, scored_len;
 };
+
+/* ---- trainer.c ----------------------------------------------------------- */
+
+/* Builds the programs, parameters and workers on the first call (then every
+ * call fails the same way if that failed), loads a pending restore, and
+ * checks data's width. */
+tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data);
+
+/* Runs one device loop of n steps of cmd on every worker (host thread);
+ * returns the root-cause worker error. */
+tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, int64_t n);
+
+/* ---- checkpoint.c -------------------------------------------------------- */
+
+/* At create: copies model_dir and the warm-start settings, compiles
+ * warm_start_vars, and records the configuration (config.json's text, the
+ * identity and its SHA-256, the topology). Errors: TL_EINVAL for a
+ * warm_start_vars that is not a supported regex; TL_ENOMEM. */
+tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg);
+
+/* Frees what tl_est_state_init and the saves made. */
+void tl_est_state_free(tl_estimator *est);
+
+/* Loads the restore that tl_estimator_restore left pending (after the
+ * model is traced). Errors: the variable checks'; the restore stays pending. */
+tl_status tl_est_apply_pending(tl_estimator *est);
+
+/* The first train's start: restore model_dir's latest valid checkpoint, or
+ * (none) warm-start; nothing once done. Also writes config.json and warns
+ * when the restored input position does not fit data. */
+tl_status tl_est_train_begin(tl_estimator *est);
+
+/* Saves the state at the global step into model_dir (nothing without one),
+ * through the checkpoint manager. Host thread, workers idle. Errors: the
+ * manager's (TL_EIO naming the file; sticky), TL_ENOMEM. */
+tl_status tl_est_save(tl_estimator *est);
+
+/* ---- summaries.c --------------------------------------------------------- */
+
+/* Opens the training event writer (model_dir only; once). Errors: TL_EIO. */
+tl_status tl_est_summaries_open(tl_estimator *est);
+
+/* The summaries of the loop boundary after steps [prev_step, global_step):
+ * "loss" on the first loop of a train call and at the first boundary at or
+ * after each multiple of save_summary_steps; the rates when they are >= 0
+ * (the log schedule reported them). */
+tl_status tl_est_summaries_after_loop(tl_estimator *est, int64_t prev_step, bool first_loop, double loss,
+                                      double steps_per_sec, double examples_per_sec);
+
+/* Makes the training events durable. */
+tl_status tl_est_summaries_flush(tl_estimator *est);
+
+/* Writes every metric of an evaluation at its global step into
+ * model_dir/eval and flushes (model_dir only). */
+tl_status tl_est_summaries_eval(tl_estimator *est, const tl_eval_result *res);
+
+/* Closes both writers (a failure is logged: destroy cannot report it). */
+void tl_est_summaries_close(tl_estimator *est);
 
 /* ---- infeed.c ------------------------------------------------------------ */
 

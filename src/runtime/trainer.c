@@ -1,8 +1,10 @@
 /* trainer.c — the estimator: traced programs, one worker thread per replica,
- * device loops of n steps between host visits, the deterministic
- * reduce-and-update of data-parallel training, and the host loops of train,
- * evaluate and predict (tpuloop/estimator.h). The input thread is infeed.c,
- * the outfeed of host_call and eval_metrics tensors host_call.c. */
+ * device loops of n steps between host visits and the deterministic
+ * reduce-and-update of data-parallel training (tpuloop/estimator.h). The
+ * host loops are train_loop.c (train) and eval_loop.c (evaluate, predict);
+ * the input thread is infeed.c, the outfeed of host_call and eval_metrics
+ * tensors host_call.c, model_dir's checkpoints and summaries checkpoint.c
+ * and summaries.c. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sha2.h>
@@ -367,6 +369,8 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     est->R = tl_topology_num_replicas(est->topo);
     if ((st = tl_vars_create(&est->vars)) != TL_OK)
         goto fail;
+    if ((st = tl_est_state_init(est, cfg)) != TL_OK)
+        goto fail;
     *out = est;
     return TL_OK;
 fail:
@@ -448,7 +452,7 @@ static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
     return make_workers(est);
 }
 
-static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
+tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
 {
     if (est->broken != TL_OK)
         return tl_error(est->broken, "%s", est->broken_err);
@@ -462,6 +466,9 @@ static tl_status prepare(tl_estimator *est, const tl_labeled_data *data)
             return st;
         }
     }
+    tl_status st = tl_est_apply_pending(est);
+    if (st != TL_OK)
+        return st;
     if (data->num_features != est->D)
         return tl_error(TL_EINVAL, "the data has %lld features per example; the model was traced for %lld",
                         (long long)data->num_features, (long long)est->D);
@@ -484,6 +491,8 @@ void tl_estimator_destroy(tl_estimator *est)
     }
     tl_infeed_free(est);
     tl_free(est->outfeed);
+    tl_est_summaries_close(est);
+    tl_est_state_free(est);
     if (est->comm != NULL) {
         tl_barrier_close(&est->go);
         tl_barrier_close(&est->done);
@@ -507,10 +516,11 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_free(est);
 }
 
-/* ---- the host loop ------------------------------------------------------- */
+/* ---- device loops and results ------------------------------------------- */
 
-/* Runs one device loop on every worker; returns the first worker's error. */
-static tl_status device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, int64_t n)
+/* The first worker's error that is a root cause (not TL_ERUNTIME's "infeed
+ * closed" / "aborted" of the others), else the first. */
+tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, int64_t n)
 {
     est->cmd = cmd;
     est->loop_start = start;
@@ -523,197 +533,6 @@ static tl_status device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     for (int r = 0; r < est->R; r++)
         if (est->workers[r].status != TL_OK)
             return tl_error(est->workers[r].status, "%s", est->workers[r].err);
-    return TL_OK;
-}
-
-/* §3.1's NaN checks at a loop boundary. */
-static tl_status nan_check(const tl_estimator *est, double loss)
-{
-    if (!isfinite(loss))
-        return tl_error(TL_EINVAL, "NaN loss during training. (loss %g at step %lld)", loss,
-                        (long long)est->global_step);
-    for (int i = 0; i < est->vars->n; i++) {
-        const tl_var *v = &est->vars->v[i];
-        for (int64_t k = 0; k < v->size; k++)
-            if (!isfinite(est->params[v->offset + k]))
-                return tl_error(TL_EINVAL, "Gradient for %s is NaN : the variable is not finite at step %lld",
-                                v->name, (long long)est->global_step);
-    }
-    return TL_OK;
-}
-
-tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)
-{
-    memset(res, 0, sizeof *res);
-    const tl_run_config *rc = &est->rc;
-    if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set)
-        return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
-                                   "`None`. (set train_steps or max_steps)");
-    tl_status st = tl_host_call_check_every_n(rc->tpu.experimental_host_call_every_n_steps);
-    if (st != TL_OK)
-        return st;
-    if ((st = prepare(est, data)) != TL_OK)
-        return st;
-    int64_t G = est->train.batch * est->R;
-    if (data->num_examples < G)
-        return tl_error(TL_EINVAL, "the training data has %lld examples, fewer than one batch of %lld",
-                        (long long)data->num_examples, (long long)G);
-    est->data = data;
-    est->steps_per_epoch = data->num_examples / G;
-    tl_train_schedule *sched;
-    if ((st = tl_train_schedule_create(rc->tpu.iterations_per_loop, rc->train_steps, rc->max_steps, est->global_step,
-                                       NULL, &sched)) != TL_OK)
-        return st;
-    if (tl_train_schedule_skipped(sched)) {
-        tl_log(TL_LOG_INFO, "Skipping training since max_steps has already saved.");
-        tl_train_schedule_destroy(sched);
-        res->skipped = true;
-        res->global_step = est->global_step;
-        return TL_OK;
-    }
-    est->host_call_every_n = rc->tpu.experimental_host_call_every_n_steps;
-    if ((st = tl_infeed_start(est, CMD_TRAIN, est->global_step,
-                              tl_train_schedule_final_step(sched) - est->global_step)) != TL_OK) {
-        tl_train_schedule_destroy(sched);
-        return st;
-    }
-    tl_log_schedule logs;
-    tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
-    int64_t t0 = tl_now_ns(), start_step = est->global_step;
-    int64_t n = tl_train_schedule_next(sched);
-    const tl_outfeed_plan *pl = &est->train.out;
-    while (n > 0) {
-        int64_t tl0 = tl_now_ns();
-        int64_t fires = pl->record > 0 ? tl_host_call_count(n, est->host_call_every_n) : 0;
-        if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
-            break;
-        int64_t loop_start = est->global_step;
-        if ((st = device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
-            break;
-        est->global_step += n; /* the runtime advances the global step once per device step */
-        double elapsed = (double)(tl_now_ns() - tl0) * 1e-9;
-        res->loss = est->workers[0].last_loss;
-        double sum = 0;
-        for (int r = 0; r < est->R; r++)
-            sum += est->workers[r].last_loss;
-        res->loss_mean = sum / est->R;
-        res->loops++;
-        /* §6: fired step k of the loop is loop-local k * every_n; its
-         * global step is the post-increment value. */
-        for (int64_t k = 0; k < fires && st == TL_OK; k++)
-            st = tl_outfeed_host_call(est, pl, est->outfeed + k * pl->record,
-                                      loop_start + k * est->host_call_every_n + 1);
-        if (st != TL_OK)
-            break;
-        if ((st = nan_check(est, res->loss)) != TL_OK)
-            break;
-        tl_log_event ev;
-        double now = (double)(tl_now_ns() - t0) * 1e-9;
-        tl_log_schedule_after_loop(&logs, est->global_step, now, &ev);
-        if (ev.log_loss || ev.log_rate) {
-            double rate = ev.log_rate && ev.rate_secs > 0 ? (double)ev.rate_steps / ev.rate_secs : 0;
-            if (est->opt.on_log != NULL)
-                est->opt.on_log(est->global_step, res->loss, rate, rate * (double)G, est->opt.log_user);
-            else
-                tl_log(TL_LOG_INFO, "loss = %g, step = %lld, global_step/sec: %g, examples/sec: %g", res->loss,
-                       (long long)est->global_step, rate, rate * (double)G);
-        }
-        if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
-            break;
-    }
-    tl_infeed_stop(est);
-    tl_train_schedule_destroy(sched);
-    res->global_step = est->global_step;
-    res->seconds = (double)(tl_now_ns() - t0) * 1e-9;
-    res->examples_per_sec = res->seconds > 0 ? (double)(est->global_step - start_step) * (double)G / res->seconds : 0;
-    return st;
-}
-
-/* Concatenates the replicas' scored examples step by step in replica order
- * (the order of §7's outfeed) and computes the AUC. */
-static tl_status gather_auc(tl_estimator *est, int64_t steps, tl_eval_result *res)
-{
-    int64_t b = est->eval.batch, n = steps * b * est->R;
-    tl_scored *all = tl_malloc((size_t)n * sizeof *all);
-    if (all == NULL)
-        return tl_error_oom();
-    for (int64_t s = 0; s < steps; s++)
-        for (int r = 0; r < est->R; r++)
-            memcpy(all + (s * est->R + r) * b, est->workers[r].scored + s * b, (size_t)b * sizeof *all);
-    res->has_auc = tl_roc_auc(all, n, &res->auc);
-    tl_free(all);
-    return TL_OK;
-}
-
-tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res)
-{
-    memset(res, 0, sizeof *res);
-    const tl_run_config *rc = &est->rc;
-    if (!rc->eval_batch_size.set)
-        return tl_error(TL_EINVAL, "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate is "
-                                   "running on TPU. (set eval_batch_size)");
-    if (!rc->eval_steps.set)
-        return tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set eval_steps)");
-    tl_status st = prepare(est, data);
-    if (st != TL_OK)
-        return st;
-    int64_t G = est->eval.batch * est->R, steps = rc->eval_steps.value;
-    if (data->num_examples < steps * G)
-        return tl_error(TL_EINVAL, "evaluation needs %lld batches of %lld examples but the data has %lld examples "
-                                   "(%lld whole batches)",
-                        (long long)steps, (long long)G, (long long)data->num_examples,
-                        (long long)(data->num_examples / G));
-    est->data = data;
-    int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
-    int64_t per_replica = steps * est->eval.batch;
-    for (int r = 0; C == 2 && r < est->R; r++) {
-        tl_worker *w = &est->workers[r];
-        if (w->scored_cap < per_replica) {
-            tl_scored *p = tl_realloc(w->scored, (size_t)per_replica * sizeof *p);
-            if (p == NULL)
-                return tl_error_oom();
-            w->scored = p;
-            w->scored_cap = per_replica;
-        }
-    }
-    /* Every step's outfeed stays in the area until the loop ends (the host
-     * visits only then), so it is sized for all of them now. */
-    const tl_outfeed_plan *pl = &est->eval.out;
-    if ((st = tl_outfeed_reserve(est, steps * pl->record)) != TL_OK)
-        return st;
-    if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps)) != TL_OK)
-        return st;
-    st = device_loop(est, CMD_EVAL, 0, steps);
-    tl_infeed_stop(est);
-    if (st != TL_OK)
-        return st;
-    /* §7: per step, the outfeed thread's host_call and metric update ops in
-     * step order; the metric values once at the end. */
-    for (int64_t k = 0; k < steps; k++) {
-        const float *record = est->outfeed + k * pl->record;
-        if ((st = tl_outfeed_host_call(est, pl, record, est->global_step)) != TL_OK ||
-            (st = tl_outfeed_metric_update(est, pl, record, k)) != TL_OK)
-            return st;
-    }
-    if ((st = tl_metric_results(&est->opt, res->metrics, &res->num_metrics)) != TL_OK) {
-        memset(res, 0, sizeof *res);
-        return st;
-    }
-    res->auc = NAN;
-    if (C == 2 && (st = gather_auc(est, steps, res)) != TL_OK)
-        return st;
-    double sum = 0;
-    int64_t correct = 0;
-    for (int r = 0; r < est->R; r++) { /* replica order */
-        sum += est->workers[r].eval_loss_sum;
-        correct += est->workers[r].eval_correct;
-    }
-    res->global_step = est->global_step;
-    res->steps = steps;
-    res->examples = steps * G;
-    res->loss = sum / (double)(steps * est->R);
-    res->loss_replica0 = est->workers[0].eval_loss_sum / (double)steps;
-    res->accuracy = (double)correct / (double)res->examples;
     return TL_OK;
 }
 
@@ -740,53 +559,4 @@ tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 int64_t tl_estimator_global_step(const tl_estimator *est)
 {
     return est->global_step;
-}
-
-tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res)
-{
-    memset(res, 0, sizeof *res);
-    if (!est->rc.predict_batch_size.set)
-        return tl_error(TL_EINVAL, "predict_batch_size in TPUEstimator constructor cannot be `None` if .predict is "
-                                   "running on TPU. (set predict_batch_size)");
-    tl_status st = prepare(est, data);
-    if (st != TL_OK)
-        return st;
-    if (!est->have_predict)
-        return tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in the "
-                                   "configuration the estimator was created with");
-    int64_t G = est->predict.batch * est->R, n = data->num_examples;
-    int64_t batches = (n + G - 1) / G;
-    float *out = tl_alloc_array((size_t)(n ? n : 1) * (size_t)est->pred_width, sizeof(float));
-    if (out == NULL)
-        return tl_error_oom();
-    /* No examples: no first batch to repeat as the stop batch, so nothing
-     * runs and the result is empty. */
-    if (n > 0) {
-        est->data = data;
-        est->pred_out = out;
-        if ((st = tl_infeed_start(est, CMD_PREDICT, 0, batches)) == TL_OK) {
-            st = device_loop(est, CMD_PREDICT, 0, batches + 1);
-            tl_infeed_stop(est);
-        }
-        est->pred_out = NULL;
-        if (st != TL_OK) {
-            tl_free(out);
-            return st;
-        }
-    }
-    res->values = out;
-    res->num_examples = n;
-    res->width = est->pred_width;
-    res->device_steps = n > 0 ? est->workers[0].steps_run : 0;
-    res->padded_rows = batches * G - n;
-    res->global_step = est->global_step;
-    return TL_OK;
-}
-
-void tl_predict_result_free(tl_predict_result *res)
-{
-    if (res == NULL)
-        return;
-    tl_free(res->values);
-    res->values = NULL;
 }

@@ -1,0 +1,665 @@
+/*
+ * checkpoint.c — the estimator's state in model_dir: what a checkpoint
+ * holds, saving it through the checkpoint manager (checkpoint.h), restoring
+ * it with the variables as the hard check, warm starting, and the identity
+ * of the configuration a checkpoint was written with.
+ *
+ * A checkpoint, model_dir/model.ckpt-<step>.safetensors:
+ *
+ *   "<var>"            F32, the variable's shape: every variable of the model
+ *   "<var>/<slot>"     F32, the same shape: its optimizer slots, named as
+ *                      TensorFlow's v1 optimizers name their slot variables
+ *                      ("<var>/<optimizer name>", made unique with _1, _2 in
+ *                      creation order): Adam "<var>/Adam" (m) and
+ *                      "<var>/Adam_1" (v); Momentum "<var>/Momentum"; Adagrad
+ *                      "<var>/Adagrad"; RMSProp "<var>/RMSProp" (rms) and
+ *                      "<var>/RMSProp_1" (momentum), or when centered
+ *                      "<var>/RMSProp_1" (mg) and "<var>/RMSProp_2" (momentum)
+ *   "global_step"      I64 scalar
+ *
+ * and in __metadata__, besides what the writer and the manager fill in
+ * (format, checksums, "step"):
+ *
+ *   "global_step"            the step, in decimal
+ *   "optimizer"              TensorFlow's name of the optimizer ("Adam")
+ *   "input_epoch", "input_batch", "input_steps_per_epoch", "input_examples"
+ *                            where the input pipeline stands: batch
+ *                            input_batch of epoch input_epoch, of an epoch of
+ *                            input_steps_per_epoch batches from input_examples
+ *                            examples. The input order is a pure function of
+ *                            (seed, epoch, position), so the step alone
+ *                            resumes it; these let a pipeline check that it
+ *                            reads the same data (a warning when not).
+ *   "tf_random_seed"         the key of every random stream, or "null". Dropout
+ *                            and the other streams are keyed by (seed, op,
+ *                            replica, step): the step is their only counter,
+ *                            and Adam's bias correction is computed from the
+ *                            step too, so no RNG state or beta powers need
+ *                            saving.
+ *   "config"                 the canonical JSON (sorted keys) of what the
+ *                            trained bits depend on: the "model" section, the
+ *                            params, train_batch_size, tf_random_seed, the
+ *                            optimizer and cross_shard_reduction
+ *   "config_sha256"          its SHA-256
+ *   "topology"               {"cores_per_replica", "hosts", "replicas"}
+ *
+ * Embedding tables will join as more named tensors ("<table>" in row shards,
+ * "<table>/<slot>"), the same way.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <sha2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../io/file.h"
+#include "../mesh/mesh_int.h"
+#include "estimator_int.h"
+
+/* ---- names --------------------------------------------------------------- */
+
+/* TensorFlow's name of slot s of oc's optimizer (tpuloop's slot order, see
+ * optim.h). RMSProp creates rms, then mg when centered, then momentum. */
+static const char *slot_suffix(const tl_optimizer_config *oc, int s)
+{
+    switch (oc->kind) {
+    case TL_OPTIM_MOMENTUM: return "Momentum";
+    case TL_OPTIM_ADAGRAD: return "Adagrad";
+    case TL_OPTIM_ADAM: return s == 0 ? "Adam" : "Adam_1";
+    case TL_OPTIM_RMSPROP:
+        if (s == 0)
+            return "RMSProp";
+        if (s == 2)
+            return "RMSProp_1";
+        return oc->centered ? "RMSProp_2" : "RMSProp_1";
+    default: return "slot";
+    }
+}
+
+static char *slot_name(const tl_estimator *est, const tl_var *v, int s)
+{
+    return tl_asprintf("%s/%s", v->name, slot_suffix(&est->opt.optimizer, s));
+}
+
+/* "[4, 5]"; cut short with "...]" when it does not fit. */
+static void shape_str(char *buf, size_t cap, const int64_t *shape, int rank)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len + 1 < cap)
+        snprintf(buf + len, cap - len, "]");
+    else if (cap >= 5)
+        snprintf(buf + cap - 5, 5, "...]");
+}
+
+/* ---- the configuration's identity ---------------------------------------- */
+
+static json_t *num(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* The optimizer's kind, schedule and the hyperparameters its kind reads. */
+static json_t *optimizer_json(const tl_optimizer_config *oc)
+{
+    json_t *o = json_object(), *lr = json_object();
+    if (o == NULL || lr == NULL) {
+        json_decref(o);
+        json_decref(lr);
+        return NULL;
+    }
+    json_object_set_new(lr, "kind", json_integer(oc->lr.kind));
+    json_object_set_new(lr, "learning_rate", num(oc->lr.learning_rate));
+    json_object_set_new(lr, "decay_steps", json_integer(oc->lr.decay_steps));
+    json_object_set_new(lr, "decay_rate", num(oc->lr.decay_rate));
+    json_object_set_new(lr, "staircase", json_boolean(oc->lr.staircase));
+    json_object_set_new(lr, "alpha", num(oc->lr.alpha));
+    json_object_set_new(lr, "warmup_steps", json_integer(oc->lr.warmup_steps));
+    json_object_set_new(o, "name", json_string(tl_optimizer_kind_name(oc->kind)));
+    json_object_set_new(o, "lr", lr);
+    switch (oc->kind) {
+    case TL_OPTIM_MOMENTUM:
+        json_object_set_new(o, "momentum", num(oc->momentum));
+        json_object_set_new(o, "use_nesterov", json_boolean(oc->use_nesterov));
+        break;
+    case TL_OPTIM_ADAGRAD:
+        json_object_set_new(o, "initial_accumulator_value", num(oc->initial_accumulator_value));
+        break;
+    case TL_OPTIM_ADAM:
+        json_object_set_new(o, "beta1", num(oc->beta1));
+        json_object_set_new(o, "beta2", num(oc->beta2));
+        json_object_set_new(o, "epsilon", num(oc->epsilon));
+        break;
+    case TL_OPTIM_RMSPROP:
+        json_object_set_new(o, "decay", num(oc->decay));
+        json_object_set_new(o, "momentum", num(oc->momentum));
+        json_object_set_new(o, "epsilon", num(oc->epsilon));
+        json_object_set_new(o, "centered", json_boolean(oc->centered));
+        break;
+    default: break;
+    }
+    return o;
+}
+
+/* identity_json, config_sha256 and topology_json from the resolved
+ * configuration (config_json) and the options. */
+static tl_status make_identity(tl_estimator *est)
+{
+    json_t *cfg = json_loads(est->config_json, 0, NULL);
+    json_t *id = json_object();
+    json_t *opt = optimizer_json(&est->opt.optimizer);
+    char *text = NULL;
+    if (cfg != NULL && id != NULL && opt != NULL) {
+        static const char *const keys[] = {"model", "params", "train_batch_size", "tf_random_seed"};
+        for (size_t i = 0; i < TL_ARRAY_LEN(keys); i++) {
+            json_t *v = json_object_get(cfg, keys[i]);
+            json_object_set(id, keys[i], v != NULL ? v : json_null());
+        }
+        json_object_set(id, "optimizer", opt);
+        json_object_set_new(id, "cross_shard_reduction", json_string(est->opt.reduce_sum ? "SUM" : "MEAN"));
+        text = json_dumps(id, JSON_COMPACT | JSON_SORT_KEYS);
+    }
+    json_decref(cfg);
+    json_decref(id);
+    json_decref(opt);
+    if (text == NULL)
+        return tl_error_oom();
+    est->identity_json = tl_strdup(text);
+    free(text);
+    if (est->identity_json == NULL)
+        return tl_error_oom();
+    SHA256Data((const uint8_t *)est->identity_json, strlen(est->identity_json), est->config_sha256);
+    const tl_run_config *rc = &est->rc;
+    int cpr = rc->tpu.num_cores_per_replica.set ? (int)rc->tpu.num_cores_per_replica.value : 1;
+    est->topology_json = tl_asprintf("{\"cores_per_replica\":%d,\"hosts\":%lld,\"replicas\":%d}", cpr,
+                                     (long long)rc->num_hosts, est->R);
+    return est->topology_json != NULL ? TL_OK : tl_error_oom();
+}
+
+/* warm_start_vars as Python's re.match: the translated pattern anchored at
+ * the start only (TensorFlow filters the collection with re.match). */
+static tl_status compile_vars_regex(tl_estimator *est, const char *pat)
+{
+    char *ere;
+    tl_status st = tl_pyregex_translate(pat, false, &ere);
+    if (st == TL_ENOMEM)
+        return st;
+    if (st != TL_OK) {
+        /* The translator speaks of LayoutMap keys; keep only its reason. */
+        static const char marker[] = "regular expression";
+        const char *why = strstr(tl_last_error(), marker);
+        return tl_error(TL_EINVAL, "warm_start_vars '%s' is not a supported regular expression%s", pat,
+                        why != NULL ? why + strlen(marker) : "");
+    }
+    char *anchored = tl_asprintf("^(%s)", ere);
+    tl_free(ere);
+    if (anchored == NULL)
+        return tl_error_oom();
+    int rc = regcomp(&est->warm_regex, anchored, REG_EXTENDED | REG_NOSUB);
+    tl_free(anchored);
+    if (rc != 0) {
+        char why[256];
+        regerror(rc, &est->warm_regex, why, sizeof why);
+        return tl_error(TL_EINVAL, "warm_start_vars '%s' is not a supported regular expression: %s", pat, why);
+    }
+    est->have_warm_regex = true;
+    return TL_OK;
+}
+
+tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg)
+{
+    const tl_run_config *rc = tl_config_get(cfg);
+    atomic_init(&est->stop_requested, 0);
+    if ((rc->model_dir != NULL && (est->model_dir = tl_strdup(rc->model_dir)) == NULL) ||
+        (rc->warm_start_from != NULL && (est->warm_start_from = tl_strdup(rc->warm_start_from)) == NULL))
+        return tl_error_oom();
+    tl_status st;
+    if (rc->warm_start_vars != NULL && (st = compile_vars_regex(est, rc->warm_start_vars)) != TL_OK)
+        return st;
+    if ((st = tl_config_to_json(cfg, &est->config_json)) != TL_OK)
+        return st;
+    return make_identity(est);
+}
+
+void tl_est_state_free(tl_estimator *est)
+{
+    tl_ckpt_close(est->pending);
+    tl_free(est->pending_path);
+    tl_ckpt_manager_destroy(est->ckpt);
+    if (est->have_warm_regex)
+        regfree(&est->warm_regex);
+    tl_free(est->model_dir);
+    tl_free(est->warm_start_from);
+    tl_free_string(est->config_json);
+    tl_free(est->identity_json);
+    tl_free(est->topology_json);
+}
+
+/* ---- saving -------------------------------------------------------------- */
+
+/* mkdir -p. */
+static tl_status make_dirs(const char *dir)
+{
+    char *p = tl_strdup(dir);
+    if (p == NULL)
+        return tl_error_oom();
+    tl_status st = TL_OK;
+    for (char *s = p + 1;; s++) {
+        bool last = *s == '\0';
+        if (*s != '/' && !last)
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            st = tl_error(TL_EIO, "model_dir %s: cannot create %s: %s", dir, p, strerror(errno));
+            break;
+        }
+        if (last)
+            break;
+        *s = '/';
+    }
+    struct stat sb;
+    if (st == TL_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        st = tl_error(TL_EIO, "model_dir %s: not a directory", dir);
+    tl_free(p);
+    return st;
+}
+
+static tl_status set_meta_int(tl_ckpt_writer *w, const char *key, int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return tl_ckpt_writer_set_meta(w, key, buf);
+}
+
+static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
+{
+    const tl_vars *vars = est->vars;
+    tl_status st = TL_OK;
+    for (int k = 0; k < vars->n && st == TL_OK; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        st = tl_ckpt_writer_add(w, v->name, TL_CKPT_F32, v->shape, v->rank, est->params + v->offset);
+        for (int s = 0; s < est->nslots && st == TL_OK; s++) {
+            char *name = slot_name(est, v, s);
+            st = name != NULL ? tl_ckpt_writer_add(w, name, TL_CKPT_F32, v->shape, v->rank, est->slots[s] + v->offset)
+                              : tl_error_oom();
+            tl_free(name);
+        }
+    }
+    est->ckpt_step = est->global_step; /* borrowed by the writer until it is written */
+    if (st == TL_OK)
+        st = tl_ckpt_writer_add(w, "global_step", TL_CKPT_I64, NULL, 0, &est->ckpt_step);
+    int64_t spe = est->steps_per_epoch > 0 ? est->steps_per_epoch : 1;
+    const tl_run_config *rc = &est->rc;
+    if (st == TL_OK)
+        st = set_meta_int(w, "global_step", est->global_step);
+    if (st == TL_OK)
+        st = tl_ckpt_writer_set_meta(w, "optimizer", tl_optimizer_kind_name(est->opt.optimizer.kind));
+    if (st == TL_OK && est->steps_per_epoch > 0 && est->data != NULL &&
+        (st = set_meta_int(w, "input_epoch", est->global_step / spe)) == TL_OK &&
+        (st = set_meta_int(w, "input_batch", est->global_step % spe)) == TL_OK &&
+        (st = set_meta_int(w, "input_steps_per_epoch", spe)) == TL_OK)
+        st = set_meta_int(w, "input_examples", est->data->num_examples);
+    if (st == TL_OK)
+        st = rc->tf_random_seed.set ? set_meta_int(w, "tf_random_seed", rc->tf_random_seed.value)
+                                    : tl_ckpt_writer_set_meta(w, "tf_random_seed", "null");
+    if (st == TL_OK)
+        st = tl_ckpt_writer_set_meta(w, "config", est->identity_json);
+    if (st == TL_OK)
+        st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
+    if (st == TL_OK)
+        st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
+    return st;
+}
+
+tl_status tl_est_save(tl_estimator *est)
+{
+    if (est->model_dir == NULL)
+        return TL_OK;
+    tl_status st;
+    if (est->ckpt == NULL) {
+        tl_ckpt_manager_options o;
+        tl_ckpt_manager_options_init(&o);
+        o.keep_checkpoint_max = est->rc.keep_checkpoint_max;
+        o.keep_checkpoint_every_n_hours = est->rc.keep_checkpoint_every_n_hours;
+        if ((st = make_dirs(est->model_dir)) != TL_OK ||
+            (st = tl_ckpt_manager_create(est->model_dir, &o, &est->ckpt)) != TL_OK)
+            return st;
+    }
+    tl_ckpt_writer *w;
+    if ((st = tl_ckpt_writer_create(&w)) != TL_OK)
+        return st;
+    tl_log(TL_LOG_INFO, "Saving checkpoints for %lld into %s/" TL_CKPT_PREFIX ".", (long long)est->global_step,
+           est->model_dir);
+    if ((st = fill_writer(est, w)) == TL_OK)
+        st = tl_ckpt_manager_save(est->ckpt, w, est->global_step);
+    tl_ckpt_writer_destroy(w);
+    return st;
+}
+
+/* ---- restoring ----------------------------------------------------------- */
+
+/* Finds name in r as dtype dt of the given shape; the error names what
+ * ("checkpoint FILE", "warm_start_from FILE") and the variable. */
+static tl_status check_tensor(const tl_ckpt_reader *r, const char *what, const char *name, const int64_t *shape,
+                              int rank, tl_ckpt_dtype dt, tl_ckpt_tensor_info *t)
+{
+    char want[256], got[256];
+    shape_str(want, sizeof want, shape, rank);
+    if (tl_ckpt_find(r, name, t) != TL_OK)
+        return tl_error(TL_EINVAL, "%s: variable '%s' is missing (the model has it: %s %s)", what, name,
+                        tl_ckpt_dtype_name(dt), want);
+    if (t->dtype != dt)
+        return tl_error(TL_EINVAL, "%s: variable '%s' is %s, the model needs %s", what, name,
+                        tl_ckpt_dtype_name(t->dtype), tl_ckpt_dtype_name(dt));
+    bool same = t->rank == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        shape_str(got, sizeof got, t->shape, t->rank);
+        return tl_error(TL_EINVAL, "%s: variable '%s' has shape %s, the model needs %s", what, name, got, want);
+    }
+    return TL_OK;
+}
+
+/* Appends "key: A -> B" for every key where the checkpoint's identity a and
+ * ours b differ, into objects ("optimizer.lr.learning_rate: 0.01 -> 0.02"). */
+static void diff_json(tl_strbuf *sb, const char *prefix, const json_t *a, const json_t *b)
+{
+    const char *key;
+    json_t *va;
+    char path[256];
+    json_object_foreach((json_t *)a, key, va) {
+        json_t *vb = json_object_get(b, key);
+        if (vb != NULL && json_equal(va, vb))
+            continue;
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+        if (vb != NULL && json_is_object(va) && json_is_object(vb)) {
+            diff_json(sb, path, va, vb);
+            continue;
+        }
+        char *ta = json_dumps(va, JSON_ENCODE_ANY | JSON_COMPACT);
+        char *tb = vb != NULL ? json_dumps(vb, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        tl_strbuf_appendf(sb, "%s%s: %s -> %s", sb->len ? "; " : "", path, ta ? ta : "?", tb ? tb : "(absent)");
+        free(ta);
+        free(tb);
+    }
+    json_object_foreach((json_t *)b, key, va) {
+        if (json_object_get(a, key) != NULL)
+            continue;
+        char *tb = json_dumps(va, JSON_ENCODE_ANY | JSON_COMPACT);
+        tl_strbuf_appendf(sb, "%s%s%s%s: (absent) -> %s", sb->len ? "; " : "", prefix, prefix[0] ? "." : "", key,
+                          tb ? tb : "?");
+        free(tb);
+    }
+}
+
+/* The variables fit, so a checkpoint written with another configuration or
+ * topology loads; the warning says what differs. */
+static void warn_identity(const tl_estimator *est, const tl_ckpt_reader *r, const char *path)
+{
+    const char *sha = tl_ckpt_meta(r, "config_sha256");
+    const char *topo = tl_ckpt_meta(r, "topology");
+    tl_strbuf sb = {0};
+    if (sha != NULL && strcmp(sha, est->config_sha256) != 0) {
+        const char *text = tl_ckpt_meta(r, "config");
+        json_t *a = text ? json_loads(text, 0, NULL) : NULL, *b = json_loads(est->identity_json, 0, NULL);
+        if (json_is_object(a) && json_is_object(b))
+            diff_json(&sb, "", a, b);
+        json_decref(a);
+        json_decref(b);
+        if (sb.len == 0)
+            tl_strbuf_append(&sb, "config_sha256 differs");
+    }
+    if (topo != NULL && strcmp(topo, est->topology_json) != 0)
+        tl_strbuf_appendf(&sb, "%stopology: %s -> %s", sb.len ? "; " : "", topo, est->topology_json);
+    if (sb.len > 0 && sb.data != NULL)
+        tl_log(TL_LOG_WARN, "checkpoint %s: the checkpoint was written with another configuration (%s); its "
+                            "variables fit, so it is loaded, but training on will not repeat the original run",
+               path, sb.data);
+    tl_strbuf_free(&sb);
+}
+
+/* Checks every variable, slot and the global step of r against the model
+ * and then, only if all fit, loads them: the first pass keeps where each
+ * tensor's bytes are, so the second can neither fail nor stop halfway. */
+static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const char *path)
+{
+    char what[1100];
+    snprintf(what, sizeof what, "checkpoint %s", path);
+    const tl_vars *vars = est->vars;
+    int per_var = 1 + est->nslots;
+    const void **src = tl_alloc_array((size_t)(vars->n ? vars->n : 1) * (size_t)per_var, sizeof *src);
+    if (src == NULL)
+        return tl_error_oom();
+    tl_ckpt_tensor_info t;
+    tl_status st = TL_OK;
+    /* Variables first, in name order: a model mismatch names a variable. */
+    for (int k = 0; k < vars->n && st == TL_OK; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        if ((st = check_tensor(r, what, v->name, v->shape, v->rank, TL_CKPT_F32, &t)) == TL_OK)
+            src[k * per_var] = t.data;
+    }
+    const char *theirs = tl_ckpt_meta(r, "optimizer");
+    const char *ours = tl_optimizer_kind_name(est->opt.optimizer.kind);
+    for (int k = 0; k < vars->n && st == TL_OK; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        for (int s = 0; s < est->nslots && st == TL_OK; s++) {
+            char *name = slot_name(est, v, s);
+            st = name != NULL ? check_tensor(r, what, name, v->shape, v->rank, TL_CKPT_F32, &t) : tl_error_oom();
+            tl_free(name);
+            if (st == TL_OK)
+                src[k * per_var + 1 + s] = t.data;
+            else if (st != TL_ENOMEM && theirs != NULL && strcmp(theirs, ours) != 0)
+                st = tl_error(st, "%s (it was written by optimizer %s; this model trains with %s)", tl_last_error(),
+                              theirs, ours);
+        }
+    }
+    int64_t gs = 0;
+    if (st == TL_OK && (st = check_tensor(r, what, "global_step", NULL, 0, TL_CKPT_I64, &t)) == TL_OK) {
+        memcpy(&gs, t.data, sizeof gs);
+        if (gs < 0)
+            st = tl_error(TL_EINVAL, "%s: global_step is %lld; it must be >= 0", what, (long long)gs);
+    }
+    if (st != TL_OK) {
+        tl_free(src);
+        return st;
+    }
+    /* Everything fits: load. NULL sources are empty tensors. */
+    for (int k = 0; k < vars->n; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        size_t bytes = (size_t)v->size * sizeof(float);
+        if (bytes == 0)
+            continue;
+        memcpy(est->params + v->offset, src[k * per_var], bytes);
+        for (int s = 0; s < est->nslots; s++)
+            memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
+    }
+    tl_free(src);
+    est->global_step = gs;
+    const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
+    int64_t v;
+    est->restored_steps_per_epoch = spe != NULL && tl_parse_int64(spe, &v) == 0 ? v : 0;
+    warn_identity(est, r, path);
+    tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);
+    return TL_OK;
+}
+
+/* The checkpoint to restore from: path's file, a directory's latest valid
+ * checkpoint, or (path NULL) model_dir's. *file is tl_malloc'd. */
+static tl_status open_checkpoint(const tl_estimator *est, const char *path, unsigned flags, tl_ckpt_reader **r,
+                                 char **file)
+{
+    *r = NULL;
+    *file = NULL;
+    const char *dir = path;
+    struct stat sb;
+    if (path == NULL) {
+        if (est->model_dir == NULL)
+            return tl_error(TL_EINVAL, "tl_estimator_restore: no checkpoint path given and the configuration has "
+                                       "no model_dir");
+        dir = est->model_dir;
+    } else if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        tl_status st = tl_ckpt_open(path, flags, r);
+        if (st == TL_OK && (*file = tl_strdup(path)) == NULL) {
+            tl_ckpt_close(*r);
+            *r = NULL;
+            return tl_error_oom();
+        }
+        return st;
+    }
+    int64_t step;
+    tl_status st = tl_ckpt_latest_valid(dir, flags, r, &step);
+    if (st == TL_ENOTFOUND)
+        return tl_error(TL_ENOTFOUND, "Could not find trained model in model_dir: %s.", dir);
+    if (st != TL_OK)
+        return st;
+    char buf[4096];
+    if ((st = tl_ckpt_path(dir, step, buf, sizeof buf)) != TL_OK || (*file = tl_strdup(buf)) == NULL) {
+        tl_ckpt_close(*r);
+        *r = NULL;
+        return st != TL_OK ? st : tl_error_oom();
+    }
+    return TL_OK;
+}
+
+tl_status tl_estimator_restore(tl_estimator *est, const char *checkpoint_path)
+{
+    if (est->broken != TL_OK)
+        return tl_error(est->broken, "%s", est->broken_err);
+    tl_ckpt_reader *r;
+    char *file;
+    tl_status st = open_checkpoint(est, checkpoint_path, 0, &r, &file);
+    if (st != TL_OK)
+        return st;
+    if (est->started == 0) { /* not traced yet: the first train, evaluate or predict loads it */
+        tl_ckpt_close(est->pending);
+        tl_free(est->pending_path);
+        est->pending = r;
+        est->pending_path = file;
+        return TL_OK;
+    }
+    st = restore_from(est, r, file);
+    tl_ckpt_close(r);
+    tl_free(file);
+    if (st == TL_OK)
+        est->initialized = true;
+    return st;
+}
+
+tl_status tl_est_apply_pending(tl_estimator *est)
+{
+    if (est->pending == NULL)
+        return TL_OK;
+    tl_status st = restore_from(est, est->pending, est->pending_path);
+    if (st != TL_OK)
+        return st;
+    tl_ckpt_close(est->pending);
+    tl_free(est->pending_path);
+    est->pending = NULL;
+    est->pending_path = NULL;
+    est->initialized = true;
+    return TL_OK;
+}
+
+/* ---- warm start ---------------------------------------------------------- */
+
+/* WarmStartSettings(warm_start_from, vars_to_warm_start): the matching
+ * variables take the checkpoint's values; optimizer slots and the step stay
+ * fresh (TensorFlow's default warm-starts trainable variables only). Two
+ * passes, so a variable that does not fit changes nothing. */
+static tl_status warm_start(tl_estimator *est)
+{
+    if (est->warm_start_from == NULL || !est->have_warm_regex)
+        return TL_OK;
+    tl_ckpt_reader *r;
+    char *file;
+    tl_status st = open_checkpoint(est, est->warm_start_from, TL_CKPT_ALLOW_FOREIGN, &r, &file);
+    if (st != TL_OK)
+        return tl_error(st, "warm_start_from: %s", tl_last_error());
+    char what[1100];
+    snprintf(what, sizeof what, "warm_start_from %s", file);
+    const tl_vars *vars = est->vars;
+    const void **src = tl_calloc((size_t)(vars->n ? vars->n : 1), sizeof *src);
+    bool *match = tl_calloc((size_t)(vars->n ? vars->n : 1), sizeof *match);
+    if (src == NULL || match == NULL)
+        st = tl_error_oom();
+    tl_ckpt_tensor_info t;
+    int matched = 0;
+    for (int k = 0; k < vars->n && st == TL_OK; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        if (regexec(&est->warm_regex, v->name, 0, NULL, 0) != 0)
+            continue;
+        if ((st = check_tensor(r, what, v->name, v->shape, v->rank, TL_CKPT_F32, &t)) == TL_OK) {
+            match[k] = true;
+            src[k] = t.data;
+            matched++;
+        }
+    }
+    tl_strbuf names = {0};
+    for (int k = 0; k < vars->n && st == TL_OK; k++) {
+        const tl_var *v = &vars->v[vars->by_name[k]];
+        if (!match[k])
+            continue;
+        if (v->size > 0)
+            memcpy(est->params + v->offset, src[k], (size_t)v->size * sizeof(float));
+        tl_strbuf_appendf(&names, "%s%s", names.len ? ", " : "", v->name);
+    }
+    if (st == TL_OK)
+        tl_log(TL_LOG_INFO, "Warm-started %d of %d variables from %s: %s", matched, vars->n, file,
+               matched > 0 && names.data != NULL ? names.data : "none matched warm_start_vars");
+    tl_strbuf_free(&names);
+    tl_free(src);
+    tl_free(match);
+    tl_ckpt_close(r);
+    tl_free(file);
+    return st;
+}
+
+/* ---- the first train ----------------------------------------------------- */
+
+tl_status tl_est_train_begin(tl_estimator *est)
+{
+    tl_status st;
+    if (!est->initialized && est->model_dir != NULL) {
+        tl_ckpt_reader *r;
+        char *file;
+        st = open_checkpoint(est, NULL, 0, &r, &file);
+        if (st == TL_OK) {
+            st = restore_from(est, r, file);
+            tl_ckpt_close(r);
+            tl_free(file);
+            if (st != TL_OK)
+                return st;
+            est->initialized = true;
+        } else if (st != TL_ENOTFOUND) {
+            return st; /* checkpoints, but none valid: never silently start over */
+        }
+    }
+    if (!est->initialized) {
+        if ((st = warm_start(est)) != TL_OK)
+            return st;
+        est->initialized = true;
+    }
+    if (est->restored_steps_per_epoch > 0 && est->restored_steps_per_epoch != est->steps_per_epoch) {
+        tl_log(TL_LOG_WARN, "the restored checkpoint was written with %lld batches per epoch, this input has %lld: "
+                            "the input order from here on differs from the original run's",
+               (long long)est->restored_steps_per_epoch, (long long)est->steps_per_epoch);
+        est->restored_steps_per_epoch = 0;
+    }
+    if (est->model_dir != NULL && !est->config_written) {
+        char *path = tl_asprintf("%s/config.json", est->model_dir);
+        if (path == NULL)
+            return tl_error_oom();
+        if ((st = make_dirs(est->model_dir)) == TL_OK)
+            st = tl_io_write_file_atomic(path, est->config_json, strlen(est->config_json));
+        tl_free(path);
+        if (st != TL_OK)
+            return st;
+        est->config_written = true;
+    }
+    return TL_OK;
+}

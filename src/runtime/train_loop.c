@@ -1,0 +1,184 @@
+/* train_loop.c — the host loop of train (spec tpu_estimator.md §3.1–§3.3):
+ * restore or initialise, then device loops of the schedule's sizes and, at
+ * every boundary, host_call, the NaN check, logging, summaries, the
+ * checkpoint when due and a requested stop. The checkpoint and the stop act
+ * only here, between loops, while the workers wait: that is what makes a
+ * stopped-and-resumed run the same bits as one never stopped. */
+#include <math.h>
+#include <string.h>
+
+#include "estimator_int.h"
+#include "schedule.h"
+
+/* The request is a plain store from a signal handler: that is only safe
+ * when the atomic needs no lock. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "tl_estimator_request_stop needs a lock-free atomic int");
+
+void tl_estimator_request_stop(tl_estimator *est)
+{
+    atomic_store(&est->stop_requested, 1);
+}
+
+/* §3.1's NaN checks at a loop boundary. */
+static tl_status nan_check(const tl_estimator *est, double loss)
+{
+    if (!isfinite(loss))
+        return tl_error(TL_EINVAL, "NaN loss during training. (loss %g at step %lld)", loss,
+                        (long long)est->global_step);
+    for (int i = 0; i < est->vars->n; i++) {
+        const tl_var *v = &est->vars->v[i];
+        for (int64_t k = 0; k < v->size; k++)
+            if (!isfinite(est->params[v->offset + k]))
+                return tl_error(TL_EINVAL, "Gradient for %s is NaN : the variable is not finite at step %lld",
+                                v->name, (long long)est->global_step);
+    }
+    return TL_OK;
+}
+
+static double seconds_since(int64_t t0)
+{
+    return (double)(tl_now_ns() - t0) * 1e-9;
+}
+
+/* Flushes the summaries, then saves (CheckpointSaverHook's order: the
+ * events of a step are durable no later than its checkpoint). */
+static tl_status checkpoint(tl_estimator *est)
+{
+    tl_status st = tl_est_summaries_flush(est);
+    return st != TL_OK ? st : tl_est_save(est);
+}
+
+/* What happens at one loop boundary after the workers ran steps
+ * [loop_start, global_step): host_call, NaN check, logging, summaries. */
+static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires, bool first_loop,
+                            tl_log_schedule *logs, double now, int64_t G, tl_train_result *res)
+{
+    const tl_outfeed_plan *pl = &est->train.out;
+    res->loss = est->workers[0].last_loss;
+    double sum = 0;
+    for (int r = 0; r < est->R; r++)
+        sum += est->workers[r].last_loss;
+    res->loss_mean = sum / est->R;
+    res->loops++;
+    /* §6: fired step k of the loop is loop-local k * every_n; its global
+     * step is the post-increment value. */
+    tl_status st = TL_OK;
+    for (int64_t k = 0; k < fires && st == TL_OK; k++)
+        st = tl_outfeed_host_call(est, pl, est->outfeed + k * pl->record, loop_start + k * est->host_call_every_n + 1);
+    if (st != TL_OK || (st = nan_check(est, res->loss)) != TL_OK)
+        return st;
+    tl_log_event ev;
+    tl_log_schedule_after_loop(logs, est->global_step, now, &ev);
+    double rate = ev.log_rate && ev.rate_secs > 0 ? (double)ev.rate_steps / ev.rate_secs : 0;
+    if (ev.log_loss || ev.log_rate) {
+        if (est->opt.on_log != NULL)
+            est->opt.on_log(est->global_step, res->loss, rate, rate * (double)G, est->opt.log_user);
+        else
+            tl_log(TL_LOG_INFO, "loss = %g, step = %lld, global_step/sec: %g, examples/sec: %g", res->loss,
+                   (long long)est->global_step, rate, rate * (double)G);
+    }
+    return tl_est_summaries_after_loop(est, loop_start, first_loop, res->loss, ev.log_rate ? rate : -1,
+                                       ev.log_rate ? rate * (double)G : -1);
+}
+
+tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const tl_run_config *rc = &est->rc;
+    if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set)
+        return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
+                                   "`None`. (set train_steps or max_steps)");
+    tl_status st = tl_host_call_check_every_n(rc->tpu.experimental_host_call_every_n_steps);
+    if (st != TL_OK)
+        return st;
+    tl_ckpt_schedule ck;
+    if ((st = tl_ckpt_schedule_init(&ck, rc->save_checkpoints_steps, rc->save_checkpoints_secs)) != TL_OK)
+        return st;
+    if ((st = tl_est_prepare(est, data)) != TL_OK)
+        return st;
+    int64_t G = est->train.batch * est->R;
+    if (data->num_examples < G)
+        return tl_error(TL_EINVAL, "the training data has %lld examples, fewer than one batch of %lld",
+                        (long long)data->num_examples, (long long)G);
+    est->data = data;
+    est->steps_per_epoch = data->num_examples / G;
+    /* Restore (or initialise and warm-start) before planning: train_steps
+     * count from the restored step, max_steps is absolute (T21, T22). */
+    if ((st = tl_est_train_begin(est)) != TL_OK)
+        return st;
+    tl_train_schedule *sched;
+    if ((st = tl_train_schedule_create(rc->tpu.iterations_per_loop, rc->train_steps, rc->max_steps, est->global_step,
+                                       NULL, &sched)) != TL_OK)
+        return st;
+    if (tl_train_schedule_skipped(sched)) { /* T23: no loop, no checkpoint */
+        tl_log(TL_LOG_INFO, "%s", TL_TRAIN_SKIP_MESSAGE);
+        tl_train_schedule_destroy(sched);
+        res->skipped = true;
+        res->global_step = est->global_step;
+        return TL_OK;
+    }
+    if (!ck.enabled && !est->bypass_logged && est->model_dir != NULL) {
+        tl_log(TL_LOG_INFO, "Bypassing TPUEstimator hook");
+        est->bypass_logged = true;
+    }
+    if ((st = tl_est_summaries_open(est)) != TL_OK) {
+        tl_train_schedule_destroy(sched);
+        return st;
+    }
+    est->host_call_every_n = rc->tpu.experimental_host_call_every_n_steps;
+    if ((st = tl_infeed_start(est, CMD_TRAIN, est->global_step,
+                              tl_train_schedule_final_step(sched) - est->global_step)) != TL_OK) {
+        tl_train_schedule_destroy(sched);
+        return st;
+    }
+    tl_log_schedule logs;
+    tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
+    int64_t t0 = tl_now_ns(), start_step = est->global_step;
+    /* CheckpointSaverHook saves the restored (or initial) state first. */
+    if (tl_ckpt_schedule_at_start(&ck, est->global_step, 0.0))
+        st = checkpoint(est);
+    int64_t n = st == TL_OK ? tl_train_schedule_next(sched) : 0;
+    const tl_outfeed_plan *pl = &est->train.out;
+    while (n > 0) {
+        /* A loop boundary: where a requested stop takes effect. */
+        if (atomic_exchange(&est->stop_requested, 0)) {
+            res->stopped = true;
+            tl_log(TL_LOG_INFO, "Stop requested: stopping at step %lld", (long long)est->global_step);
+            break;
+        }
+        int64_t tl0 = tl_now_ns();
+        int64_t fires = pl->record > 0 ? tl_host_call_count(n, est->host_call_every_n) : 0;
+        if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
+            break;
+        int64_t loop_start = est->global_step;
+        if ((st = tl_est_device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
+            break;
+        est->global_step += n; /* the runtime advances the global step once per device step */
+        double elapsed = seconds_since(tl0);
+        if ((st = after_loop(est, loop_start, fires, res->loops == 0, &logs, seconds_since(t0), G, res)) != TL_OK)
+            break;
+        if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
+            break;
+        if (tl_ckpt_schedule_after_loop(&ck, est->global_step, seconds_since(t0)) && (st = checkpoint(est)) != TL_OK)
+            break;
+    }
+    tl_infeed_stop(est);
+    tl_train_schedule_destroy(sched);
+    /* The end: a checkpoint unless the last step was just saved — also
+     * without a checkpoint hook when a stop was requested (the graceful-
+     * shutdown save). Not after an error: TensorFlow's hooks do not end
+     * then, and a NaN state must never be saved. */
+    if (st == TL_OK && tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped))
+        st = checkpoint(est);
+    tl_status fst = tl_est_summaries_flush(est);
+    if (st == TL_OK)
+        st = fst;
+    /* A request that came during the last loop is met by the end itself. */
+    atomic_store(&est->stop_requested, 0);
+    res->global_step = est->global_step;
+    res->seconds = seconds_since(t0);
+    res->examples_per_sec = res->seconds > 0 ? (double)(est->global_step - start_step) * (double)G / res->seconds : 0;
+    if (st == TL_OK && res->loops > 0)
+        tl_log(TL_LOG_INFO, "Loss for final step: %g.", res->loss);
+    return st;
+}

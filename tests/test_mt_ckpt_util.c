@@ -1,0 +1,226 @@
+/* test_mt_ckpt_util.c — helpers of the model_dir tests (see the header). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_mt_ckpt_util.h"
+
+char *mtck_tmpdir(void)
+{
+    char tmpl[] = "/tmp/tl_mtck.XXXXXX";
+    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp");
+    return strdup(tmpl);
+}
+
+void mtck_rmtree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char *p = mtck_join(dir, e->d_name);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+            mtck_rmtree(p);
+        else
+            unlink(p);
+        free(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+char *mtck_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    cr_assert_not_null(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+bool mtck_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+tl_status mtck_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    const mtck_model *m = user;
+    tl_t h = tl_dense(g, a->features, m->hidden, TL_ACT_RELU, "dense");
+    h = tl_dropout(g, h, 0.1);
+    tl_t logits = tl_dense(g, h, m->classes, TL_ACT_NONE, "dense_1");
+    spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
+    spec->logits = logits;
+    return tl_graph_status(g);
+}
+
+tl_labeled_data *mtck_data(int64_t n, int classes, uint64_t seed)
+{
+    tl_synthetic_spec s;
+    tl_synthetic_spec_init(&s);
+    s.num_examples = n;
+    s.num_features = MTCK_FEATURES;
+    s.num_classes = classes;
+    s.seed = seed;
+    tl_labeled_data *d = NULL;
+    cr_assert_eq(tl_synthetic_load(&s, &d), TL_OK, "%s", tl_last_error());
+    return d;
+}
+
+tl_config *mtck_config(int argc, const char *const *argv)
+{
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    cr_assert_eq(tl_config_apply_args(cfg, argc, (char *const *)argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    return cfg;
+}
+
+static mtck_model default_model = {16, 4};
+
+tl_estimator *mtck_estimator(int argc, const char *const *argv, const tl_estimator_options *o, tl_config **cfg_out)
+{
+    tl_config *cfg = mtck_config(argc, argv);
+    tl_estimator_options def;
+    if (o == NULL) {
+        tl_estimator_options_init(&def);
+        def.model_fn = mtck_model_fn;
+        def.user = &default_model;
+        def.optimizer.lr.learning_rate = 0.01;
+        o = &def;
+    }
+    tl_estimator *est = NULL;
+    cr_assert_eq(tl_estimator_create(cfg, o, &est), TL_OK, "%s", tl_last_error());
+    *cfg_out = cfg;
+    return est;
+}
+
+tl_status mtck_train(int argc, const char *const *argv, const tl_labeled_data *data, tl_train_result *tr,
+                     char digest[65])
+{
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(argc, argv, NULL, &cfg);
+    tl_status st = tl_estimator_train(est, data, tr);
+    if (digest != NULL)
+        cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    return st;
+}
+
+int mtck_steps(const char *dir, int64_t *out, int max)
+{
+    int64_t *steps = NULL;
+    int n = 0;
+    if (tl_ckpt_list(dir, &steps, &n) != TL_OK)
+        return 0;
+    for (int i = 0; i < n && i < max; i++)
+        out[i] = steps[i];
+    tl_ckpt_free_steps(steps);
+    return n;
+}
+
+/* ---- the log catcher ------------------------------------------------------ */
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[1 << 16];
+static size_t log_len;
+
+static void catch_log(tl_log_level level, const char *msg, void *ud)
+{
+    (void)level;
+    (void)ud;
+    pthread_mutex_lock(&log_mu);
+    int n = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
+    if (n > 0)
+        log_len = log_len + (size_t)n < sizeof log_text ? log_len + (size_t)n : sizeof log_text - 1;
+    pthread_mutex_unlock(&log_mu);
+}
+
+void mtck_log_start(void)
+{
+    pthread_mutex_lock(&log_mu);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_mu);
+    tl_set_log_handler(catch_log, NULL);
+    tl_set_log_level(TL_LOG_INFO);
+}
+
+void mtck_log_stop(void)
+{
+    tl_set_log_handler(NULL, NULL);
+    tl_set_log_level(TL_LOG_WARN);
+}
+
+bool mtck_log_has(const char *needle1, const char *needle2)
+{
+    pthread_mutex_lock(&log_mu);
+    bool found = false;
+    for (char *line = log_text; !found && *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        found = strstr(buf, needle1) != NULL && (needle2 == NULL || strstr(buf, needle2) != NULL);
+        line += len + (end != NULL);
+    }
+    pthread_mutex_unlock(&log_mu);
+    return found;
+}
+
+/* ---- event files ---------------------------------------------------------- */
+
+int mtck_scalars(const char *dir, const char *tag, int64_t *steps, float *values, int max)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "event directory %s", dir);
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, "tfevents") == NULL)
+            continue;
+        char *p = mtck_join(dir, e->d_name);
+        tl_summary_reader *r;
+        cr_assert_eq(tl_summary_reader_open(p, &r), TL_OK, "%s", tl_last_error());
+        const tl_event *ev;
+        tl_status st;
+        while ((st = tl_summary_reader_next(r, &ev)) == TL_OK && ev != NULL)
+            for (size_t i = 0; i < ev->num_values; i++)
+                if (strcmp(ev->values[i].tag, tag) == 0) {
+                    if (count < max) {
+                        steps[count] = ev->step;
+                        values[count] = ev->values[i].simple_value;
+                    }
+                    count++;
+                }
+        cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+        tl_summary_reader_close(r);
+        free(p);
+    }
+    closedir(d);
+    return count;
+}
+
+void mtck_flip_byte(const char *path, long from_end)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f, "open %s", path);
+    cr_assert_eq(fseek(f, -from_end, SEEK_END), 0);
+    int c = fgetc(f);
+    cr_assert_neq(c, EOF);
+    cr_assert_eq(fseek(f, -from_end, SEEK_END), 0);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}

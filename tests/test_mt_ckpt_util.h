@@ -1,0 +1,65 @@
+/*
+ * test_mt_ckpt_util.h — what the model_dir tests (test_mt_ckpt.c,
+ * test_mt_resume.c) share: scratch directories, a tiny classifier with
+ * dropout, synthetic data, one-call training runs, checkpoint listings, a
+ * log catcher and an event-file reader. test_mt_ckpt_util.c holds no tests;
+ * like the tests it uses only the assertion macros of the TSan stand-in.
+ */
+#ifndef TPULOOP_TESTS_MT_CKPT_UTIL_H
+#define TPULOOP_TESTS_MT_CKPT_UTIL_H
+
+#include "tpuloop/tpuloop.h"
+
+/* A new empty directory under /tmp (malloc'd path); mtck_rmtree removes
+ * it with everything in it. */
+char *mtck_tmpdir(void);
+void mtck_rmtree(const char *dir);
+/* dir/name in a malloc'd string. */
+char *mtck_join(const char *dir, const char *name);
+bool mtck_exists(const char *path);
+
+/* The model: features -> dense(hidden, relu) "dense" -> dropout 0.1 ->
+ * dense(classes) "dense_1", mean softmax cross-entropy. options.user
+ * points to an mtck_model. */
+typedef struct mtck_model {
+    int hidden;
+    int classes;
+} mtck_model;
+tl_status mtck_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user);
+
+/* n planted-model examples of MTCK_FEATURES features and `classes` classes. */
+#define MTCK_FEATURES 12
+tl_labeled_data *mtck_data(int64_t n, int classes, uint64_t seed);
+
+/* A resolved configuration from --flags (fails the test on error). */
+tl_config *mtck_config(int argc, const char *const *argv);
+
+/* An estimator for flags with options o (NULL: the model {16, 4}, Adam
+ * lr 0.01). *cfg_out must be destroyed after the estimator. */
+tl_estimator *mtck_estimator(int argc, const char *const *argv, const tl_estimator_options *o, tl_config **cfg_out);
+
+/* Creates an estimator from flags with the default options, trains on data
+ * and returns train's status; digest (may be NULL) gets params_digest. The
+ * estimator is destroyed before return. */
+tl_status mtck_train(int argc, const char *const *argv, const tl_labeled_data *data, tl_train_result *tr,
+                     char digest[65]);
+
+/* The steps of dir's checkpoint files, ascending, into out (up to max);
+ * returns how many there are (0 when dir does not exist). */
+int mtck_steps(const char *dir, int64_t *out, int max);
+
+/* Captures every log line (at INFO and up) from now until mtck_log_stop;
+ * mtck_log_has says whether some line contains every given needle. */
+void mtck_log_start(void);
+void mtck_log_stop(void);
+bool mtck_log_has(const char *needle1, const char *needle2);
+
+/* The scalar events tagged tag in every event file of dir (not its
+ * subdirectories): their steps and values, in file order; returns the count
+ * (up to max stored). */
+int mtck_scalars(const char *dir, const char *tag, int64_t *steps, float *values, int max);
+
+/* Flips one bit of the byte at offset from the end of the file. */
+void mtck_flip_byte(const char *path, long from_end);
+
+#endif /* TPULOOP_TESTS_MT_CKPT_UTIL_H */
