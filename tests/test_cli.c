@@ -1,6 +1,6 @@
 /* The `tpuloop` command: output, exit codes (0 ok, 2 bad configuration or
  * arguments), and `error: ` messages on stderr. Runs the built binary named by
- * TPULOOP_CLI (the Makefile sets it). */
+ * TPULOOP_CLI (the Makefile sets it) through test_cli_util.h. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <sched.h>
@@ -11,73 +11,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_cli_util.h"
 #include "testutil.h"
-
-typedef struct {
-    int status;
-    char *out;
-    char *err;
-} cli_result;
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    size_t cap = 1 << 16, n = 0;
-    char *s = malloc(cap);
-    size_t k;
-    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n < 1024)
-            s = realloc(s, cap *= 2);
-    }
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
-/* Runs `tpuloop ARGS` through the shell with env prefixed (e.g. "A=1 "). */
-static cli_result run(const char *env, const char *args)
-{
-    const char *cli = getenv("TPULOOP_CLI");
-    if (cli == NULL)
-        cli = "build/bin/tpuloop";
-    char out[] = "/tmp/tpuloop-cli-out-XXXXXX", err[] = "/tmp/tpuloop-cli-err-XXXXXX";
-    int fo = mkstemp(out), fe = mkstemp(err);
-    cr_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "env -u TPULOOP_DEVICE_COUNT -u TF_CONFIG %s %s %s >%s 2>%s", env ? env : "", cli, args,
-             out, err);
-    int rc = system(cmd);
-    cli_result r = {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
-    unlink(out);
-    unlink(err);
-    /* Under the sanitizer build the command itself is instrumented. */
-    cr_assert(!strstr(r.err, "Sanitizer") && !strstr(r.err, "runtime error:"), "tpuloop %s:\n%s", args, r.err);
-    return r;
-}
-
-static void done(cli_result *r)
-{
-    free(r->out);
-    free(r->err);
-}
 
 Test(cli, config_default_succeeds)
 {
-    cli_result r = run(NULL, "config");
+    tc_result r = tc_run(NULL, "config");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     cr_assert(strstr(r.out, "iterations_per_loop"));
     cr_assert(strstr(r.out, "topology"));
     cr_assert(strstr(r.out, "input plans"));
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, config_json_has_the_documented_keys)
 {
-    cli_result r = run(NULL, "config --devices=8 --num_hosts=4 --iterations_per_loop=1h --train_batch_size=512 "
+    tc_result r = tc_run(NULL, "config --devices=8 --num_hosts=4 --iterations_per_loop=1h --train_batch_size=512 "
                              "--per_host_input_for_training=PER_HOST_V2 --num_cores_per_replica=2 --eval_batch_size=64 "
                              "--eval_training_input_configuration=SLICED --num_hosts=4 --json");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
@@ -109,12 +58,12 @@ Test(cli, config_json_has_the_documented_keys)
     cr_assert_eq(json_integer_value(json_object_get(eval, "model_fn_batch_size")), 4);
     cr_assert(json_is_null(json_object_get(in, "predict")), "predict_batch_size unset -> null");
     json_decref(j);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, config_json_null_ncpr_when_unset)
 {
-    cli_result r = run(NULL, "config --devices=3 --json");
+    tc_result r = tc_run(NULL, "config --devices=3 --json");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert_not_null(j);
@@ -122,40 +71,40 @@ Test(cli, config_json_null_ncpr_when_unset)
     cr_assert_eq(json_integer_value(json_object_get(j, "num_replicas")), 3);
     cr_assert(json_is_null(json_object_get(json_object_get(j, "input"), "train")));
     json_decref(j);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, bad_config_value_exits_2_with_error_line)
 {
-    cli_result r = run(NULL, "config --num_cores_per_replica=3");
+    tc_result r = tc_run(NULL, "config --num_cores_per_replica=3");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got 3"), "%s", r.err);
     cr_assert(strstr(r.err, "[from flag --num_cores_per_replica]"), "%s", r.err);
     cr_assert_str_eq(r.out, "");
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, bad_topology_exits_2)
 {
-    cli_result r = run(NULL, "config --devices=8 --train_batch_size=127");
+    tc_result r = tc_run(NULL, "config --devices=8 --train_batch_size=127");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: train batch size 127 must be divisible by number of replicas 8"), "%s", r.err);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, unknown_flag_and_command_exit_2)
 {
-    cli_result r = run(NULL, "config --no_such_option=1");
+    tc_result r = tc_run(NULL, "config --no_such_option=1");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: unknown option '--no_such_option=1'"), "%s", r.err);
-    done(&r);
-    r = run(NULL, "frobnicate");
+    tc_done(&r);
+    r = tc_run(NULL, "frobnicate");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: unknown command 'frobnicate'"), "%s", r.err);
-    done(&r);
-    r = run(NULL, "");
+    tc_done(&r);
+    r = tc_run(NULL, "");
     cr_assert_eq(r.status, 2);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, config_file_then_env_then_flags)
@@ -165,7 +114,7 @@ Test(cli, config_file_then_env_then_flags)
                   "{\"train_batch_size\": 64, \"devices\": 2,\n \"tpu_config\": {\"iterations_per_loop\": \"30s\"}}\n");
     char args[256];
     snprintf(args, sizeof args, "config %s --json --iterations_per_loop=7", path);
-    cli_result r = run("TPULOOP_DEVICE_COUNT=4", args);
+    tc_result r = tc_run("TPULOOP_DEVICE_COUNT=4", args);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert_not_null(j);
@@ -176,7 +125,7 @@ Test(cli, config_file_then_env_then_flags)
     json_t *train = json_object_get(json_object_get(j, "input"), "train");
     cr_assert_eq(json_integer_value(json_object_get(train, "model_fn_batch_size")), 16);
     json_decref(j);
-    done(&r);
+    tc_done(&r);
     unlink(path);
 }
 
@@ -186,25 +135,25 @@ Test(cli, malformed_config_file_names_line_and_column)
     tu_write_temp(path, "{\n  \"devices\": 2\n  \"num_hosts\": 1\n}\n");
     char args[256], want[300];
     snprintf(args, sizeof args, "config %s", path);
-    cli_result r = run(NULL, args);
+    tc_result r = tc_run(NULL, args);
     cr_assert_eq(r.status, 2);
     snprintf(want, sizeof want, "error: %s:3:", path);
     cr_assert(strstr(r.err, want), "%s", r.err);
-    done(&r);
+    tc_done(&r);
     unlink(path);
-    r = run(NULL, "config /nonexistent/tpuloop.json");
+    r = tc_run(NULL, "config /nonexistent/tpuloop.json");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: cannot open config file /nonexistent/tpuloop.json"), "%s", r.err);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, devices_lists_virtual_devices)
 {
-    cli_result r = run(NULL, "devices --devices=3");
+    tc_result r = tc_run(NULL, "devices --devices=3");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     cr_assert(strstr(r.out, "cpu:0") && strstr(r.out, "cpu:2") && !strstr(r.out, "cpu:3"), "%s", r.out);
-    done(&r);
-    r = run("TPULOOP_DEVICE_COUNT=5", "devices --json");
+    tc_done(&r);
+    r = tc_run("TPULOOP_DEVICE_COUNT=5", "devices --json");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert_not_null(j);
@@ -212,16 +161,16 @@ Test(cli, devices_lists_virtual_devices)
     json_t *d4 = json_array_get(json_object_get(j, "devices"), 4);
     cr_assert_str_eq(json_string_value(json_object_get(d4, "name")), "cpu:4");
     json_decref(j);
-    done(&r);
-    r = run(NULL, "devices --devices=-1");
+    tc_done(&r);
+    r = tc_run(NULL, "devices --devices=-1");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: devices must be in [0, 4096], got -1"), "%s", r.err);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, devices_default_is_one_per_core)
 {
-    cli_result r = run(NULL, "devices --json");
+    tc_result r = tc_run(NULL, "devices --json");
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert_not_null(j);
@@ -231,16 +180,27 @@ Test(cli, devices_default_is_one_per_core)
     cr_assert_eq(json_integer_value(json_object_get(j, "num_devices")), CPU_COUNT(&set));
     cr_assert(json_is_false(json_object_get(j, "virtual")));
     json_decref(j);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, help_config_lists_options)
 {
-    cli_result r = run(NULL, "help config");
+    tc_result r = tc_run(NULL, "help config");
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "--iterations_per_loop") && strstr(r.out, "--num_cores_per_replica") &&
               strstr(r.out, "TPULOOP_DEVICE_COUNT"));
-    done(&r);
+    tc_done(&r);
+}
+
+Test(cli, help_lists_every_command)
+{
+    tc_result r = tc_run(NULL, "help");
+    cr_assert_eq(r.status, 0);
+    static const char *const cmds[] = {"\n  config ", "\n  train ", "\n  evaluate ", "\n  predict ",
+                                       "\n  ckpt list ", "\n  ckpt inspect ", "\n  devices ", "\n  help "};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        cr_assert(strstr(r.out, cmds[i]), "no%s in\n%s", cmds[i], r.out);
+    tc_done(&r);
 }
 
 Test(cli, train_evaluates_predicts_and_summarises, .timeout = 120)
@@ -255,7 +215,7 @@ Test(cli, train_evaluates_predicts_and_summarises, .timeout = 120)
              "train configs/mlp_fashion_mnist.json --train_steps=30 --hidden_units=[32] --devices=2 "
              "--predict --predictions_out=%s --summary_json=%s",
              pred, summary);
-    cli_result r = run(NULL, args);
+    tc_result r = tc_run(NULL, args);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert_not_null(j, "stdout is one JSON line: %s", r.out);
@@ -264,8 +224,12 @@ Test(cli, train_evaluates_predicts_and_summarises, .timeout = 120)
     cr_assert(digest != NULL && strlen(digest) == 64, "params_digest");
     double acc = json_real_value(json_object_get(json_object_get(j, "eval"), "accuracy"));
     cr_assert(acc > 0.3 && acc <= 1.0, "30 steps learn something: accuracy %f", acc);
+    cr_assert(json_is_false(json_object_get(j, "stopped")) && json_is_false(json_object_get(j, "skipped")));
+    cr_assert(json_is_null(json_object_get(j, "model_dir")) && json_is_null(json_object_get(j, "restored_from_step")),
+              "no model_dir: nothing restored");
     json_decref(j);
-    char *sum = slurp(summary), *csv = slurp(pred);
+    char *sum = tc_slurp(summary), *csv = tc_slurp(pred);
+    cr_assert(sum != NULL && csv != NULL);
     cr_assert_str_eq(sum, r.out, "--summary_json holds the same line");
     int lines = 0;
     for (const char *c = csv; *c; c++)
@@ -276,17 +240,17 @@ Test(cli, train_evaluates_predicts_and_summarises, .timeout = 120)
     free(csv);
     unlink(pred);
     unlink(summary);
-    done(&r);
+    tc_done(&r);
 }
 
 Test(cli, train_needs_a_batch_size_and_predict_needs_its_own)
 {
-    cli_result r = run(NULL, "train --train_steps=5");
+    tc_result r = tc_run(NULL, "train --train_steps=5");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "error: `train_batch_size` cannot be `None`"), "%s", r.err);
-    done(&r);
-    r = run(NULL, "train --train_batch_size=8 --train_steps=5 --predict");
+    tc_done(&r);
+    r = tc_run(NULL, "train --train_batch_size=8 --train_steps=5 --predict");
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "--predict needs predict_batch_size"), "%s", r.err);
-    done(&r);
+    tc_done(&r);
 }

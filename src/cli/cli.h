@@ -1,9 +1,16 @@
 /* cli.h — what the command's files share. The command uses only the public
- * API (include/tpuloop/). */
+ * API (include/tpuloop/).
+ *
+ * main.c dispatches the commands and loads configurations; job.c builds the
+ * estimator that train.c (`train`), evaluate.c (`evaluate`, `predict`) share;
+ * ckpt.c reads checkpoints (`ckpt list`, `ckpt inspect`). */
 #ifndef TL_CLI_H
 #define TL_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
 
 #include "tpuloop/tpuloop.h"
 
@@ -12,6 +19,9 @@
 
 /* Prints "error: <message>" and returns the exit status for st. */
 int cli_fail(tl_status st);
+/* Prints "error: <message>" and returns 1 whatever st is: for files that
+ * exist but cannot be used (a corrupt checkpoint is not a usage error). */
+int cli_fail_runtime(tl_status st);
 /* Prints "error: ..." and a pointer to `tpuloop help`; returns 2. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Loads and resolves the configuration from [FILE], the environment and the
@@ -19,7 +29,71 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * and marked in flags_seen[0..nflags). Returns an exit status (0: *out set). */
 int cli_load_config(int argc, char **argv, const char *const *allowed, bool allow_file, tl_config **out,
                     bool *flags_seen, int nflags);
+/* The value of the last argument "<prefix>VALUE" (prefix "--x="), or NULL. */
+const char *cli_flag_value(int argc, char **argv, const char *prefix);
+
+/* ---- job.c: the estimator of train, evaluate and predict ----------------- */
+
+typedef struct cli_progress {
+    int64_t final_step; /* the step training ends at, for "step N/M" */
+    bool tty;           /* a progress bar instead of log lines */
+} cli_progress;
+
+typedef struct cli_job {
+    tl_config *cfg;
+    const tl_run_config *r;     /* tl_config_get(cfg) */
+    tl_labeled_data *owned[2];  /* what train and test borrow from */
+    tl_labeled_data train;      /* empty unless the job trains */
+    tl_labeled_data test;
+    tl_estimator *est;
+    cli_progress prog;          /* on_log's user data: lives in the job */
+} cli_job;
+
+/* Loads the configuration: cli_load_config with allow_file, into job->cfg
+ * and job->r. Returns an exit status; close the job in any case. */
+int cli_job_config(cli_job *job, int argc, char **argv, const char *const *allowed, bool *seen, int nseen);
+/* Then loads the dataset (only its test split without need_train), turns
+ * input.epochs into train_steps when training, and creates the MLP's
+ * estimator. Returns an exit status. */
+int cli_job_build(cli_job *job, bool need_train);
+void cli_job_close(cli_job *job);
+
+/* Restores the named checkpoint (a file, or its TensorFlow prefix without
+ * ".safetensors"), or with NULL the latest valid one of model_dir (corrupt
+ * newer ones skipped with a warning), writing the file into used (cap bytes)
+ * and, for model_dir's, its step into *step (else -1). Without a checkpoint
+ * to load it returns 0 and leaves used "" unless required; then the exit
+ * status is 2 without model_dir or checkpoint, and 1 with "Could not find
+ * trained model in model_dir: DIR." Otherwise 1 with the reader's or the
+ * estimator's error. The estimator loads the file when the model is traced
+ * (the first train, evaluate or predict), so the variable checks fail
+ * there. */
+int cli_restore(cli_job *job, const char *checkpoint, bool required, char *used, size_t cap, int64_t *step);
+
+/* The evaluation as the summary line shows it: loss, accuracy, examples,
+ * global_step. A new reference. */
+json_t *cli_eval_json(const tl_eval_result *er);
+
+/* Writes one row per example: its index, the argmax class and the softmax
+ * probabilities of its logits; CSV when the path ends in ".csv", else JSON
+ * Lines. Returns 0 or errno. */
+int cli_write_predictions(const char *path, const tl_predict_result *pr);
+
+/* Predicts the test split, writes path, adds "predictions": {path, rows} to
+ * summary, and sets *global_step to the predicting parameters' step. Returns
+ * an exit status. */
+int cli_predict_to(cli_job *job, const char *path, json_t *summary, int64_t *global_step);
+
+/* Adds params_digest, prints summary as one JSON line on stdout, and writes
+ * the same line to summary_path unless NULL. Consumes summary; returns an
+ * exit status. */
+int cli_print_summary(cli_job *job, json_t *summary, const char *summary_path);
+
+/* ---- the commands ------------------------------------------------------- */
 
 int cli_train(int argc, char **argv);
+int cli_evaluate(int argc, char **argv);
+int cli_predict(int argc, char **argv);
+int cli_ckpt(int argc, char **argv);
 
 #endif /* TL_CLI_H */

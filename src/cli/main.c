@@ -1,4 +1,6 @@
-/* main.c — the `tpuloop` command: `config`, `devices`, `help`, `version`.
+/* main.c — the `tpuloop` command: `config`, `devices`, `help`, `version`,
+ * and the dispatch to `train` (train.c), `evaluate` (evaluate.c), `predict`
+ * (predict.c) and `ckpt` (ckpt.c).
  *
  * Exit status: 0 on success, 2 for a bad configuration or bad arguments, 1
  * for a runtime failure; errors are printed as "error: <message>" on stderr.
@@ -45,7 +47,19 @@ static void print_usage(FILE *f)
             "  train [FILE] [--name=value ...] [--summary_json=OUT] [--predict] [--predictions_out=F]\n"
             "                 train the config's model in device loops, evaluate it when the config\n"
             "                 has eval_batch_size and eval_steps, print a JSON summary line; --predict\n"
-            "                 writes test-set predictions (.csv or JSON Lines, default predictions.jsonl)\n"
+            "                 writes test-set predictions (.csv or JSON Lines, default predictions.jsonl).\n"
+            "                 With model_dir it resumes from the latest valid checkpoint; SIGTERM or\n"
+            "                 Ctrl-C stops at the next loop boundary after a checkpoint\n"
+            "  evaluate [FILE] [--name=value ...] [--checkpoint=CKPT] [--summary_json=OUT]\n"
+            "                 evaluate the latest valid checkpoint of model_dir (or CKPT) on eval_steps\n"
+            "                 batches of the test set; print the metrics as one JSON line\n"
+            "  predict [FILE] [--name=value ...] [--checkpoint=CKPT] [--predictions_out=F]\n"
+            "                 predict the test set with the latest valid checkpoint of model_dir (or\n"
+            "                 CKPT); write what `train --predict` writes\n"
+            "  ckpt list MODEL_DIR [--json]\n"
+            "                 every checkpoint of a model_dir: step, size, valid or why not, the latest\n"
+            "  ckpt inspect CKPT [--tensor=NAME] [--all_values] [--json]\n"
+            "                 a checkpoint's metadata, checksums and tensors; a tensor's values\n"
             "  devices [--devices=N] [--num_hosts=H] [--json]\n"
             "                 list the devices\n"
             "  help [config]  this text, or every configuration option\n"
@@ -364,6 +378,12 @@ int main(int argc, char **argv)
         return cmd_config(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0)
         return cli_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "evaluate") == 0)
+        return cli_evaluate(argc - 2, argv + 2);
+    if (strcmp(cmd, "predict") == 0)
+        return cli_predict(argc - 2, argv + 2);
+    if (strcmp(cmd, "ckpt") == 0)
+        return cli_ckpt(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
