@@ -184,10 +184,12 @@ Test(cli_resume, sigkill_at_20_moments_then_resume_gives_the_uninterrupted_diges
                          k, u, at, (long long)json_integer_value(json_object_get(j, "restored_from_step")));
         resumed_from_scratch += json_is_null(json_object_get(j, "restored_from_step"));
         json_decref(j);
-        /* What the checkpoint manager promises to clean up (config.json's
-         * temporary file is the runtime's to remove: not checked here). */
+        /* What the checkpoint manager promises to clean up: the dead run's
+         * temporary checkpoint, index and config.json files. */
         char left[1024];
-        cr_assert_eq(temp_files(dir, ".safetensors", left, sizeof left) + temp_files(dir, "checkpoint.", NULL, 0), 0,
+        cr_assert_eq(temp_files(dir, ".safetensors", left, sizeof left) + temp_files(dir, "checkpoint.", NULL, 0) +
+                         temp_files(dir, "config.json", NULL, 0),
+                     0,
                      "run %d: the resumed run cleans up the dead run's temporary files: %s", k, left);
         tc_rmtree(dir);
         free(dir);

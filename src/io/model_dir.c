@@ -76,8 +76,9 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A temporary file of ours (a checkpoint's or the index's) whose writer
- * is dead: a crash in the middle of a write left it. */
+/* A temporary file of ours (a checkpoint's, the index's or the estimator's
+ * config.json's) whose writer is dead: a crash in the middle of a write left
+ * it. */
 static bool stale_temp(const char *name)
 {
     long pid;
@@ -90,7 +91,7 @@ static bool stale_temp(const char *name)
         return false;
     memcpy(head, name, base);
     head[base] = '\0';
-    if (strcmp(head, TL_CKPT_INDEX_NAME) != 0 && !file_step(head, &step))
+    if (strcmp(head, TL_CKPT_INDEX_NAME) != 0 && strcmp(head, "config.json") != 0 && !file_step(head, &step))
         return false;
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
