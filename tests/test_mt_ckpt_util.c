@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,41 @@
 #include <unistd.h>
 
 #include "test_mt_ckpt_util.h"
+
+/* ---- allocation counter --------------------------------------------------- */
+
+static atomic_long allocations;
+
+static void *count_malloc(size_t size, void *ud)
+{
+    (void)ud;
+    atomic_fetch_add(&allocations, 1);
+    return malloc(size);
+}
+
+static void *count_realloc(void *p, size_t size, void *ud)
+{
+    (void)ud;
+    atomic_fetch_add(&allocations, 1);
+    return realloc(p, size);
+}
+
+static void count_free(void *p, void *ud)
+{
+    (void)ud;
+    free(p);
+}
+
+void mtck_count_allocations(bool on)
+{
+    static const tl_allocator counting = {count_malloc, count_realloc, count_free, NULL};
+    tl_set_allocator(on ? &counting : NULL);
+}
+
+long mtck_allocations(void)
+{
+    return atomic_load(&allocations);
+}
 
 char *mtck_tmpdir(void)
 {

@@ -1,6 +1,8 @@
 /*
- * test_mt_ckpt_util.h — what the model_dir tests (test_mt_ckpt.c,
- * test_mt_resume.c) share: scratch directories, a tiny classifier with
+ * test_mt_ckpt_util.h — what the threaded tests share: an allocation
+ * counter (test_mt_estimator_loop.c, test_mt_hostcall.c,
+ * test_mt_eval_metrics.c) and, for the model_dir tests (test_mt_ckpt.c,
+ * test_mt_resume.c), scratch directories, a tiny classifier with
  * dropout, synthetic data, one-call training runs, checkpoint listings, a
  * log catcher and an event-file reader. test_mt_ckpt_util.c holds no tests;
  * like the tests it uses only the assertion macros of the TSan stand-in.
@@ -9,6 +11,11 @@
 #define TPULOOP_TESTS_MT_CKPT_UTIL_H
 
 #include "tpuloop/tpuloop.h"
+
+/* Routes tpuloop's allocations through a counter (on) or back to malloc
+ * (off); mtck_allocations() is the count so far, from every thread. */
+void mtck_count_allocations(bool on);
+long mtck_allocations(void);
 
 /* A new empty directory under /tmp (malloc'd path); mtck_rmtree removes
  * it with everything in it. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_mt_ckpt_util.h"
 #include "tpuloop/tpuloop.h"
 
 static tl_status small_mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
@@ -47,27 +48,6 @@ static tl_config *make_config(int argc, char **argv)
 
 /* ---- allocation-free device loop ---------------------------------------- */
 
-static atomic_long allocations;
-
-static void *count_malloc(size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return malloc(size);
-}
-
-static void *count_realloc(void *p, size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return realloc(p, size);
-}
-
-static void count_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
 
 /* Allocations made by the second train() of a warm estimator that trains
  * `steps` steps per call. */
@@ -86,9 +66,9 @@ static long allocations_of_second_train(const char *steps)
     tl_labeled_data *data = synthetic(300, 4, 2);
     tl_train_result tr;
     cr_assert_eq(tl_estimator_train(est, data, &tr), TL_OK, "%s", tl_last_error());
-    long before = atomic_load(&allocations);
+    long before = mtck_allocations();
     cr_assert_eq(tl_estimator_train(est, data, &tr), TL_OK, "%s", tl_last_error());
-    long n = atomic_load(&allocations) - before;
+    long n = mtck_allocations() - before;
     cr_assert_eq(tr.global_step, 2 * strtol(steps, NULL, 10));
     tl_estimator_destroy(est);
     tl_labeled_data_destroy(data);
@@ -98,11 +78,10 @@ static long allocations_of_second_train(const char *steps)
 
 Test(mt_estimator_loop, training_allocates_nothing_per_step)
 {
-    tl_allocator a = {count_malloc, count_realloc, count_free, NULL};
-    tl_set_allocator(&a);
+    mtck_count_allocations(true);
     long short_run = allocations_of_second_train("10");   /* 1 loop */
     long long_run = allocations_of_second_train("510");   /* 51 loops */
-    tl_set_allocator(NULL);
+    mtck_count_allocations(false);
     cr_assert_gt(short_run, 0, "the hook sees train's own allocations (its schedule)");
     cr_assert_eq(long_run, short_run, "10 steps allocate %ld times, 510 steps %ld times", short_run, long_run);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_mt_ckpt_util.h"
 #include "tpuloop/tpuloop.h"
 
 enum { D = 5, C = 3, N = 96, MAX_ROWS = 96 };
@@ -395,27 +396,6 @@ Test(mt_eval_metrics, T55_reported_loss_is_replica0s_mean_over_steps)
 
 /* ---- no allocation per eval step ---------------------------------------- */
 
-static atomic_long allocations;
-
-static void *count_malloc(size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return malloc(size);
-}
-
-static void *count_realloc(void *p, size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return realloc(p, size);
-}
-
-static void count_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
 
 /* Allocations of the second evaluate() of a warm estimator. */
 static long allocations_of_second_evaluate(const char *steps, tl_labeled_data *d)
@@ -428,9 +408,9 @@ static long allocations_of_second_evaluate(const char *steps, tl_labeled_data *d
     tl_eval_result er;
     cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
     reset(&s);
-    long before = atomic_load(&allocations);
+    long before = mtck_allocations();
     cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
-    long n = atomic_load(&allocations) - before;
+    long n = mtck_allocations() - before;
     cr_assert_eq(s.updates, (int)strtol(steps, NULL, 10));
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
@@ -439,12 +419,11 @@ static long allocations_of_second_evaluate(const char *steps, tl_labeled_data *d
 
 Test(mt_eval_metrics, evaluation_allocates_nothing_per_step)
 {
-    tl_allocator a = {count_malloc, count_realloc, count_free, NULL};
-    tl_set_allocator(&a);
+    mtck_count_allocations(true);
     tl_labeled_data *d = synthetic(N);
     long two = allocations_of_second_evaluate("2", d);
     long twelve = allocations_of_second_evaluate("12", d);
     tl_labeled_data_destroy(d);
-    tl_set_allocator(NULL);
+    mtck_count_allocations(false);
     cr_assert_eq(twelve, two, "2 eval steps allocate %ld times, 12 steps %ld times", two, twelve);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_mt_ckpt_util.h"
 #include "tpuloop/tpuloop.h"
 
 enum { D = 4, C = 4, N = 256 };
@@ -437,27 +438,6 @@ Test(mt_hostcall, eval_host_call_fires_every_step_with_the_rows_in_order)
 
 /* ---- no allocation per step --------------------------------------------- */
 
-static atomic_long allocations;
-
-static void *count_malloc(size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return malloc(size);
-}
-
-static void *count_realloc(void *p, size_t size, void *ud)
-{
-    (void)ud;
-    atomic_fetch_add(&allocations, 1);
-    return realloc(p, size);
-}
-
-static void count_free(void *p, void *ud)
-{
-    (void)ud;
-    free(p);
-}
 
 static tl_status count_calls(int64_t global_step, const tl_host_tensor *t, int n, void *user)
 {
@@ -487,9 +467,9 @@ static long allocations_of_second_train(const char *steps, int64_t *calls)
     tl_labeled_data *data = synthetic(N, 2);
     tl_train_result tr;
     cr_assert_eq(tl_estimator_train(est, data, &tr), TL_OK, "%s", tl_last_error());
-    long before = atomic_load(&allocations);
+    long before = mtck_allocations();
     cr_assert_eq(tl_estimator_train(est, data, &tr), TL_OK, "%s", tl_last_error());
-    long n = atomic_load(&allocations) - before;
+    long n = mtck_allocations() - before;
     tl_estimator_destroy(est);
     tl_labeled_data_destroy(data);
     tl_config_destroy(cfg);
@@ -498,12 +478,11 @@ static long allocations_of_second_train(const char *steps, int64_t *calls)
 
 Test(mt_hostcall, outfeed_allocates_nothing_per_step)
 {
-    tl_allocator a = {count_malloc, count_realloc, count_free, NULL};
-    tl_set_allocator(&a);
+    mtck_count_allocations(true);
     int64_t short_calls = 0, long_calls = 0;
     long short_run = allocations_of_second_train("10", &short_calls);
     long long_run = allocations_of_second_train("310", &long_calls);
-    tl_set_allocator(NULL);
+    mtck_count_allocations(false);
     cr_assert_eq(short_calls, 20);
     cr_assert_eq(long_calls, 620);
     cr_assert_eq(long_run, short_run, "10 steps allocate %ld times, 310 steps %ld times", short_run, long_run);

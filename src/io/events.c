@@ -13,6 +13,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "../base/base_int.h"
+#include "file.h"
 #include "tfrecord.h"
 #include "tpuloop/event.pb-c.h"
 #include "tpuloop/summary.h"
@@ -86,34 +87,6 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* mkdir -p: makes dir and every missing parent. */
-static tl_status make_dirs(const char *dir)
-{
-    char *p = tl_strdup(dir);
-    if (p == NULL)
-        return tl_error_oom();
-    tl_status st = TL_OK;
-    for (char *s = p + 1;; s++) {
-        bool last = *s == '\0';
-        if (*s != '/' && !last)
-            continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            st = tl_error(TL_EIO, "summary directory %s: cannot create %s: %s", dir, p, strerror(errno));
-            break;
-        }
-        *s = saved;
-        if (last)
-            break;
-    }
-    struct stat sb;
-    if (st == TL_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        st = tl_error(TL_EIO, "summary directory %s: not a directory", dir);
-    tl_free(p);
-    return st;
-}
-
 /* Serializes ev and appends it as one record. */
 static tl_status write_event(tl_summary_writer *w, const Tpuloop__Event *ev)
 {
@@ -168,7 +141,7 @@ tl_status tl_summary_writer_create(const char *dir, tl_summary_writer **out)
     *out = NULL;
     if (dir == NULL || dir[0] == '\0')
         return tl_error(TL_EINVAL, "summary directory: must be a path, got %s", dir == NULL ? "NULL" : "\"\"");
-    tl_status st = make_dirs(dir);
+    tl_status st = tl_io_make_dirs(dir, "summary directory");
     if (st != TL_OK)
         return st;
     tl_summary_writer *w = tl_calloc(1, sizeof *w);

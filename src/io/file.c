@@ -458,3 +458,30 @@ void tl_io_unmap(tl_io_map *m)
     m->len = 0;
     m->mapped = 0;
 }
+
+tl_status tl_io_make_dirs(const char *dir, const char *what)
+{
+    char *p = tl_strdup(dir);
+    if (p == NULL)
+        return tl_error_oom();
+    tl_status st = TL_OK;
+    for (char *s = p + 1;; s++) {
+        bool last = *s == '\0';
+        if (*s != '/' && !last)
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            st = tl_error(TL_EIO, "%s %s: cannot create %s: %s", what, dir, p, strerror(errno));
+            break;
+        }
+        *s = saved;
+        if (last)
+            break;
+    }
+    struct stat sb;
+    if (st == TL_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        st = tl_error(TL_EIO, "%s %s: not a directory", what, dir);
+    tl_free(p);
+    return st;
+}

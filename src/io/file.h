@@ -91,6 +91,11 @@ tl_status tl_io_fsync_parent(const char *path);
 /* Removes path: TL_ENOTFOUND when it does not exist, TL_EIO otherwise. */
 tl_status tl_io_unlink(const char *path);
 
+/* mkdir -p: makes dir and every missing parent (mode 0777 before the umask).
+ * Errors: TL_EIO "<what> <dir>: cannot create <part>: <strerror>" or
+ * "<what> <dir>: not a directory"; TL_ENOMEM. */
+tl_status tl_io_make_dirs(const char *dir, const char *what);
+
 /* Reads the whole file into a new tl_malloc'd buffer with a NUL after the
  * last byte (so text can be parsed in place); *len excludes the NUL. Files
  * larger than max_bytes are TL_EINVAL. Errors: TL_ENOTFOUND, TL_EIO, TL_ENOMEM. */

@@ -241,33 +241,6 @@ void tl_est_state_free(tl_estimator *est)
 
 /* ---- saving -------------------------------------------------------------- */
 
-/* mkdir -p. */
-static tl_status make_dirs(const char *dir)
-{
-    char *p = tl_strdup(dir);
-    if (p == NULL)
-        return tl_error_oom();
-    tl_status st = TL_OK;
-    for (char *s = p + 1;; s++) {
-        bool last = *s == '\0';
-        if (*s != '/' && !last)
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            st = tl_error(TL_EIO, "model_dir %s: cannot create %s: %s", dir, p, strerror(errno));
-            break;
-        }
-        if (last)
-            break;
-        *s = '/';
-    }
-    struct stat sb;
-    if (st == TL_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        st = tl_error(TL_EIO, "model_dir %s: not a directory", dir);
-    tl_free(p);
-    return st;
-}
-
 static tl_status set_meta_int(tl_ckpt_writer *w, const char *key, int64_t v)
 {
     char buf[24];
@@ -325,7 +298,7 @@ tl_status tl_est_save(tl_estimator *est)
         tl_ckpt_manager_options_init(&o);
         o.keep_checkpoint_max = est->rc.keep_checkpoint_max;
         o.keep_checkpoint_every_n_hours = est->rc.keep_checkpoint_every_n_hours;
-        if ((st = make_dirs(est->model_dir)) != TL_OK ||
+        if ((st = tl_io_make_dirs(est->model_dir, "model_dir")) != TL_OK ||
             (st = tl_ckpt_manager_create(est->model_dir, &o, &est->ckpt)) != TL_OK)
             return st;
     }
@@ -654,7 +627,7 @@ tl_status tl_est_train_begin(tl_estimator *est)
         char *path = tl_asprintf("%s/config.json", est->model_dir);
         if (path == NULL)
             return tl_error_oom();
-        if ((st = make_dirs(est->model_dir)) == TL_OK)
+        if ((st = tl_io_make_dirs(est->model_dir, "model_dir")) == TL_OK)
             st = tl_io_write_file_atomic(path, est->config_json, strlen(est->config_json));
         tl_free(path);
         if (st != TL_OK)
