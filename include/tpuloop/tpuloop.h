@@ -32,10 +32,12 @@
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
 #include "tpuloop/data.h"
+#include "tpuloop/text_data.h"
 #include "tpuloop/comm.h"
 #include "tpuloop/estimator.h"
 #include "tpuloop/models.h"
 #include "tpuloop/summary.h"
 #include "tpuloop/checkpoint.h"
+#include "tpuloop/example.h"
 
 #endif /* TPULOOP_TPULOOP_H */
