@@ -197,7 +197,8 @@ Test(cli, help_lists_every_command)
     tc_result r = tc_run(NULL, "help");
     cr_assert_eq(r.status, 0);
     static const char *const cmds[] = {"\n  config ", "\n  train ", "\n  evaluate ", "\n  predict ",
-                                       "\n  ckpt list ", "\n  ckpt inspect ", "\n  devices ", "\n  help "};
+                                       "\n  ckpt list ", "\n  ckpt inspect ", "\n  data inspect ", "\n  data convert ",
+                                       "\n  devices ", "\n  help "};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         cr_assert(strstr(r.out, cmds[i]), "no%s in\n%s", cmds[i], r.out);
     tc_done(&r);

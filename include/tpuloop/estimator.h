@@ -193,6 +193,9 @@ typedef struct tl_train_result {
     double seconds;
     bool skipped;            /* max_steps already reached ("Skipping training ...") */
     bool stopped;            /* tl_estimator_request_stop ended it early, after a save */
+    /* Seconds the replicas spent waiting for the infeed, summed over the
+     * replicas and divided by their number: 0 when the input kept up. */
+    double infeed_wait_seconds;
 } tl_train_result;
 
 /*
@@ -234,6 +237,67 @@ typedef struct tl_train_result {
  */
 TL_API tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res);
 
+/* ---- input_fn: datasets deployed as TPUEstimator deploys them ------------ */
+
+typedef struct tl_dataset tl_dataset; /* tpuloop/dataset.h */
+
+/*
+ * What an input_fn is told (spec tpu_estimator.md §4.1): params['batch_size']
+ * and context.current_input_fn_deployment(), the 4-tuple (host, index,
+ * total, replicas fed). A dataset usually shards itself with
+ * shard(total, index) and batches with batch(batch_size, drop_remainder).
+ * first_replica is the first of the num_replicas replicas it feeds.
+ */
+typedef struct tl_input_context {
+    tl_mode mode;
+    int64_t batch_size;  /* params['batch_size'] */
+    int host;            /* the host that runs this invocation */
+    int index;           /* invocation index, in invocation order */
+    int total;           /* invocations of the mode */
+    int num_replicas;    /* replicas this invocation feeds */
+    int first_replica;
+} tl_input_context;
+
+/* Called once per invocation of the mode's input plan, in invocation order,
+ * on the host thread; returns a new dataset whose elements are batches of
+ * ctx->batch_size rows (the estimator destroys it). A non-OK status stops
+ * the call with it. */
+typedef tl_status (*tl_input_fn)(const tl_input_context *ctx, void *user, tl_dataset **out);
+
+/*
+ * An input: the input_fn, and which tensors of its elements the model's
+ * features and labels are. The features of an example are the listed
+ * tensors' values concatenated in order, as float32 (int32 and int64 values
+ * converted); with one tensor its per-example shape is kept (an image stays
+ * (28, 28)). Ragged and bytes tensors cannot be features (TL_EINVAL naming
+ * the key). The label is an int32 or int64 tensor of one value per example.
+ */
+typedef struct tl_input {
+    tl_input_fn input_fn;
+    void *user;
+    const char *const *feature_keys; /* (num_feature_keys); NULL: every dense numeric tensor but the label, in element order */
+    int num_feature_keys;
+    const char *label_key;           /* NULL: "label" */
+} tl_input;
+
+/*
+ * tl_estimator_train with the input from in->input_fn, deployed by the
+ * configuration's per_host_input_for_training: PER_SHARD_V1 calls it once
+ * per replica, PER_HOST_V1 once per host (splitting each host batch into its
+ * replicas' contiguous chunks), PER_HOST_V2 once per host and get_next once
+ * per replica, BROADCAST once, copying the batch to every replica (feed.h in
+ * the runtime says it exactly). The datasets' positions are saved with
+ * every checkpoint (metadata "input_datasets", one tl_dataset_save text per
+ * invocation) and restored with it, so a resumed run reads exactly the
+ * examples the uninterrupted one would have. res->infeed_wait_seconds says
+ * how long the replicas waited for input. Further errors: the input_fn's
+ * status; TL_EINVAL when an element lacks a key, has the wrong number of
+ * rows ("features must have static shape": batch with drop_remainder) or
+ * runs out before the last step ("ran out of data": repeat the dataset);
+ * the datasets' errors, naming the file and record.
+ */
+TL_API tl_status tl_estimator_train_input(tl_estimator *est, const tl_input *in, tl_train_result *res);
+
 typedef struct tl_eval_result {
     int64_t global_step;  /* of the evaluated parameters */
     int64_t steps;
@@ -264,12 +328,18 @@ typedef struct tl_eval_result {
  */
 TL_API tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res);
 
+/* tl_estimator_evaluate with the input from in->input_fn, deployed as the
+ * EVAL plan says (PER_HOST_V1, PER_HOST_V2, BROADCAST or SLICED: one call on
+ * host 0 with eval_batch_size, sliced into the replicas' batches). Errors:
+ * as tl_estimator_train_input's. */
+TL_API tl_status tl_estimator_evaluate_input(tl_estimator *est, const tl_input *in, tl_eval_result *res);
+
 typedef struct tl_predict_result {
     float *values;         /* (num_examples, width): one row per real example, in input order */
     int64_t num_examples;
     int64_t width;         /* elements of one example's predictions */
     int64_t device_steps;  /* batches each replica ran: ceil(num_examples / predict_batch_size) + the stop batch */
-    int64_t padded_rows;   /* zero rows that filled the last real batch; their outputs are dropped */
+    int64_t padded_rows;   /* zero rows that filled short batches; their outputs are dropped */
     int64_t global_step;
 } tl_predict_result;
 
@@ -291,6 +361,16 @@ typedef struct tl_predict_result {
  * TL_ENOMEM, a worker's error.
  */
 TL_API tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res);
+
+/* tl_estimator_predict with the input from in->input_fn (labels not read),
+ * deployed as the PREDICT plan says, in device loops of
+ * iterations_per_loop steps (100 in time mode): the input ends where every
+ * invocation's dataset ends — a short last batch is padded, an invocation
+ * that ended first gives padding while others still read — and the stop
+ * batch follows. values holds the real rows in input order: step by step,
+ * replica by replica (BROADCAST: replica 0's). Errors: as
+ * tl_estimator_train_input's, and tl_estimator_predict's. */
+TL_API tl_status tl_estimator_predict_input(tl_estimator *est, const tl_input *in, tl_predict_result *res);
 TL_API void tl_predict_result_free(tl_predict_result *res);
 
 /* SHA-256 over every variable in name order as little-endian float32, as 64

@@ -30,6 +30,10 @@
  * The first two read an Example's features or a SequenceExample's context;
  * the last two read feature lists (an Example has none).
  *
+ * tl_example_builder (the last section) goes the other way: it collects
+ * features and serializes an Example, byte for byte what Python's protobuf
+ * writes with SerializeToString(deterministic=True).
+ *
  *     tl_example *ex;
  *     if (tl_example_parse(rec, len, index, &ex) != TL_OK) ...   // TL_EPARSE
  *     const tl_feature *f = tl_example_find(ex, "label");
@@ -217,5 +221,86 @@ TL_API tl_status tl_example_parse_features(const tl_example *ex, const tl_featur
 
 /* Frees the arrays of out[0..n) and zeroes the entries. NULL is a no-op. */
 TL_API void tl_parsed_features_free(tl_parsed_feature *out, size_t n);
+
+/* ======================================================================== */
+/* Writing an Example                                                       */
+/* ======================================================================== */
+
+/*
+ * A tl_example_builder collects the features of one tf.train.Example and
+ * serializes it, the record TFRecordWriter files hold:
+ *
+ *     tl_example_builder *b;
+ *     if (tl_example_builder_create(&b) != TL_OK) ...
+ *     for (each example) {
+ *         tl_example_builder_reset(b);
+ *         tl_example_builder_add_floats(b, "image", pixels, 784);
+ *         tl_example_builder_add_int64s(b, "label", &label, 1);
+ *         const uint8_t *rec;
+ *         size_t len;
+ *         if (tl_example_builder_serialize(b, &rec, &len) != TL_OK) ...
+ *         write_record(rec, len);        // valid until the next call on b
+ *     }
+ *     tl_example_builder_destroy(b);
+ *
+ * The values are copied when added, so the caller's arrays may be reused at
+ * once. The bytes are those of Python's
+ * example.SerializeToString(deterministic=True): the map entries in key
+ * order (strcmp's, which is protobuf's byte order), each entry with its key
+ * and value, the numeric lists packed, and the features field present even
+ * with no feature (the bytes 0a 00, as Example(features=Features())
+ * serializes). Any Example parser reads them; tl_example_parse gives back
+ * every value bit for bit, NaN payloads included.
+ *
+ * A builder reuses its memory from one example to the next, so a loop over a
+ * data set allocates only while its largest example grows. It is used by one
+ * thread at a time.
+ */
+typedef struct tl_example_builder tl_example_builder;
+
+/* A new, empty builder, freed with tl_example_builder_destroy.
+ * Errors: TL_EINVAL when out is NULL; TL_ENOMEM. */
+TL_API tl_status tl_example_builder_create(tl_example_builder **out);
+
+/* Frees b and the bytes it serialized. NULL is a no-op. */
+TL_API void tl_example_builder_destroy(tl_example_builder *b);
+
+/* Removes every feature (the memory is kept for the next example). */
+TL_API void tl_example_builder_reset(tl_example_builder *b);
+
+/*
+ * Adds the feature key holding count values: float_list, int64_list or
+ * bytes_list. values may be NULL when count is 0 (an empty list of that
+ * kind, which is not the same as an empty Feature). key and the values are
+ * copied.
+ * Errors: TL_EINVAL for a NULL b or key, an empty key (protobuf's encoders
+ * disagree on its bytes, and no feature spec names it), NULL values with
+ * count > 0 (or a NULL data with len > 0 in a tl_bytes), or a size that
+ * overflows; TL_ENOMEM. A key added twice is reported by
+ * tl_example_builder_serialize.
+ */
+TL_API tl_status tl_example_builder_add_floats(tl_example_builder *b, const char *key, const float *values,
+                                               size_t count);
+TL_API tl_status tl_example_builder_add_int64s(tl_example_builder *b, const char *key, const int64_t *values,
+                                               size_t count);
+TL_API tl_status tl_example_builder_add_bytes(tl_example_builder *b, const char *key, const tl_bytes *values,
+                                              size_t count);
+
+/* Adds the feature key as a Feature with no kind set (what parsing reports
+ * as TL_FEATURE_NONE). Errors: as tl_example_builder_add_floats. */
+TL_API tl_status tl_example_builder_add_empty(tl_example_builder *b, const char *key);
+
+/* The number of features added since the last reset. */
+TL_API size_t tl_example_builder_count(const tl_example_builder *b);
+
+/*
+ * Serializes the features added since the last reset into *data (len
+ * bytes), owned by b and valid until the next call on it. The features stay,
+ * so serializing twice gives the same bytes.
+ * Errors: TL_EINVAL when b, data or len is NULL, when a key was added twice
+ * (naming it), or when the example would exceed 2 GiB - 1 bytes, protobuf's
+ * limit on a message; TL_ENOMEM.
+ */
+TL_API tl_status tl_example_builder_serialize(tl_example_builder *b, const uint8_t **data, size_t *len);
 
 #endif /* TPULOOP_EXAMPLE_H */

@@ -15,8 +15,13 @@
  *   graph.h         writing a model_fn: traced ops on static shapes
  *   optim.h         dense optimizers and learning-rate schedules, as per-row kernels
  *   data.h          IDX files, Fashion-MNIST, a synthetic planted-model dataset
+ *   text_data.h     Criteo TSV and CSV readers
+ *   example.h       tf.Example / SequenceExample: parsing, feature specs, a writer
+ *   dataset.h       tf.data-style pipelines: TFRecord, Criteo, CSV and IDX sources, shard,
+ *                   shuffle, repeat, batch, parse, prefetch, position save/restore
  *   comm.h          collectives with a fixed reduction order
- *   estimator.h     train and evaluate in device loops on the replicas of this process
+ *   estimator.h     train, evaluate and predict in device loops on the replicas of this
+ *                   process, from memory or from input_fn datasets by TPUEstimator's deployment
  *   models.h        built-in model_fns (the MLP)
  */
 #ifndef TPULOOP_TPULOOP_H
@@ -39,5 +44,6 @@
 #include "tpuloop/summary.h"
 #include "tpuloop/checkpoint.h"
 #include "tpuloop/example.h"
+#include "tpuloop/dataset.h"
 
 #endif /* TPULOOP_TPULOOP_H */

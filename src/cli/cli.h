@@ -2,8 +2,12 @@
  * API (include/tpuloop/).
  *
  * main.c dispatches the commands and loads configurations; job.c builds the
- * estimator that train.c (`train`), evaluate.c (`evaluate`, `predict`) share;
- * ckpt.c reads checkpoints (`ckpt list`, `ckpt inspect`). */
+ * estimator that train.c (`train`), evaluate.c (`evaluate`, `predict`) share,
+ * and job_input.c the input_fn of the file datasets;
+ * ckpt.c reads checkpoints (`ckpt list`, `ckpt inspect`); data.c and
+ * data_convert.c read and write TFRecord files (`data inspect`, `data
+ * convert`), the only files here that use an internal header
+ * (io/compress.h, for the TFRecord reader and writer). */
 #ifndef TL_CLI_H
 #define TL_CLI_H
 
@@ -39,15 +43,39 @@ typedef struct cli_progress {
     bool tty;           /* a progress bar instead of log lines */
 } cli_progress;
 
+struct cli_files;
+
 typedef struct cli_job {
     tl_config *cfg;
     const tl_run_config *r;     /* tl_config_get(cfg) */
     tl_labeled_data *owned[2];  /* what train and test borrow from */
     tl_labeled_data train;      /* empty unless the job trains */
-    tl_labeled_data test;
+    tl_labeled_data test;       /* a file dataset: eval_files, read by predict only */
     tl_estimator *est;
     cli_progress prog;          /* on_log's user data: lives in the job */
+    /* A file dataset (job_input.c): train and evaluate read these inputs. */
+    bool file_input;
+    tl_input train_input;       /* files; set when the job trains */
+    tl_input eval_input;        /* eval_files (files when null) */
+    struct cli_files *files[2]; /* their input_fn's user data */
+    float *mem_features;        /* (N, D) test's features and labels (N) when read from files */
+    int32_t *mem_labels;
 } cli_job;
+
+/* ---- job_input.c: the file datasets (tfrecord, criteo, csv, idx) ---------- */
+
+bool cli_is_file_dataset(const tl_run_config *r);
+/* Sets up train_input (with need_train) and eval_input; returns an exit status. */
+int cli_files_open(cli_job *job, bool need_train);
+void cli_files_close(cli_job *job);
+/* The records of files (tfrecord: framed, not parsed), for epochs. */
+tl_status cli_files_count(cli_job *job, int64_t *count);
+/* Reads eval_files whole, in order, into job->test (for predict); returns an exit status. */
+int cli_files_load(cli_job *job);
+/* Train and evaluate the job's data: its input_fn for a file dataset, else
+ * the in-memory train and test. */
+tl_status cli_job_train(cli_job *job, tl_train_result *tr);
+tl_status cli_job_evaluate(cli_job *job, tl_eval_result *er);
 
 /* Loads the configuration: cli_load_config with allow_file, into job->cfg
  * and job->r. Returns an exit status; close the job in any case. */
@@ -95,5 +123,8 @@ int cli_train(int argc, char **argv);
 int cli_evaluate(int argc, char **argv);
 int cli_predict(int argc, char **argv);
 int cli_ckpt(int argc, char **argv);
+/* `data inspect` (data.c) and `data convert` (data_convert.c). */
+int cli_data(int argc, char **argv);
+int cli_data_convert(int argc, char **argv);
 
 #endif /* TL_CLI_H */

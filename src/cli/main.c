@@ -60,6 +60,14 @@ static void print_usage(FILE *f)
             "                 every checkpoint of a model_dir: step, size, valid or why not, the latest\n"
             "  ckpt inspect CKPT [--tensor=NAME] [--all_values] [--json]\n"
             "                 a checkpoint's metadata, checksums and tensors; a tensor's values\n"
+            "  data inspect FILE... [--records=N] [--json] [--compression=AUTO|GZIP|ZLIB|NONE]\n"
+            "                 TFRecord files: compression, records, CRCs, the tf.Example or\n"
+            "                 SequenceExample schema; --records=N prints the first N as JSON lines\n"
+            "  data convert --from=idx|csv|criteo INPUT... --out=FILE [--compression=GZIP|ZLIB|NONE]\n"
+            "               [--shards=N] [--labels=IDX] [--columns=NAME:TYPE,... --label_column=NAME]\n"
+            "               [--vocab_sizes=V|V1,...,V26]\n"
+            "                 write IDX images (+ labels), CSV rows or Criteo TSV lines as tf.Example\n"
+            "                 TFRecord (GZIP for a .gz name); shards FILE-00000-of-0000N; atomic\n"
             "  devices [--devices=N] [--num_hosts=H] [--json]\n"
             "                 list the devices\n"
             "  help [config]  this text, or every configuration option\n"
@@ -384,6 +392,8 @@ int main(int argc, char **argv)
         return cli_predict(argc - 2, argv + 2);
     if (strcmp(cmd, "ckpt") == 0)
         return cli_ckpt(argc - 2, argv + 2);
+    if (strcmp(cmd, "data") == 0)
+        return cli_data(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)

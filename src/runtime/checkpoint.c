@@ -237,6 +237,7 @@ void tl_est_state_free(tl_estimator *est)
     tl_free_string(est->config_json);
     tl_free(est->identity_json);
     tl_free(est->topology_json);
+    tl_free(est->restored_input);
 }
 
 /* ---- saving -------------------------------------------------------------- */
@@ -285,6 +286,10 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
+    char *positions = NULL;
+    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &positions)) == TL_OK && positions)
+        st = tl_ckpt_writer_set_meta(w, "input_datasets", positions);
+    tl_free(positions);
     return st;
 }
 
@@ -456,6 +461,12 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
     int64_t v;
     est->restored_steps_per_epoch = spe != NULL && tl_parse_int64(spe, &v) == 0 ? v : 0;
+    const char *positions = tl_ckpt_meta(r, "input_datasets");
+    tl_free(est->restored_input);
+    est->restored_input = positions != NULL ? tl_strdup(positions) : NULL;
+    if (positions != NULL && est->restored_input == NULL)
+        return tl_error_oom();
+    est->restored_pending = true;
     warn_identity(est, r, path);
     tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);
     return TL_OK;
@@ -635,4 +646,20 @@ tl_status tl_est_train_begin(tl_estimator *est)
         est->config_written = true;
     }
     return TL_OK;
+}
+
+tl_status tl_est_restore_input(tl_estimator *est)
+{
+    if (!est->restored_pending)
+        return TL_OK;
+    est->restored_pending = false;
+    tl_status st = TL_OK;
+    if (est->restored_input != NULL)
+        st = tl_infeed_restore_positions(est, est->restored_input);
+    else
+        tl_log(TL_LOG_WARN, "the restored checkpoint holds no input dataset positions: the input starts from the "
+                            "beginning of its datasets");
+    tl_free(est->restored_input);
+    est->restored_input = NULL;
+    return st;
 }

@@ -44,6 +44,7 @@
 #include "tpuloop/comm.h"
 #include "tpuloop/estimator.h"
 #include "tpuloop/topology.h"
+#include "feed.h"
 
 typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
@@ -86,32 +87,21 @@ typedef struct tl_mode_prog {
     tl_outfeed_plan out;
 } tl_mode_prog;
 
-/* One replica's slice of one global batch, filled by the infeed thread. */
-typedef struct tl_batch_buf {
-    int64_t step;           /* the global step (training), eval step or predict batch it is for */
-    float *features;        /* (batch, D) */
-    int32_t *labels;        /* (batch); not written in PREDICT */
-    /* PREDICT's signals (§8). The stop batch is a copy of batch 0 with
-     * stopping set; every replica carries replica 0's flag. */
-    int32_t *padding_mask;  /* (batch) 1 = a zero row past the data; real rows come first */
-    int64_t real_rows;      /* rows with padding_mask 0 */
-    bool stopping;
-} tl_batch_buf;
-
-/* The input pipeline of one train() or evaluate() call. */
+/* The estimator's side of the infeed (infeed.c): one feed per mode, made in
+ * prepare, and the sources of the running call. */
+typedef struct tl_mem_source tl_mem_source;
+typedef struct tl_ds_source tl_ds_source;
 typedef struct tl_infeed {
     int depth;                /* batches prefetched per replica */
-    tl_batch_buf *bufs;       /* (R, depth), carved from slab */
-    float *slab;              /* (R * depth * (max_batch * D + max_batch)) */
-    tl_queue **full;          /* (R) filled buffers (tl_batch_buf *), in step order */
-    tl_queue **free_list;     /* (R) buffers the replica is done with */
-    tl_queue *stop;           /* never pushed; closing it ends the initial sleep */
-    tl_thread thread;
-    bool running;
-    /* What the thread produces, set before it starts. */
-    tl_cmd_kind cmd;
-    int64_t first, count;     /* steps first .. first + count - 1 (PREDICT: then the stop batch) */
-    int64_t sleep_ns;         /* before the first enqueue */
+    tl_input_plan *plan[3];   /* per tl_mode */
+    tl_feed *feed[3];         /* per tl_mode; NULL for a mode not traced */
+    tl_feed *cur;             /* the running one, NULL when none */
+    tl_feed_source *sources;  /* (ncalls) */
+    tl_mem_source *mem;       /* (ncalls) in-memory data */
+    tl_ds_source *ds;         /* (ncalls) datasets; NULL for in-memory data */
+    int ncalls;
+    bool hold;                /* held at loop boundaries (datasets: exact positions) */
+    int64_t sleep_ns;         /* initial_infeed_sleep_secs, before the first step */
 } tl_infeed;
 
 struct tl_estimator {
@@ -120,6 +110,8 @@ struct tl_estimator {
     tl_topology *topo;
     int R;                     /* replicas = workers */
     int64_t D;                 /* features per example */
+    int frank;                 /* one example's features: rank and shape (traced) */
+    int64_t fshape[TL_MAX_RANK];
     tl_vars *vars;
     float *state_slab;         /* params and slots, staggered (see prepare) */
     float *params;             /* (vars->total), shared by all replicas */
@@ -131,7 +123,12 @@ struct tl_estimator {
      * way (the programs may be half built). */
     tl_status broken;
     char broken_err[512];
-    float *pred_out;           /* (data->num_examples, pred_width): predict's results, in input order */
+    /* Prediction's outputs of one device loop (§8): step i of the loop,
+     * replica r writes its rows at (i * R + r) * batch * pred_width and
+     * their count at pred_rows[i * R + r]. Grown on the host between loops. */
+    float *pred_area;          /* (pred_cap * R * batch * pred_width) */
+    int64_t *pred_rows;        /* (pred_cap * R) */
+    int64_t pred_cap;          /* steps */
     int64_t pred_width;
     tl_comm *comm;
     tl_barrier go, done;       /* host + R workers */
@@ -167,6 +164,8 @@ struct tl_estimator {
     tl_ckpt_reader *pending;   /* a restore asked for before the model was traced */
     char *pending_path;
     int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
+    char *restored_input;      /* its "input_datasets", until the datasets take it; NULL when none */
+    bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
     tl_ckpt_manager *ckpt;     /* made at the first save */
     int64_t ckpt_step;         /* "global_step"'s bytes while a save writes them */
     bool bypass_logged;
@@ -188,6 +187,8 @@ struct tl_worker {
     char err[512];
     float last_loss;           /* loss at the last step of the loop */
     int64_t steps_run;         /* device steps of the loop (prediction: with the stop batch) */
+    bool pred_stopped;         /* prediction: the loop ended with the stop batch */
+    int64_t wait_ns;           /* time blocked on the infeed, since the host last cleared it */
     double eval_loss_sum;      /* sum of per-step losses */
     int64_t eval_correct;
     /* Binary evaluation: P(class 1) and the label of every example this
@@ -202,6 +203,16 @@ struct tl_worker {
  * call fails the same way if that failed), loads a pending restore, and
  * checks data's width. */
 tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data);
+
+/* tl_est_prepare for examples of features shaped fshape (frank dims). */
+tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fshape);
+
+/* tl_est_prepare for in's datasets of mode (train_loop.c): the first call
+ * probes one example's shape. */
+tl_status tl_est_input_prepare(tl_estimator *est, tl_mode mode, const tl_input *in);
+
+/* The replicas' mean time blocked on the infeed since the call began. */
+double tl_est_wait_seconds(const tl_estimator *est);
 
 /* Runs one device loop of n steps of cmd on every worker (host thread);
  * returns the root-cause worker error. */
@@ -226,6 +237,11 @@ tl_status tl_est_apply_pending(tl_estimator *est);
  * (none) warm-start; nothing once done. Also writes config.json and warns
  * when the restored input position does not fit data. */
 tl_status tl_est_train_begin(tl_estimator *est);
+
+/* Restores the input datasets' positions that the last restored checkpoint
+ * saved (once; a warning when it saved none). Errors: those of
+ * tl_infeed_restore_positions. */
+tl_status tl_est_restore_input(tl_estimator *est);
 
 /* Saves the state at the global step into model_dir (nothing without one),
  * through the checkpoint manager. Host thread, workers idle. Errors: the
@@ -256,32 +272,64 @@ void tl_est_summaries_close(tl_estimator *est);
 
 /* ---- infeed.c ------------------------------------------------------------ */
 
-/* Makes the batch buffers for batches of up to max_batch rows (once, in
- * prepare). Errors: TL_ENOMEM. */
-tl_status tl_infeed_init(tl_estimator *est, int depth, int64_t max_batch);
+/* Makes the feed of every traced mode, depth batches deep (once, in
+ * prepare). Errors: TL_ENOMEM, the input plans'. */
+tl_status tl_infeed_init(tl_estimator *est, int depth);
 
-/* Starts the input thread for count steps from first of cmd (train: global
- * steps; eval: eval steps from 0; predict: batches from 0, then the stop
- * batch). Errors: TL_ENOMEM, TL_ERUNTIME; then nothing runs. */
+/* One example's features of in's datasets for mode: a throw-away dataset of
+ * invocation 0 gives its first element. Errors: the input_fn's, the
+ * dataset's, TL_EINVAL for missing or unusable keys or an empty dataset. */
+tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input *in, int *frank, int64_t *fshape);
+
+/* Calls in->input_fn once per invocation of mode's plan (host thread): the
+ * next tl_infeed_start of that mode reads these datasets instead of
+ * est->data. Errors: the input_fn's (every dataset made is destroyed). */
+tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_input *in);
+
+/* Destroys the datasets (after tl_infeed_stop). */
+void tl_infeed_close_datasets(tl_estimator *est);
+
+/* The datasets' positions as one JSON array (tl_free it), once the feed has
+ * produced every step below step and is held there; NULL *json for
+ * in-memory data. Errors: the datasets', TL_ENOMEM. */
+tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json);
+
+/* Restores positions saved by tl_infeed_save_positions into the open
+ * datasets, before the feed starts. Errors: TL_EINVAL when the count or a
+ * dataset's state does not match (named), TL_EPARSE for bad JSON. */
+tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json);
+
+/* Starts the input thread of cmd for count steps from first (train: global
+ * steps; eval: eval steps from 0; predict: batches from 0 until the input
+ * ends, then the stop batch — count < 0). Datasets in training are held:
+ * tl_infeed_allow lets each loop's steps through. Errors: TL_ENOMEM,
+ * TL_ERUNTIME; then nothing runs. */
 tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int64_t count);
 
-/* Closes the queues (waking the thread and any waiting worker) and joins
- * the thread. Safe to call when nothing runs. */
-void tl_infeed_stop(tl_estimator *est);
+/* Lets a held feed produce the steps below limit. */
+void tl_infeed_allow(tl_estimator *est, int64_t limit);
+
+/* Closes the queues (waking the thread and any waiting worker), joins the
+ * thread and returns its error (a dataset's, with its message) or TL_OK.
+ * Safe to call when nothing runs. */
+tl_status tl_infeed_stop(tl_estimator *est);
+
+/* The running feed's error, if it failed (the root cause of the workers'
+ * "infeed closed"), with tl_error set; TL_OK otherwise. */
+tl_status tl_infeed_failed(tl_estimator *est);
 
 /* Closes the queues without joining, from any thread of the running
  * pipeline (a failing worker): the others stop at their next pop. */
 void tl_infeed_abort(tl_estimator *est);
 
-/* Frees the buffers. */
+/* Frees the feeds. */
 void tl_infeed_free(tl_estimator *est);
 
 /* The worker side: the next batch of rank, which must be for step; the
- * buffer stays the caller's until tl_infeed_release. Errors: TL_ERUNTIME
- * "infeed closed" when the infeed was stopped (the host's loop reports the
- * root cause before such errors). */
-tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_batch_buf **out);
-void tl_infeed_release(tl_estimator *est, int rank, tl_batch_buf *b);
+ * buffer stays the caller's until tl_infeed_release. *waited_ns grows by
+ * the time spent waiting. Errors: TL_ERUNTIME "infeed closed". */
+tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns);
+void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b);
 
 /* ---- host_call.c --------------------------------------------------------- */
 

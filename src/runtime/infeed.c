@@ -1,13 +1,16 @@
-/* infeed.c — the input thread of the estimator (spec tpu_estimator.md §3.1):
- * one per host, it cuts each global batch into the replicas' slices, in step
- * order, into preallocated buffers, and runs ahead of the workers by the
- * depth of their bounded queues. */
+/* infeed.c — the estimator's input: its sources for the feed (feed.h) — the
+ * in-memory data of tl_estimator_train & co, cut from the global batches of
+ * a shuffled epoch, or the datasets an input_fn returns per invocation of
+ * the mode's input plan (spec tpu_estimator.md §4.1) — and the positions of
+ * those datasets that checkpoints carry. */
 #define _GNU_SOURCE
+#include <jansson.h>
 #include <string.h>
 
 #include "estimator_int.h"
+#include "tpuloop/dataset.h"
 
-/* ---- input order: a permutation per epoch without storage ---------------- */
+/* ---- in-memory data: a permutation per epoch without storage ------------- */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -42,208 +45,517 @@ static int64_t shuffled(uint64_t seed, int64_t epoch, int64_t position, int64_t 
     return (int64_t)x;
 }
 
-/* Fills b with replica rank's rows of global batch `step`: training draws
- * positions of the epoch's permutation, evaluation takes the data in order. */
-static void fill(const tl_estimator *est, tl_cmd_kind cmd, int rank, int64_t step, tl_batch_buf *b)
+struct tl_mem_source {
+    const tl_estimator *est;
+    tl_cmd_kind cmd;
+    int64_t G; /* rows of a global batch */
+};
+
+/* Rows [row0, row0 + cap) of global batch `step`: training draws positions
+ * of the epoch's permutation, evaluation takes the data in order,
+ * prediction too, ending where the data does. */
+static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *features, int32_t *labels,
+                          int64_t *rows)
 {
-    const tl_labeled_data *d = est->data;
-    const tl_mode_prog *m = cmd == CMD_TRAIN ? &est->train : &est->eval;
-    int64_t G = m->batch * est->R, D = est->D;
-    uint64_t seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
-    int64_t epoch = 0, in_epoch = step;
-    if (cmd == CMD_TRAIN) {
-        epoch = step / est->steps_per_epoch;
-        in_epoch = step % est->steps_per_epoch;
+    const tl_mem_source *m = ud;
+    const tl_labeled_data *d = m->est->data;
+    int64_t D = d->num_features;
+    uint64_t seed = m->est->rc.tf_random_seed.set ? (uint64_t)m->est->rc.tf_random_seed.value : 0;
+    int64_t n = cap, epoch = 0, in_epoch = step;
+    if (m->cmd == CMD_TRAIN) {
+        epoch = step / m->est->steps_per_epoch;
+        in_epoch = step % m->est->steps_per_epoch;
+    } else if (m->cmd == CMD_PREDICT) {
+        int64_t left = d->num_examples - (step * m->G + row0);
+        n = left < 0 ? 0 : left < cap ? left : cap;
     }
-    for (int64_t i = 0; i < m->batch; i++) {
-        int64_t pos = in_epoch * G + (int64_t)rank * m->batch + i;
-        int64_t ex = cmd == CMD_TRAIN ? shuffled(seed, epoch, pos, d->num_examples) : pos;
-        memcpy(b->features + i * D, d->features + ex * D, (size_t)D * sizeof *b->features);
-        b->labels[i] = d->labels[ex];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t pos = in_epoch * m->G + row0 + i;
+        int64_t ex = m->cmd == CMD_TRAIN ? shuffled(seed, epoch, pos, d->num_examples) : pos;
+        memcpy(features + i * D, d->features + ex * D, (size_t)D * sizeof *features);
+        if (labels != NULL)
+            labels[i] = d->labels[ex];
     }
-    b->step = step;
-    b->stopping = false;
-    b->real_rows = m->batch;
+    *rows = n;
+    return TL_OK;
 }
 
-/* §8: predict batch `step` is examples [step * G, (step + 1) * G) in order,
- * zero rows (padding_mask 1) past the end; batch `last` is the stop batch, a
- * copy of batch 0 with stopping set (TensorFlow runs it and drops its
- * outputs). Labels are not read: prediction data need not have them. */
-static void fill_predict(const tl_estimator *est, int rank, int64_t step, int64_t last, tl_batch_buf *b)
+/* ---- datasets ------------------------------------------------------------ */
+
+/* Where the model's features and label are in a dataset's elements. */
+typedef struct tl_key_layout {
+    int nf;           /* feature tensors */
+    int *fidx;        /* (nf) their index in the element */
+    int64_t *fwidth;  /* (nf) values per example */
+    int lidx;         /* the label's index, -1 without one */
+    int64_t D;
+    int frank;
+    int64_t fshape[TL_MAX_RANK];
+} tl_key_layout;
+
+struct tl_ds_source {
+    tl_dataset *ds;
+    const tl_input *in;
+    int index;        /* invocation */
+    bool labels;
+    int64_t D;        /* the traced width */
+    tl_key_layout lay;
+};
+
+static const char *label_key(const tl_input *in)
 {
-    const tl_labeled_data *d = est->data;
-    int64_t B = est->predict.batch, G = B * est->R, D = est->D;
-    int64_t first = (step == last ? 0 : step * G) + (int64_t)rank * B;
-    b->real_rows = 0;
-    for (int64_t i = 0; i < B; i++) {
-        int64_t ex = first + i;
-        bool real = ex < d->num_examples;
-        if (real)
-            memcpy(b->features + i * D, d->features + ex * D, (size_t)D * sizeof *b->features);
-        else
-            memset(b->features + i * D, 0, (size_t)D * sizeof *b->features);
-        b->padding_mask[i] = !real;
-        b->real_rows += real;
-    }
-    b->step = step;
-    b->stopping = step == last;
+    return in->label_key != NULL ? in->label_key : "label";
 }
 
-static void close_all(tl_infeed *f, int R)
+static bool numeric(tl_data_type t)
 {
-    for (int r = 0; r < R; r++) {
-        if (f->full && f->full[r])
-            tl_queue_close(f->full[r]);
-        if (f->free_list && f->free_list[r])
-            tl_queue_close(f->free_list[r]);
-    }
-    if (f->stop)
-        tl_queue_close(f->stop);
+    return t == TL_DT_FLOAT32 || t == TL_DT_INT32 || t == TL_DT_INT64;
 }
 
-static void *infeed_main(void *arg)
+static int find_key(const tl_element *e, const char *key)
 {
-    tl_estimator *est = arg;
-    tl_infeed *f = &est->infeed;
-    if (f->sleep_ns > 0) {
-        /* initial_infeed_sleep_secs: the stop queue is never pushed, so this
-         * waits out the deadline unless tl_infeed_stop closes it. */
-        char unused;
-        if (tl_queue_pop_until(f->stop, &unused, tl_deadline_after_ns(f->sleep_ns)) != TL_WAIT_TIMEOUT)
-            return NULL;
-    }
-    /* Prediction ends with the stop batch, one past the data's batches. */
-    int64_t end = f->first + f->count + (f->cmd == CMD_PREDICT);
-    for (int64_t s = f->first; s < end; s++) {
-        for (int r = 0; r < est->R; r++) {
-            tl_batch_buf *b;
-            if (tl_queue_pop(f->free_list[r], &b) != TL_WAIT_OK)
-                return NULL;
-            if (f->cmd == CMD_PREDICT)
-                fill_predict(est, r, s, f->first + f->count, b);
-            else
-                fill(est, f->cmd, r, s, b);
-            if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
-                return NULL;
-        }
-    }
-    return NULL;
+    for (int i = 0; i < e->num_tensors; i++)
+        if (strcmp(e->tensors[i].key, key) == 0)
+            return i;
+    return -1;
 }
 
-tl_status tl_infeed_init(tl_estimator *est, int depth, int64_t max_batch)
+static tl_status no_key(const tl_element *e, const char *what, const char *key)
 {
-    tl_infeed *f = &est->infeed;
-    int R = est->R;
-    int64_t per = max_batch * est->D + 2 * max_batch; /* labels and padding_mask take a float's room */
-    f->depth = depth;
-    f->slab = tl_calloc((size_t)(R * depth) * (size_t)per, sizeof(float));
-    f->bufs = tl_calloc((size_t)(R * depth), sizeof *f->bufs);
-    f->full = tl_calloc((size_t)R, sizeof *f->full);
-    f->free_list = tl_calloc((size_t)R, sizeof *f->free_list);
-    if (f->slab == NULL || f->bufs == NULL || f->full == NULL || f->free_list == NULL)
+    tl_strbuf sb = {0};
+    for (int i = 0; i < e->num_tensors; i++)
+        tl_strbuf_appendf(&sb, "%s\"%s\"", i ? ", " : "", e->tensors[i].key);
+    tl_status st = tl_error(TL_EINVAL, "the input's elements have no %s tensor \"%s\" (they have %s)", what, key,
+                            sb.len ? sb.data : "none");
+    tl_strbuf_free(&sb);
+    return st;
+}
+
+static void layout_free(tl_key_layout *l)
+{
+    tl_free(l->fidx);
+    tl_free(l->fwidth);
+    memset(l, 0, sizeof *l);
+}
+
+/* Finds in's feature and label tensors in element e. */
+static tl_status layout_of(const tl_element *e, const tl_input *in, bool need_label, tl_key_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->lidx = find_key(e, label_key(in));
+    if (need_label && l->lidx < 0)
+        return no_key(e, "label", label_key(in));
+    int cap = in->feature_keys != NULL ? in->num_feature_keys : e->num_tensors;
+    l->fidx = tl_calloc((size_t)cap + 1, sizeof *l->fidx);
+    l->fwidth = tl_calloc((size_t)cap + 1, sizeof *l->fwidth);
+    if (l->fidx == NULL || l->fwidth == NULL) {
+        layout_free(l);
         return tl_error_oom();
-    for (int i = 0; i < R * depth; i++) {
-        f->bufs[i].features = f->slab + (int64_t)i * per;
-        f->bufs[i].labels = (int32_t *)(f->bufs[i].features + max_batch * est->D);
-        f->bufs[i].padding_mask = (int32_t *)(f->bufs[i].features + max_batch * est->D + max_batch);
+    }
+    if (in->feature_keys != NULL) {
+        for (int k = 0; k < in->num_feature_keys; k++) {
+            int i = find_key(e, in->feature_keys[k]);
+            if (i < 0) {
+                tl_status st = no_key(e, "feature", in->feature_keys[k]);
+                layout_free(l);
+                return st;
+            }
+            l->fidx[l->nf++] = i;
+        }
+    } else {
+        for (int i = 0; i < e->num_tensors; i++)
+            if (i != l->lidx && numeric(e->tensors[i].dtype) && !e->tensors[i].ragged)
+                l->fidx[l->nf++] = i;
+    }
+    if (l->nf == 0) {
+        layout_free(l);
+        return tl_error(TL_EINVAL, "the input's elements have no dense numeric feature tensor besides the label \"%s\"",
+                        label_key(in));
+    }
+    for (int k = 0; k < l->nf; k++) {
+        const tl_tensor *t = &e->tensors[l->fidx[k]];
+        if (!numeric(t->dtype) || t->ragged || t->rank < 1) {
+            tl_status st = tl_error(TL_EINVAL, "input tensor \"%s\" cannot be a model feature: it is %s%s; features "
+                                               "are dense float32, int32 or int64 batches (batch, ...)",
+                                    t->key, t->ragged ? "ragged" : t->dtype == TL_DT_BYTES ? "bytes" : "",
+                                    t->rank < 1 ? "a scalar, not a batch" : "");
+            layout_free(l);
+            return st;
+        }
+        int64_t w = 1;
+        for (int d = 1; d < t->rank; d++)
+            w *= t->shape[d];
+        l->fwidth[k] = w;
+        l->D += w;
+    }
+    const tl_tensor *t0 = &e->tensors[l->fidx[0]];
+    if (l->nf == 1 && t0->rank >= 2 && t0->rank - 1 <= TL_MAX_RANK - 1) {
+        l->frank = t0->rank - 1;
+        memcpy(l->fshape, t0->shape + 1, (size_t)l->frank * sizeof *l->fshape);
+    } else {
+        l->frank = 1;
+        l->fshape[0] = l->D;
     }
     return TL_OK;
 }
 
-static void destroy_queues(tl_infeed *f, int R)
+static void convert(const tl_tensor *t, int64_t row, int64_t w, float *dst)
 {
-    for (int r = 0; f->full && r < R; r++) {
-        tl_queue_destroy(f->full[r]);
-        tl_queue_destroy(f->free_list[r]);
-        f->full[r] = f->free_list[r] = NULL;
+    switch (t->dtype) {
+    case TL_DT_FLOAT32:
+        memcpy(dst, (const float *)t->data + row * w, (size_t)w * sizeof *dst);
+        break;
+    case TL_DT_INT32:
+        for (int64_t j = 0; j < w; j++)
+            dst[j] = (float)((const int32_t *)t->data)[row * w + j];
+        break;
+    case TL_DT_INT64:
+        for (int64_t j = 0; j < w; j++)
+            dst[j] = (float)((const int64_t *)t->data)[row * w + j];
+        break;
+    default:
+        TL_ASSERT(!"not a numeric tensor");
     }
-    tl_queue_destroy(f->stop);
-    f->stop = NULL;
+}
+
+static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *features, int32_t *labels,
+                         int64_t *rows)
+{
+    (void)step;
+    (void)row0;
+    tl_ds_source *s = ud;
+    const tl_element *e;
+    tl_status st = tl_dataset_next(s->ds, &e);
+    if (st != TL_OK)
+        return st;
+    *rows = 0;
+    if (e == NULL)
+        return TL_OK;
+    if (s->lay.fidx == NULL) {
+        if ((st = layout_of(e, s->in, s->labels, &s->lay)) != TL_OK)
+            return st;
+        if (s->lay.D != s->D)
+            return tl_error(TL_EINVAL, "the input's features have %lld values per example; the model was traced for "
+                                       "%lld",
+                            (long long)s->lay.D, (long long)s->D);
+    }
+    const tl_key_layout *l = &s->lay;
+    const tl_tensor *t0 = &e->tensors[l->fidx[0]];
+    int64_t n = t0->shape[0];
+    if (n > cap)
+        return tl_error(TL_EINVAL, "input tensor \"%s\" has a batch of %lld rows; params['batch_size'] is %lld",
+                        t0->key, (long long)n, (long long)cap);
+    for (int k = 0; k < l->nf; k++) {
+        const tl_tensor *t = &e->tensors[l->fidx[k]];
+        int64_t w = 1;
+        for (int d = 1; d < t->rank; d++)
+            w *= t->shape[d];
+        if (t->rank < 1 || t->shape[0] != n || w != l->fwidth[k] || !numeric(t->dtype) || t->ragged)
+            return tl_error(TL_EINVAL, "input tensor \"%s\" changed shape: %lld rows of %lld values, where the first "
+                                       "element had %lld values per row and \"%s\" %lld rows",
+                            t->key, (long long)(t->rank ? t->shape[0] : 0), (long long)w, (long long)l->fwidth[k],
+                            t0->key, (long long)n);
+    }
+    if (l->nf == 1 && t0->dtype == TL_DT_FLOAT32) {
+        memcpy(features, t0->data, (size_t)(n * l->D) * sizeof *features);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float *dst = features + i * l->D;
+            for (int k = 0; k < l->nf; k++) {
+                convert(&e->tensors[l->fidx[k]], i, l->fwidth[k], dst);
+                dst += l->fwidth[k];
+            }
+        }
+    }
+    if (labels != NULL) {
+        const tl_tensor *t = &e->tensors[l->lidx];
+        bool ok = (t->dtype == TL_DT_INT32 || t->dtype == TL_DT_INT64) && !t->ragged &&
+                  (t->rank == 1 || (t->rank == 2 && t->shape[1] == 1)) && t->shape[0] == n;
+        if (!ok)
+            return tl_error(TL_EINVAL, "input label \"%s\" must be int32 or int64 with one value per example (%lld "
+                                       "rows)",
+                            t->key, (long long)n);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = t->dtype == TL_DT_INT32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
+            if (v < INT32_MIN || v > INT32_MAX)
+                return tl_error(TL_EINVAL, "input label \"%s\" row %lld is %lld, outside int32", t->key, (long long)i,
+                                (long long)v);
+            labels[i] = (int32_t)v;
+        }
+    }
+    *rows = n;
+    return TL_OK;
+}
+
+static tl_input_context context_of(const tl_input_plan *p, int i)
+{
+    tl_input_context c = {p->mode,
+                          p->input_fn_batch_size,
+                          p->calls[i].host,
+                          p->calls[i].index,
+                          p->input_fn_calls,
+                          p->calls[i].num_replicas,
+                          p->calls[i].first_replica};
+    return c;
+}
+
+static tl_status call_input_fn(const tl_input *in, const tl_input_plan *p, int i, tl_dataset **out)
+{
+    *out = NULL;
+    tl_input_context c = context_of(p, i);
+    /* A user's input_fn may fail without a message: then the status's name. */
+    tl_clear_error();
+    tl_status st = in->input_fn(&c, in->user, out);
+    if (st == TL_OK && *out == NULL)
+        st = tl_error(TL_EINVAL, "input_fn returned no dataset");
+    if (st != TL_OK) {
+        tl_dataset_destroy(*out);
+        *out = NULL;
+        return tl_error(st, "input_fn (%s, invocation %d of %d, host %d): %s", tl_mode_name(p->mode), c.index,
+                        c.total, c.host, tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
+    }
+    return TL_OK;
+}
+
+tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input *in, int *frank, int64_t *fshape)
+{
+    if (in == NULL || in->input_fn == NULL)
+        return tl_error(TL_EINVAL, "tl_input.input_fn is required");
+    tl_input_plan *p;
+    tl_status st = tl_input_plan_create(est->topo, &est->rc, mode, &p);
+    if (st != TL_OK)
+        return st;
+    tl_dataset *ds;
+    if ((st = call_input_fn(in, p, 0, &ds)) != TL_OK) {
+        tl_input_plan_destroy(p);
+        return st;
+    }
+    const tl_element *e = NULL;
+    if ((st = tl_dataset_next(ds, &e)) == TL_OK && e == NULL)
+        st = tl_error(TL_EINVAL, "input_fn (%s, invocation 0): the dataset is empty", tl_mode_name(mode));
+    tl_key_layout l;
+    if (st == TL_OK && (st = layout_of(e, in, mode != TL_MODE_PREDICT, &l)) == TL_OK) {
+        *frank = l.frank;
+        memcpy(fshape, l.fshape, (size_t)l.frank * sizeof *fshape);
+        layout_free(&l);
+    }
+    tl_dataset_destroy(ds);
+    tl_input_plan_destroy(p);
+    return st;
+}
+
+void tl_infeed_close_datasets(tl_estimator *est)
+{
+    tl_infeed *f = &est->infeed;
+    for (int i = 0; f->ds != NULL && i < f->ncalls; i++) {
+        tl_dataset_destroy(f->ds[i].ds);
+        layout_free(&f->ds[i].lay);
+    }
+    tl_free(f->ds);
+    f->ds = NULL;
+}
+
+tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_input *in)
+{
+    tl_infeed *f = &est->infeed;
+    tl_infeed_close_datasets(est);
+    const tl_input_plan *p = f->plan[mode];
+    TL_ASSERT(p != NULL);
+    f->ds = tl_calloc((size_t)p->input_fn_calls, sizeof *f->ds);
+    if (f->ds == NULL)
+        return tl_error_oom();
+    f->ncalls = p->input_fn_calls;
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        tl_ds_source *s = &f->ds[i];
+        s->in = in;
+        s->index = i;
+        s->labels = mode != TL_MODE_PREDICT;
+        s->D = est->D;
+        tl_status st = call_input_fn(in, p, i, &s->ds);
+        if (st != TL_OK) {
+            tl_infeed_close_datasets(est);
+            return st;
+        }
+    }
+    return TL_OK;
+}
+
+tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
+{
+    tl_infeed *f = &est->infeed;
+    *json = NULL;
+    if (f->ds == NULL)
+        return TL_OK;
+    if (f->cur != NULL)
+        tl_feed_wait_produced(f->cur, step);
+    json_t *arr = json_array();
+    tl_status st = arr != NULL ? TL_OK : tl_error_oom();
+    for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
+        char *text = NULL;
+        if ((st = tl_dataset_save(f->ds[i].ds, &text)) != TL_OK)
+            break;
+        json_error_t jerr;
+        json_t *v = json_loads(text, 0, &jerr);
+        tl_free(text);
+        if (v == NULL || json_array_append_new(arr, v) != 0)
+            st = tl_error(TL_ERUNTIME, "dataset %d: its saved position is not JSON: %s", i, jerr.text);
+    }
+    if (st == TL_OK) {
+        char *s = json_dumps(arr, JSON_COMPACT);
+        *json = s != NULL ? tl_strdup(s) : NULL;
+        free(s);
+        if (*json == NULL)
+            st = tl_error_oom();
+    }
+    json_decref(arr);
+    return st;
+}
+
+tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json)
+{
+    tl_infeed *f = &est->infeed;
+    json_error_t jerr;
+    json_t *arr = json_loads(json, 0, &jerr);
+    if (arr == NULL || !json_is_array(arr)) {
+        json_decref(arr);
+        return tl_error(TL_EPARSE, "the checkpoint's input_datasets is not a JSON array: %s",
+                        arr == NULL ? jerr.text : "another type");
+    }
+    tl_status st = TL_OK;
+    if ((int)json_array_size(arr) != f->ncalls)
+        st = tl_error(TL_EINVAL, "the checkpoint holds the positions of %zu input datasets; this input plan has %d "
+                                 "invocations (the deployment or topology changed)",
+                      json_array_size(arr), f->ncalls);
+    for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
+        char *text = json_dumps(json_array_get(arr, (size_t)i), JSON_COMPACT | JSON_ENCODE_ANY);
+        st = text != NULL ? tl_dataset_restore(f->ds[i].ds, text) : tl_error_oom();
+        free(text);
+        if (st != TL_OK)
+            st = tl_error(st, "restoring input dataset %d: %s", i, tl_last_error());
+    }
+    json_decref(arr);
+    return st;
+}
+
+/* ---- the feeds ----------------------------------------------------------- */
+
+static tl_mode mode_of(tl_cmd_kind cmd)
+{
+    return cmd == CMD_TRAIN ? TL_MODE_TRAIN : cmd == CMD_EVAL ? TL_MODE_EVAL : TL_MODE_PREDICT;
+}
+
+tl_status tl_infeed_init(tl_estimator *est, int depth)
+{
+    tl_infeed *f = &est->infeed;
+    f->depth = depth;
+    bool traced[3] = {true, est->have_eval, est->have_predict};
+    for (int m = 0; m < 3; m++) {
+        if (!traced[m])
+            continue;
+        tl_status st = tl_input_plan_create(est->topo, &est->rc, (tl_mode)m, &f->plan[m]);
+        if (st != TL_OK)
+            return st;
+        tl_feed_spec spec = {.topo = est->topo,
+                             .plan = f->plan[m],
+                             .frank = est->frank,
+                             .labels = m != TL_MODE_PREDICT,
+                             .depth = depth,
+                             .predict = m == TL_MODE_PREDICT};
+        memcpy(spec.fshape, est->fshape, sizeof spec.fshape);
+        if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
+            return st;
+    }
+    int calls = 0;
+    for (int m = 0; m < 3; m++)
+        if (f->plan[m] != NULL && f->plan[m]->input_fn_calls > calls)
+            calls = f->plan[m]->input_fn_calls;
+    f->sources = tl_calloc((size_t)calls, sizeof *f->sources);
+    f->mem = tl_calloc((size_t)calls, sizeof *f->mem);
+    if (f->sources == NULL || f->mem == NULL)
+        return tl_error_oom();
+    return TL_OK;
 }
 
 tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int64_t count)
 {
     tl_infeed *f = &est->infeed;
-    int R = est->R;
-    tl_status st = TL_OK;
-    /* A closed queue stays closed, so every call gets fresh queues; the
-     * buffers they carry are the same. */
-    for (int r = 0; r < R && st == TL_OK; r++) {
-        if ((st = tl_queue_create((size_t)f->depth, sizeof(tl_batch_buf *), &f->full[r])) == TL_OK)
-            st = tl_queue_create((size_t)f->depth, sizeof(tl_batch_buf *), &f->free_list[r]);
-        if (st == TL_OK) {
-            /* The workers and this thread each have a core while a loop runs
-             * (the host sleeps in the done barrier): hand-offs spin. */
-            int64_t spin = R + 1 <= tl_available_cpus() ? 20000 : 0;
-            (void)tl_queue_set_spin(f->full[r], spin); /* spin >= 0: cannot fail */
-            (void)tl_queue_set_spin(f->free_list[r], spin);
-        }
-        for (int k = 0; k < f->depth && st == TL_OK; k++) {
-            tl_batch_buf *b = &f->bufs[r * f->depth + k];
-            tl_wait_result w = tl_queue_push(f->free_list[r], &b);
-            TL_ASSERT(w == TL_WAIT_OK);
+    tl_mode mode = mode_of(cmd);
+    const tl_input_plan *p = f->plan[mode];
+    TL_ASSERT(p != NULL && f->cur == NULL);
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        if (f->ds != NULL) {
+            f->sources[i] = (tl_feed_source){ds_next, &f->ds[i]};
+        } else {
+            f->mem[i] = (tl_mem_source){est, cmd, p->global_batch_size};
+            f->sources[i] = (tl_feed_source){mem_next, &f->mem[i]};
         }
     }
-    if (st == TL_OK)
-        st = tl_queue_create(1, 1, &f->stop);
-    if (st != TL_OK) {
-        destroy_queues(f, R);
-        return st;
-    }
-    f->cmd = cmd;
-    f->first = first;
-    f->count = count;
+    /* A dataset's position is only known where the feed stands: training
+     * holds it at each loop's end so a checkpoint there is exact. The
+     * in-memory order is a function of the step, so it runs ahead freely. */
+    f->hold = cmd == CMD_TRAIN && f->ds != NULL;
     int64_t secs = est->rc.tpu.initial_infeed_sleep_secs;
     f->sleep_ns = secs <= 0 ? 0 : secs >= INT64_MAX / 1000000000 ? INT64_MAX : secs * 1000000000;
-    if ((st = tl_thread_start(&f->thread, infeed_main, est)) != TL_OK) {
-        destroy_queues(f, R);
+    tl_feed_set_sleep(f->feed[mode], f->sleep_ns);
+    tl_status st = tl_feed_start(f->feed[mode], f->sources, first, count, f->hold ? first : INT64_MAX);
+    if (st != TL_OK)
         return st;
-    }
-    f->running = true;
+    f->cur = f->feed[mode];
     return TL_OK;
 }
 
-void tl_infeed_stop(tl_estimator *est)
+void tl_infeed_allow(tl_estimator *est, int64_t limit)
+{
+    if (est->infeed.cur != NULL && est->infeed.hold)
+        tl_feed_allow(est->infeed.cur, limit);
+}
+
+tl_status tl_infeed_stop(tl_estimator *est)
 {
     tl_infeed *f = &est->infeed;
-    if (!f->running)
-        return;
-    close_all(f, est->R);
-    tl_thread_join(&f->thread, NULL);
-    f->running = false;
-    destroy_queues(f, est->R);
+    if (f->cur == NULL)
+        return TL_OK;
+    tl_status st = tl_feed_stop(f->cur);
+    f->cur = NULL;
+    return st;
+}
+
+tl_status tl_infeed_failed(tl_estimator *est)
+{
+    const char *msg;
+    tl_status st = est->infeed.cur != NULL ? tl_feed_error(est->infeed.cur, &msg) : TL_OK;
+    return st == TL_OK ? TL_OK : tl_error(st, "%s", msg);
 }
 
 void tl_infeed_abort(tl_estimator *est)
 {
-    /* The queues live from tl_infeed_start to tl_infeed_stop, which the host
+    /* The feed runs from tl_infeed_start to tl_infeed_stop, which the host
      * calls only after every worker is past the loop. */
-    if (est->infeed.running)
-        close_all(&est->infeed, est->R);
+    if (est->infeed.cur != NULL)
+        tl_feed_abort(est->infeed.cur);
 }
 
 void tl_infeed_free(tl_estimator *est)
 {
     tl_infeed *f = &est->infeed;
-    tl_infeed_stop(est);
-    tl_free(f->slab);
-    tl_free(f->bufs);
-    tl_free(f->full);
-    tl_free(f->free_list);
+    (void)tl_infeed_stop(est);
+    tl_infeed_close_datasets(est);
+    for (int m = 0; m < 3; m++) {
+        tl_feed_destroy(f->feed[m]);
+        tl_input_plan_destroy(f->plan[m]);
+        f->feed[m] = NULL;
+        f->plan[m] = NULL;
+    }
+    tl_free(f->sources);
+    tl_free(f->mem);
 }
 
-tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_batch_buf **out)
+tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns)
 {
-    if (tl_queue_pop(est->infeed.full[rank], out) != TL_WAIT_OK)
-        return tl_error(TL_ERUNTIME, "infeed closed before step %lld reached replica %d", (long long)step, rank);
-    TL_ASSERT((*out)->step == step);
-    return TL_OK;
+    return tl_feed_pop(est->infeed.cur, rank, 0, step, out, waited_ns);
 }
 
-void tl_infeed_release(tl_estimator *est, int rank, tl_batch_buf *b)
+void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b)
 {
-    /* Never full: the replica holds one of the depth buffers it owns. A
-     * closed list means the pipeline is ending; the buffer is not needed. */
-    (void)tl_queue_push(est->infeed.free_list[rank], &b);
+    tl_feed_release(est->infeed.cur, rank, 0, b);
 }

@@ -81,7 +81,39 @@ static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires
                                        ev.log_rate ? rate * (double)G : -1);
 }
 
-tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)
+/* The shape of one example of in's training input: probed from a
+ * throw-away dataset before the model is traced, the traced one after. */
+static tl_status input_prepare(tl_estimator *est, tl_mode mode, const tl_input *in)
+{
+    if (in == NULL || in->input_fn == NULL)
+        return tl_error(TL_EINVAL, "tl_input.input_fn is required");
+    if (in->num_feature_keys < 0 || (in->num_feature_keys > 0 && in->feature_keys == NULL))
+        return tl_error(TL_EINVAL, "tl_input.num_feature_keys is %d with feature_keys %s", in->num_feature_keys,
+                        in->feature_keys ? "set" : "NULL");
+    if (est->started > 0 || est->broken != TL_OK)
+        return tl_est_prepare_shape(est, est->frank, est->fshape);
+    int frank;
+    int64_t fshape[TL_MAX_RANK];
+    tl_status st = tl_infeed_input_shape(est, mode, in, &frank, fshape);
+    return st != TL_OK ? st : tl_est_prepare_shape(est, frank, fshape);
+}
+
+static void clear_waits(tl_estimator *est)
+{
+    for (int r = 0; r < est->R; r++)
+        est->workers[r].wait_ns = 0;
+}
+
+double tl_est_wait_seconds(const tl_estimator *est)
+{
+    double sum = 0;
+    for (int r = 0; r < est->R; r++)
+        sum += (double)est->workers[r].wait_ns;
+    return sum * 1e-9 / est->R;
+}
+
+static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+                            tl_train_result *res)
 {
     memset(res, 0, sizeof *res);
     const tl_run_config *rc = &est->rc;
@@ -94,14 +126,15 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
     tl_ckpt_schedule ck;
     if ((st = tl_ckpt_schedule_init(&ck, rc->save_checkpoints_steps, rc->save_checkpoints_secs)) != TL_OK)
         return st;
-    if ((st = tl_est_prepare(est, data)) != TL_OK)
+    if ((st = data != NULL ? tl_est_prepare(est, data) : input_prepare(est, TL_MODE_TRAIN, in)) != TL_OK)
         return st;
-    int64_t G = est->train.batch * est->R;
-    if (data->num_examples < G)
+    /* Examples per step, all replicas: BROADCAST's replicas share one batch. */
+    int64_t G = est->infeed.plan[TL_MODE_TRAIN]->global_batch_size;
+    if (data != NULL && data->num_examples < G)
         return tl_error(TL_EINVAL, "the training data has %lld examples, fewer than one batch of %lld",
                         (long long)data->num_examples, (long long)G);
     est->data = data;
-    est->steps_per_epoch = data->num_examples / G;
+    est->steps_per_epoch = data != NULL ? data->num_examples / G : 0;
     /* Restore (or initialise and warm-start) before planning: train_steps
      * count from the restored step, max_steps is absolute (T21, T22). */
     if ((st = tl_est_train_begin(est)) != TL_OK)
@@ -126,11 +159,16 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         return st;
     }
     est->host_call_every_n = rc->tpu.experimental_host_call_every_n_steps;
-    if ((st = tl_infeed_start(est, CMD_TRAIN, est->global_step,
-                              tl_train_schedule_final_step(sched) - est->global_step)) != TL_OK) {
+    if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_TRAIN, in)) == TL_OK)
+        st = tl_est_restore_input(est);
+    if (st == TL_OK)
+        st = tl_infeed_start(est, CMD_TRAIN, est->global_step, tl_train_schedule_final_step(sched) - est->global_step);
+    if (st != TL_OK) {
+        tl_infeed_close_datasets(est);
         tl_train_schedule_destroy(sched);
         return st;
     }
+    clear_waits(est);
     tl_log_schedule logs;
     tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
     int64_t t0 = tl_now_ns(), start_step = est->global_step;
@@ -151,6 +189,7 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
             break;
         int64_t loop_start = est->global_step;
+        tl_infeed_allow(est, loop_start + n);
         if ((st = tl_est_device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
             break;
         est->global_step += n; /* the runtime advances the global step once per device step */
@@ -162,14 +201,18 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         if (tl_ckpt_schedule_after_loop(&ck, est->global_step, seconds_since(t0)) && (st = checkpoint(est)) != TL_OK)
             break;
     }
-    tl_infeed_stop(est);
+    tl_status ist = tl_infeed_stop(est);
+    if (st == TL_OK)
+        st = ist;
     tl_train_schedule_destroy(sched);
+    res->infeed_wait_seconds = tl_est_wait_seconds(est);
     /* The end: a checkpoint unless the last step was just saved — also
      * without a checkpoint hook when a stop was requested (the graceful-
      * shutdown save). Not after an error: TensorFlow's hooks do not end
      * then, and a NaN state must never be saved. */
     if (st == TL_OK && tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped))
         st = checkpoint(est);
+    tl_infeed_close_datasets(est); /* after the last checkpoint saved their positions */
     tl_status fst = tl_est_summaries_flush(est);
     if (st == TL_OK)
         st = fst;
@@ -181,4 +224,27 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
     if (st == TL_OK && res->loops > 0)
         tl_log(TL_LOG_INFO, "Loss for final step: %g.", res->loss);
     return st;
+}
+
+tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)
+{
+    if (data == NULL) {
+        memset(res, 0, sizeof *res);
+        return tl_error(TL_EINVAL, "tl_estimator_train: data is NULL");
+    }
+    return train_impl(est, data, NULL, res);
+}
+
+tl_status tl_estimator_train_input(tl_estimator *est, const tl_input *in, tl_train_result *res)
+{
+    if (in == NULL) {
+        memset(res, 0, sizeof *res);
+        return tl_error(TL_EINVAL, "tl_estimator_train_input: in is NULL");
+    }
+    return train_impl(est, NULL, in, res);
+}
+
+tl_status tl_est_input_prepare(tl_estimator *est, tl_mode mode, const tl_input *in)
+{
+    return input_prepare(est, mode, in);
 }

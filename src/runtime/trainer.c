@@ -34,7 +34,7 @@ typedef struct tl_batch_info {
 } tl_batch_info;
 
 /* Copies batch b into the program's inputs. */
-static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec *x, const tl_batch_buf *b)
+static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec *x, const tl_feed_batch *b)
 {
     memcpy(tl_exec_value(m->p, x, m->features), b->features, (size_t)(m->batch * est->D) * sizeof(float));
     if (m->labels != TL_T_INVALID)
@@ -46,8 +46,8 @@ static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec 
 static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step, tl_batch_info *info)
 {
     tl_estimator *est = w->est;
-    tl_batch_buf *b;
-    tl_status st = tl_infeed_pop(est, w->rank, step, &b);
+    tl_feed_batch *b;
+    tl_status st = tl_infeed_pop(est, w->rank, step, &b, &w->wait_ns);
     if (st != TL_OK)
         return st;
     fill_inputs(est, m, x, b);
@@ -145,10 +145,10 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     return TL_OK;
 }
 
-/* §8: batch `step` covers examples [step*G, (step+1)*G); replica r's real
- * rows (the first real_rows of its slice) land in pred_out in input order,
- * and the predictions of padded rows and of the whole stop batch are
- * dropped. *stop: this was the stop batch. */
+/* §8: replica rank's predictions of batch `step` — its first real_rows
+ * rows; padding rows follow them — go to the loop's prediction area at
+ * (loop-local step, rank), with their count; the stop batch's outputs are
+ * dropped (count 0). *stop: this was the stop batch. */
 static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
 {
     tl_estimator *est = w->est;
@@ -161,27 +161,33 @@ static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
     *stop = info.stopping;
     if ((st = tl_program_forward(m->p, x)) != TL_OK)
         return st;
-    if (info.stopping)
-        return TL_OK;
-    int64_t first = step * m->batch * est->R + (int64_t)w->rank * m->batch;
+    int64_t slot = (step - est->loop_start) * est->R + w->rank;
+    /* BROADCAST: every replica predicted the same rows; replica 0's count. */
+    bool bc = est->infeed.plan[TL_MODE_PREDICT]->input_mode == TL_BROADCAST;
+    int64_t rows = info.stopping || (bc && w->rank != 0) ? 0 : info.real_rows;
+    est->pred_rows[slot] = rows;
     const float *out = tl_exec_value(m->p, x, m->predictions);
-    memcpy(est->pred_out + first * est->pred_width, out, (size_t)(info.real_rows * est->pred_width) * sizeof(float));
+    memcpy(est->pred_area + slot * m->batch * est->pred_width, out, (size_t)(rows * est->pred_width) * sizeof(float));
     return TL_OK;
 }
 
-/* Prediction's device loop: `while not stop`, on replica 0's flag, which
- * every replica's batch carries, so all stop on the same batch. */
+/* Prediction's device loop: up to loop_n steps, ending early at the stop
+ * batch (`while not stop`, on replica 0's flag, which every replica's batch
+ * carries, so all stop on the same batch). */
 static void predict_loop(tl_worker *w)
 {
+    tl_estimator *est = w->est;
     bool stop = false;
-    for (int64_t s = 0; !stop; s++) {
-        tl_status st = predict_step(w, s, &stop);
+    w->pred_stopped = false;
+    for (int64_t i = 0; i < est->loop_n && !stop; i++) {
+        tl_status st = predict_step(w, est->loop_start + i, &stop);
         if (st != TL_OK) {
             worker_fail(w, st);
             return;
         }
         w->steps_run++;
     }
+    w->pred_stopped = stop;
 }
 
 static void *worker_main(void *arg)
@@ -353,9 +359,6 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     if (o->infeed_depth < 0 || o->infeed_depth > 1024)
         return tl_error(TL_EINVAL, "tl_estimator_options.infeed_depth must be in [0, 1024] (0: %d), got %d",
                         TL_INFEED_DEPTH_DEFAULT, o->infeed_depth);
-    if (rc->num_hosts != 1)
-        return tl_error(TL_EINVAL, "num_hosts is %lld: training on several hosts needs the MPI backend, which is "
-                                   "not built yet; use num_hosts 1", (long long)rc->num_hosts);
     if (rc->tpu.num_cores_per_replica.set && rc->tpu.num_cores_per_replica.value > 1)
         return tl_error(TL_EINVAL, "num_cores_per_replica %lld: model parallelism is not built yet; leave it unset "
                                    "or 1", (long long)rc->tpu.num_cores_per_replica.value);
@@ -380,7 +383,7 @@ fail:
 
 /* Builds programs, parameters and workers on the first train, evaluate or
  * predict, when the input's shape is known. */
-static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
+static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshape)
 {
     tl_status st;
     tl_input_plan *plan = NULL;
@@ -389,15 +392,19 @@ static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
         return st;
     int64_t train_batch = plan->model_fn_batch_size;
     tl_input_plan_destroy(plan);
-    est->D = data->num_features;
-    if ((st = trace(est, TL_MODE_TRAIN, train_batch, data->feature_shape, data->feature_rank, &est->train)) != TL_OK)
+    est->frank = frank;
+    memcpy(est->fshape, fshape, (size_t)frank * sizeof *fshape);
+    est->D = 1;
+    for (int d = 0; d < frank; d++)
+        est->D *= fshape[d];
+    if ((st = trace(est, TL_MODE_TRAIN, train_batch, fshape, frank, &est->train)) != TL_OK)
         return st;
     if (rc->eval_batch_size.set) {
         if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_EVAL, &plan)) != TL_OK)
             return st;
         int64_t eb = plan->model_fn_batch_size;
         tl_input_plan_destroy(plan);
-        if ((st = trace(est, TL_MODE_EVAL, eb, data->feature_shape, data->feature_rank, &est->eval)) != TL_OK)
+        if ((st = trace(est, TL_MODE_EVAL, eb, fshape, frank, &est->eval)) != TL_OK)
             return st;
         est->have_eval = true;
     }
@@ -406,7 +413,7 @@ static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
             return st;
         int64_t pb = plan->model_fn_batch_size;
         tl_input_plan_destroy(plan);
-        if ((st = trace(est, TL_MODE_PREDICT, pb, data->feature_shape, data->feature_rank, &est->predict)) != TL_OK)
+        if ((st = trace(est, TL_MODE_PREDICT, pb, fshape, frank, &est->predict)) != TL_OK)
             return st;
         est->have_predict = true;
         const tl_node *pr = tl_graph_node(est->predict.g, est->predict.predictions);
@@ -441,23 +448,17 @@ static tl_status prepare_once(tl_estimator *est, const tl_labeled_data *data)
         tl_barrier_close(&est->go);
         return st;
     }
-    int64_t max_batch = est->train.batch;
-    if (est->have_eval && est->eval.batch > max_batch)
-        max_batch = est->eval.batch;
-    if (est->have_predict && est->predict.batch > max_batch)
-        max_batch = est->predict.batch;
-    if ((st = tl_infeed_init(est, est->opt.infeed_depth ? est->opt.infeed_depth : TL_INFEED_DEPTH_DEFAULT,
-                             max_batch)) != TL_OK)
+    if ((st = tl_infeed_init(est, est->opt.infeed_depth ? est->opt.infeed_depth : TL_INFEED_DEPTH_DEFAULT)) != TL_OK)
         return st;
     return make_workers(est);
 }
 
-tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
+tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fshape)
 {
     if (est->broken != TL_OK)
         return tl_error(est->broken, "%s", est->broken_err);
     if (est->started == 0) {
-        tl_status st = prepare_once(est, data);
+        tl_status st = prepare_once(est, frank, fshape);
         if (st != TL_OK) {
             /* A model_fn that failed for one mode may have built another
              * mode's program: no half-built estimator runs. */
@@ -469,10 +470,18 @@ tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
     tl_status st = tl_est_apply_pending(est);
     if (st != TL_OK)
         return st;
-    if (data->num_features != est->D)
+    int64_t D = 1;
+    for (int d = 0; d < frank; d++)
+        D *= fshape[d];
+    if (D != est->D)
         return tl_error(TL_EINVAL, "the data has %lld features per example; the model was traced for %lld",
-                        (long long)data->num_features, (long long)est->D);
+                        (long long)D, (long long)est->D);
     return TL_OK;
+}
+
+tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
+{
+    return tl_est_prepare_shape(est, data->feature_rank, data->feature_shape);
 }
 
 void tl_estimator_destroy(tl_estimator *est)
@@ -491,6 +500,8 @@ void tl_estimator_destroy(tl_estimator *est)
     }
     tl_infeed_free(est);
     tl_free(est->outfeed);
+    tl_free(est->pred_area);
+    tl_free(est->pred_rows);
     tl_est_summaries_close(est);
     tl_est_state_free(est);
     if (est->comm != NULL) {
@@ -527,6 +538,11 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     est->loop_n = n;
     tl_barrier_wait(&est->go);
     tl_barrier_wait(&est->done);
+    /* An input error closes the infeed under the workers: it is the root
+     * cause of their "infeed closed". */
+    tl_status st = tl_infeed_failed(est);
+    if (st != TL_OK)
+        return st;
     for (int r = 0; r < est->R; r++)
         if (est->workers[r].status != TL_OK && est->workers[r].status != TL_ERUNTIME)
             return tl_error(est->workers[r].status, "%s", est->workers[r].err);
