@@ -10,6 +10,9 @@
 #                and the share of it that tpuloop and PyTorch reach
 #   overhead     tpuloop's us/step at iterations_per_loop 1 and 1000, their
 #                difference, PyTorch's train step, and PyTorch / tpuloop
+#   input_*      bench_input: TFRecord read + CRC (MB/s, target 2000), GZIP,
+#                and tf.Example parsing into dense features against Python's
+#                protobuf on the same file (records/s, ratio target 5)
 import json
 import sys
 
@@ -73,7 +76,32 @@ def main():
         "tpuloop_mlp_maxrss_mib": None if rss is None else rss.get("maxrss_mib"),
         "torch_mlp_maxrss_mib": None if prss is None else prss.get("maxrss_mib"),
     }
+    out.update(input_figures(pick, med, ratio))
     print(json.dumps(out), flush=True)
+
+
+def input_figures(pick, med, ratio):
+    """The input pipeline's figures (bench/bench_input.c, bench/py_input.py)."""
+    def field(r, key):
+        return None if r is None else r.get(key)
+
+    crc = {f: med(pick("tpuloop_input", what="read_crc", file=f)) for f in ("large_64KiB", "criteo")}
+    gz = pick("tpuloop_input", what="read_crc_gzip", file="criteo")
+    tl = med(pick("tpuloop_input", what="parse_features", file="criteo"))
+    py = pick("py_input", what="parse_features", file="criteo")
+    r = ratio(tl, med(py))
+    return {
+        "input_read_crc_MB_per_s": crc,
+        "input_read_crc_target_MB_per_s": 2000,
+        "input_read_crc_target_met": None if None in crc.values() else min(crc.values()) >= 2000,
+        "input_gzip_MB_per_s": {"uncompressed": med(gz), "compressed": field(gz, "compressed_MB_per_s")},
+        "input_gzip_records_per_s": field(gz, "records_per_s"),
+        "input_parse_records_per_s": {"tpuloop": tl, "python": med(py)},
+        "input_python_protobuf": field(py, "api_implementation"),
+        "input_parse_ratio": r,
+        "input_parse_target": 5,
+        "input_parse_target_met": None if r is None else r >= 5,
+    }
 
 
 if __name__ == "__main__":

@@ -263,7 +263,9 @@ Test(emit, help_mentions_every_option)
         "train_steps", "max_steps", "eval_steps", "warm_start_from", "warm_start_vars", "devices", "num_hosts",
         "model_name", "hidden_units",
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset", "data_dir",
-        "epochs"};
+        "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
+        "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
+        "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "idx_scale"};
     static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());

@@ -645,6 +645,9 @@ Test(io_example_spec, allocation_failure_sweep)
     oom_ctx c;
     c.buf = pack_sequence(&c.len);
     long runs = tu_oom_sweep(parse_and_read, &c, "parse a SequenceExample and read 5 specs");
-    cr_assert_gt(runs, 20, "protobuf-c's allocations go through the hook too (%ld runs)", runs);
+    /* The example, its arena's blocks (protobuf-c's allocations and the
+     * view: example.c) and the 7 arrays of the results: with the arena
+     * outside the hook there would be 8. */
+    cr_assert_gt(runs, 8, "protobuf-c's allocations go through the hook too (%ld runs)", runs);
     arena_free();
 }

@@ -40,6 +40,8 @@
 #define TPULOOP_CONFIG_H
 
 #include "tpuloop/base.h"
+#include "tpuloop/example.h"
+#include "tpuloop/text_data.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,11 +119,45 @@ typedef struct tl_model_config {
     bool reduce_sum;              /* cross_shard_reduction SUM; MEAN by default */
 } tl_model_config;
 
-/* The "input" section. */
+/*
+ * The "input" section: the data `tpuloop train`, `evaluate` and `predict`
+ * read. fashion_mnist and synthetic are loaded into memory; the file
+ * datasets (tfrecord, criteo, csv, idx) are read by a tf.data-style pipeline
+ * (dataset.h) built once per input_fn invocation:
+ *
+ *   files -> shard -> interleave / source -> parse_example -> shuffle
+ *         -> repeat (training) -> batch(drop_remainder) -> prefetch
+ *
+ * Every array below lives in the configuration and stays valid as long as
+ * the resolved tl_run_config does.
+ */
 typedef struct tl_input_config {
-    const char *dataset;          /* "fashion_mnist" or "synthetic" */
+    const char *dataset;          /* "fashion_mnist", "synthetic", "tfrecord", "criteo", "csv" or "idx" */
     const char *data_dir;         /* NULL: the Debian package's directory */
     tl_opt_int epochs;
+    const char *const *files;     /* (num_files) paths or glob patterns; NULL when None */
+    int num_files;
+    const char *const *eval_files;/* (num_eval_files); NULL when None (evaluate reads files) */
+    int num_eval_files;
+    const char *compression;      /* tfrecord: "AUTO" (by the first bytes), "", "NONE", "GZIP", "ZLIB" */
+    const tl_feature_spec *features; /* (num_features) tfrecord, sorted by key; NULL when None */
+    int num_features;
+    const char *const *feature_keys; /* (num_feature_keys) the model's features, in order; NULL: every
+                                        dense numeric tensor but the label */
+    int num_feature_keys;
+    const char *label_key;        /* the label tensor; "label" */
+    tl_opt_int shuffle_buffer_size; /* None: no shuffle */
+    bool reshuffle_each_iteration;  /* true */
+    int64_t cycle_length;         /* tfrecord files read at once; 1 */
+    int64_t block_length;         /* records of one file before the next; 1 */
+    int64_t num_parallel_calls;   /* tfrecord parse threads, 1..64; 1 */
+    int64_t prefetch;             /* batches read ahead; 0 = none; 2 */
+    bool skip_corrupt_records;    /* false */
+    const int64_t *vocab_sizes;   /* (26) criteo's per-column modulus (0: none); NULL when None */
+    const tl_csv_column *csv_columns; /* (num_csv_columns) csv; NULL when None */
+    int num_csv_columns;
+    const char *label_column;     /* csv's int64 label column; NULL: label_key */
+    double idx_scale;             /* idx: features = value * idx_scale; 1.0 */
 } tl_input_config;
 
 typedef struct tl_run_config {

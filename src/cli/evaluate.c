@@ -1,7 +1,8 @@
 /* evaluate.c — `tpuloop evaluate`: Estimator.evaluate on a checkpoint. The
  * estimator is built from the configuration as `train` builds it (job.c),
  * loads the latest valid checkpoint of model_dir or the one --checkpoint
- * names, evaluates eval_steps batches of the test split, and prints the
+ * names, evaluates eval_steps batches of the test split (a file dataset's
+ * eval_files, or its files when eval_files is null), and prints the
  * metrics as one JSON line — the same fields as train's "eval" — with the
  * checkpoint it used and the evaluated parameters' params_digest. The
  * runtime writes the evaluation's events under model_dir/eval. */
@@ -23,7 +24,7 @@ int cli_evaluate(int argc, char **argv)
         rc = cli_restore(&job, cli_flag_value(argc, argv, "--checkpoint="), true, used, sizeof used, &step);
     if (rc == 0) {
         tl_eval_result er;
-        tl_status st = tl_estimator_evaluate(job.est, &job.test, &er);
+        tl_status st = cli_job_evaluate(&job, &er);
         if (st != TL_OK) {
             rc = cli_fail(st);
         } else {

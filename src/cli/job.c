@@ -124,21 +124,38 @@ int cli_job_config(cli_job *job, int argc, char **argv, const char *const *allow
 
 int cli_job_build(cli_job *job, bool need_train)
 {
-    tl_status st = load_data(job->r, need_train, job);
+    bool files = cli_is_file_dataset(job->r);
+    tl_status st = files ? TL_OK : load_data(job->r, need_train, job);
     if (st != TL_OK)
         return cli_fail(st);
-    /* epochs become train_steps when neither train_steps nor max_steps is set. */
+    /* epochs become train_steps when neither train_steps nor max_steps is set:
+     * epochs x (examples // train_batch_size). A file dataset's examples are
+     * counted once by reading its files through (TFRecord framing only; set
+     * train_steps to skip the pass). */
     const tl_run_config *r = tl_config_get(job->cfg);
     if (need_train && !r->train_steps.set && !r->max_steps.set && r->input.epochs.set && r->train_batch_size.set) {
+        int64_t examples = job->train.num_examples;
+        if (files) {
+            fprintf(stderr, "counting the records of files for epochs (set train_steps to skip this)\n");
+            if ((st = cli_files_count(job, &examples)) != TL_OK)
+                return cli_fail(st);
+            if (examples < r->train_batch_size.value) {
+                fprintf(stderr, "error: epochs: files hold %lld examples, less than one batch of train_batch_size "
+                        "%lld\n", (long long)examples, (long long)r->train_batch_size.value);
+                return EXIT_BAD_INPUT;
+            }
+        }
         char text[32];
-        snprintf(text, sizeof text, "%lld",
-                 (long long)(r->input.epochs.value * (job->train.num_examples / r->train_batch_size.value)));
+        snprintf(text, sizeof text, "%lld", (long long)(r->input.epochs.value * (examples / r->train_batch_size.value)));
         if ((st = tl_config_set(job->cfg, "train_steps", text, TL_SOURCE_FLAG)) != TL_OK ||
             (st = tl_config_resolve(job->cfg)) != TL_OK)
             return cli_fail(st);
         r = tl_config_get(job->cfg);
     }
     job->r = r;
+    int rc = files ? cli_files_open(job, need_train) : 0;
+    if (rc != 0)
+        return rc;
     tl_estimator_options o;
     tl_estimator_options_init(&o);
     o.model_fn = tl_model_mlp;
@@ -158,6 +175,7 @@ int cli_job_build(cli_job *job, bool need_train)
 void cli_job_close(cli_job *job)
 {
     tl_estimator_destroy(job->est);
+    cli_files_close(job);
     tl_labeled_data_destroy(job->owned[0]);
     tl_labeled_data_destroy(job->owned[1]);
     tl_config_destroy(job->cfg);
@@ -252,6 +270,9 @@ int cli_write_predictions(const char *path, const tl_predict_result *pr)
 int cli_predict_to(cli_job *job, const char *path, json_t *summary, int64_t *global_step)
 {
     tl_predict_result pr;
+    int rc = job->file_input ? cli_files_load(job) : 0;
+    if (rc != 0)
+        return rc;
     tl_status st = tl_estimator_predict(job->est, &job->test, &pr);
     if (st != TL_OK)
         return cli_fail(st);

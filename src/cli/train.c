@@ -126,16 +126,21 @@ int cli_train(int argc, char **argv)
     int devices = (int)(r->devices ? r->devices : tl_available_cpus());
     if (from >= 0)
         fprintf(stderr, "resuming from %s (step %lld)\n", used, (long long)from);
-    fprintf(stderr, "training %s on %lld examples: to step %lld, batches of %lld on %d device%s, "
+    char what[64];
+    if (job.file_input)
+        snprintf(what, sizeof what, "%s files", r->input.dataset);
+    else
+        snprintf(what, sizeof what, "%lld examples", (long long)job.train.num_examples);
+    fprintf(stderr, "training %s on %s: to step %lld, batches of %lld on %d device%s, "
             "iterations_per_loop %lld%s\n",
-            r->model.model_name, (long long)job.train.num_examples, (long long)job.prog.final_step,
+            r->model.model_name, what, (long long)job.prog.final_step,
             (long long)(r->train_batch_size.set ? r->train_batch_size.value : 0), devices, devices == 1 ? "" : "s",
             (long long)ipl.value, ipl.unit == TL_IPL_COUNT ? " steps" : " s");
 
     tl_train_result tr;
     stop_handlers handlers;
     stop_handlers_install(job.est, &handlers);
-    tl_status st = tl_estimator_train(job.est, &job.train, &tr);
+    tl_status st = cli_job_train(&job, &tr);
     stop_handlers_remove(&handlers);
     if (st != TL_OK) {
         rc = cli_fail(st);
@@ -160,7 +165,7 @@ int cli_train(int argc, char **argv)
     /* A stopped run was asked to end: it evaluates and predicts nothing. */
     if (!tr.stopped && r->eval_batch_size.set && r->eval_steps.set) {
         tl_eval_result er;
-        if ((st = tl_estimator_evaluate(job.est, &job.test, &er)) != TL_OK) {
+        if ((st = cli_job_evaluate(&job, &er)) != TL_OK) {
             json_decref(summary);
             rc = cli_fail(st);
             cli_job_close(&job);

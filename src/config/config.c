@@ -17,6 +17,8 @@ static void clear_resolved(tl_config *cfg)
     tl_free(cfg->s_warm_start_from);
     tl_free(cfg->s_warm_start_vars);
     tl_partition_dims_destroy(cfg->pdims);
+    tl_input_store_free(cfg->input);
+    cfg->input = NULL;
     cfg->s_tpu_job_name = cfg->s_model_dir = cfg->s_master = NULL;
     cfg->s_evaluation_master = cfg->s_params = NULL;
     cfg->s_warm_start_from = cfg->s_warm_start_vars = NULL;

@@ -22,7 +22,8 @@ typedef enum {
     TL_OPT_STRING,     /* may be None when nullable */
     TL_OPT_INPUT_MODE, /* per_host_input_for_training / eval_training_input_configuration */
     TL_OPT_PDIMS,      /* input_partition_dims: a JSON structure */
-    TL_OPT_OBJECT      /* params: a JSON object */
+    TL_OPT_OBJECT,     /* params: a JSON object */
+    TL_OPT_LIST        /* a JSON list; a flag's text that is not JSON is one string */
 } tl_opt_kind;
 
 typedef enum {
@@ -67,7 +68,27 @@ struct tl_config {
     char *s_warm_start_from;
     char *s_warm_start_vars;
     struct tl_partition_dims *pdims;
+    struct tl_input_store *input;       /* what rc.input's arrays point into */
 };
+
+/* Fails with a message plus " [from <source>]" of option id (the style of
+ * every resolve error). */
+tl_status tl_config_rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...) TL_PRINTF(4, 5);
+
+/* ---- the "input" section's files, specs and lists (input.c) ------------- */
+
+struct tl_input_store;
+
+/* Checks the input section's options past dataset, data_dir and epochs, in
+ * the option table's order, then the combinations the dataset needs, and
+ * fills cfg->rc.input, keeping its arrays in cfg->input. Errors: TL_EINVAL,
+ * TL_ETYPE (naming the option, the key and field, the value and what is
+ * allowed), TL_ENOMEM. */
+tl_status tl_config_resolve_input(tl_config *cfg);
+void tl_input_store_free(struct tl_input_store *s);
+/* The resolved value of an input option as JSON (a new reference; NULL when
+ * out of memory), or json_null() for an id that is not one of them. */
+json_t *tl_input_value_json(const tl_config *cfg, tl_opt_id id);
 
 /* Python's str() of a value, as TensorFlow's messages print it, into buf
  * (truncated with "..." when longer). False when out of memory ("<value>"

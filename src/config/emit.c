@@ -80,6 +80,23 @@ static json_t *resolved_value(const tl_config *cfg, int id)
     case TL_OPT_ID_dataset: return json_string(rc->input.dataset);
     case TL_OPT_ID_data_dir: return opt_str(rc->input.data_dir);
     case TL_OPT_ID_epochs: return opt_int(rc->input.epochs);
+    case TL_OPT_ID_files:
+    case TL_OPT_ID_eval_files:
+    case TL_OPT_ID_compression:
+    case TL_OPT_ID_features:
+    case TL_OPT_ID_feature_keys:
+    case TL_OPT_ID_label_key:
+    case TL_OPT_ID_shuffle_buffer_size:
+    case TL_OPT_ID_reshuffle_each_iteration:
+    case TL_OPT_ID_cycle_length:
+    case TL_OPT_ID_block_length:
+    case TL_OPT_ID_num_parallel_calls:
+    case TL_OPT_ID_prefetch:
+    case TL_OPT_ID_skip_corrupt_records:
+    case TL_OPT_ID_vocab_sizes:
+    case TL_OPT_ID_csv_columns:
+    case TL_OPT_ID_label_column:
+    case TL_OPT_ID_idx_scale: return tl_input_value_json(cfg, (tl_opt_id)id);
     case TL_NUM_OPTIONS: break;
     }
     return json_null();

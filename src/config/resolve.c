@@ -15,9 +15,9 @@
 #define RAW(id) (cfg->raw[TL_OPT_ID_##id])
 
 /* Fails with TensorFlow's message plus " [from <source>]" of option id. */
-static tl_status rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...) TL_PRINTF(4, 5);
+#define rerr tl_config_rerr
 
-static tl_status rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...)
+tl_status tl_config_rerr(const tl_config *cfg, tl_opt_id id, tl_status st, const char *fmt, ...)
 {
     char msg[900];
     char suffix[300];
@@ -550,7 +550,7 @@ static tl_status resolve_sections(tl_config *cfg)
     static const char *const models[] = {"mlp", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
-    static const char *const sets[] = {"fashion_mnist", "synthetic", NULL};
+    static const char *const sets[] = {"fashion_mnist", "synthetic", "tfrecord", "criteo", "csv", "idx", NULL};
     static const char *const reductions[] = {"MEAN", "SUM", NULL};
     const char *reduction = NULL;
     tl_status st;
@@ -576,7 +576,9 @@ static tl_status resolve_sections(tl_config *cfg)
         (st = get_string(cfg, TL_OPT_ID_data_dir, &in->data_dir)) != TL_OK)
         return st;
     m->reduce_sum = strcmp(reduction, "SUM") == 0;
-    return opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs);
+    if ((st = opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs)) != TL_OK)
+        return st;
+    return tl_config_resolve_input(cfg);
 }
 
 tl_status tl_config_resolve(tl_config *cfg)
@@ -587,6 +589,8 @@ tl_status tl_config_resolve(tl_config *cfg)
     memset(&cfg->rc, 0, sizeof cfg->rc);
     tl_partition_dims_destroy(cfg->pdims);
     cfg->pdims = NULL;
+    tl_input_store_free(cfg->input);
+    cfg->input = NULL;
     tl_status st = parse_tf_config(cfg, &tf);
     if (st == TL_OK)
         st = resolve_tpu_config(cfg, tf);

@@ -21,6 +21,11 @@ struct tl_example {
     size_t n_lists;
     tl_feature *steps;      /* every list's steps, list after list */
     tl_bytes *bytes;        /* every bytes value of the view, feature after feature */
+    /* Everything above that is a pointer points into the arena (example.c):
+     * blocks newest first, freed together by tl_example_destroy. */
+    struct arena_block *arena;
+    size_t arena_next;      /* bytes the next block will hold */
+    bool oom;               /* an arena allocation failed */
 };
 
 #endif /* TL_IO_EXAMPLE_INT_H */

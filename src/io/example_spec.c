@@ -135,28 +135,41 @@ static void copy_values(tl_parsed_feature *o, size_t at, const tl_feature *f)
         memcpy(o->bytes + at, f->bytes, f->count * sizeof(tl_bytes));
 }
 
-/* f (a feature or a step; where says which) must be of the spec's kind. */
-static tl_status check_kind(const tl_example *ex, const char *where, const tl_feature_spec *s, const tl_feature *f)
+/* Where a message points: spec s's feature, or step `step` of its feature
+ * list when step is not NO_STEP. Formatted only when there is an error to
+ * report: a snprintf per feature cost more than the lookup it labelled. */
+#define NO_STEP SIZE_MAX
+
+static const char *where_str(char *buf, size_t cap, const tl_feature_spec *s, size_t step)
+{
+    if (step == NO_STEP)
+        snprintf(buf, cap, "feature \"%s\"", s->key);
+    else
+        snprintf(buf, cap, "feature list \"%s\", step %zu", s->key, step);
+    return buf;
+}
+
+/* f (spec s's feature, or a step of its list) must be of the spec's kind. */
+static tl_status check_kind(const tl_example *ex, const tl_feature_spec *s, size_t step, const tl_feature *f)
 {
     if (f->kind == TL_FEATURE_NONE || f->kind == s->dtype)
         return TL_OK;
+    char where[300];
     return tl_error(TL_EINVAL, "record %llu: %s: data types don't match: expected type %s (%s), feature is %s",
-                    (unsigned long long)ex->index, where, dtype_name(s->dtype), tl_feature_kind_name(s->dtype),
-                    tl_feature_kind_name(f->kind));
+                    (unsigned long long)ex->index, where_str(where, sizeof where, s, step), dtype_name(s->dtype),
+                    tl_feature_kind_name(s->dtype), tl_feature_kind_name(f->kind));
 }
 
-static tl_status wrong_count(const tl_example *ex, const char *where, const tl_feature_spec *s, size_t got)
+static tl_status wrong_count(const tl_example *ex, const tl_feature_spec *s, size_t step, size_t got)
 {
-    char shape[200];
+    char shape[200], where[300];
     return tl_error(TL_EINVAL, "record %llu: %s: number of %s values != expected: values size %zu but output shape %s",
-                    (unsigned long long)ex->index, where, dtype_name(s->dtype), got,
+                    (unsigned long long)ex->index, where_str(where, sizeof where, s, step), dtype_name(s->dtype), got,
                     shape_str(shape, sizeof shape, s->rank, s->shape));
 }
 
 static tl_status read_fixed(const tl_example *ex, const tl_feature_spec *s, size_t elems, tl_parsed_feature *o)
 {
-    char where[300];
-    snprintf(where, sizeof where, "feature \"%s\"", s->key);
     o->rank = s->rank;
     memcpy(o->shape, s->shape, (size_t)s->rank * sizeof s->shape[0]);
     const tl_feature *f = tl_example_find(ex, s->key);
@@ -165,9 +178,9 @@ static tl_status read_fixed(const tl_example *ex, const tl_feature_spec *s, size
     if (f == NULL && s->default_value == NULL)
         return tl_error(TL_EINVAL, "record %llu: feature \"%s\" (data type: %s) is required but could not be found",
                         (unsigned long long)ex->index, s->key, dtype_name(s->dtype));
-    tl_status st = f != NULL ? check_kind(ex, where, s, f) : TL_OK;
+    tl_status st = f != NULL ? check_kind(ex, s, NO_STEP, f) : TL_OK;
     if (st == TL_OK && f != NULL && f->count != elems)
-        st = wrong_count(ex, where, s, f->count);
+        st = wrong_count(ex, s, NO_STEP, f->count);
     if (st == TL_OK)
         st = alloc_values(o, elems);
     if (st != TL_OK)
@@ -187,13 +200,11 @@ static tl_status read_fixed(const tl_example *ex, const tl_feature_spec *s, size
 
 static tl_status read_var(const tl_example *ex, const tl_feature_spec *s, tl_parsed_feature *o)
 {
-    char where[300];
-    snprintf(where, sizeof where, "feature \"%s\"", s->key);
     const tl_feature *f = tl_example_find(ex, s->key);
     tl_feature none = {0};
     if (f == NULL)
         f = &none;
-    tl_status st = check_kind(ex, where, s, f);
+    tl_status st = check_kind(ex, s, NO_STEP, f);
     if (st != TL_OK)
         return st;
     o->row_lengths = tl_malloc(sizeof *o->row_lengths);
@@ -221,13 +232,11 @@ static tl_status read_fixed_seq(const tl_example *ex, const tl_feature_spec *s, 
     o->rank = s->rank + 1;
     o->shape[0] = (int64_t)steps;
     memcpy(o->shape + 1, s->shape, (size_t)s->rank * sizeof s->shape[0]);
-    char where[300];
     for (size_t j = 0; j < steps; j++) {
         const tl_feature *f = &fl->steps[j];
-        snprintf(where, sizeof where, "feature list \"%s\", step %zu", s->key, j);
-        tl_status st = check_kind(ex, where, s, f);
+        tl_status st = check_kind(ex, s, j, f);
         if (st == TL_OK && f->count != elems)
-            st = wrong_count(ex, where, s, f->count);
+            st = wrong_count(ex, s, j, f->count);
         if (st != TL_OK)
             return st;
     }
@@ -247,11 +256,9 @@ static tl_status read_var_seq(const tl_example *ex, const tl_feature_spec *s, tl
     const tl_feature_list *fl = tl_example_find_list(ex, s->key);
     size_t steps = fl != NULL ? fl->count : 0;
     size_t total = 0, longest = 0;
-    char where[300];
     for (size_t j = 0; j < steps; j++) {
         const tl_feature *f = &fl->steps[j];
-        snprintf(where, sizeof where, "feature list \"%s\", step %zu", s->key, j);
-        tl_status st = check_kind(ex, where, s, f);
+        tl_status st = check_kind(ex, s, j, f);
         if (st != TL_OK)
             return st;
         total += f->count; /* cannot wrap: every value came from the input */

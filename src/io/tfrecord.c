@@ -18,6 +18,11 @@
  * known file size; later ones double, so a lying length costs at most twice
  * the bytes that really follow it. */
 #define FIRST_CHUNK (64 * 1024)
+/* stdio's buffer for a file the reader opens itself. Its default is the
+ * block size, 4 KiB: a read(2) per 4 KiB, which held 700-byte records at
+ * 2.6 GB/s from the page cache (make bench, bench_input); with one per
+ * 256 KiB they read at 3.6 GB/s. */
+#define READ_BUFFER (256 * 1024)
 
 static void put_le64(uint8_t *p, uint64_t v)
 {
@@ -117,6 +122,7 @@ struct tl_tfrecord_reader {
     size_t mem_size;
     FILE *file; /* SRC_FILE */
     bool own_file;
+    char *iobuf; /* (READ_BUFFER) file's stdio buffer when own_file, or NULL */
     tl_tfrecord_read_fn read_fn; /* SRC_STREAM */
     void *ud;
     bool size_known; /* a regular file: size is its length when last looked at */
@@ -215,12 +221,25 @@ tl_status tl_tfrecord_reader_open(const char *path, tl_tfrecord_reader **out)
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return tl_error(TL_EIO, "%s: cannot open for reading: %s", path, strerror(errno));
+    /* Before any read, as setvbuf requires; through tl_malloc like every
+     * other allocation. Should setvbuf refuse, stdio's own buffer serves. */
+    char *iobuf = tl_malloc(READ_BUFFER);
+    if (iobuf == NULL) {
+        fclose(f);
+        return tl_error_oom();
+    }
+    if (setvbuf(f, iobuf, _IOFBF, READ_BUFFER) != 0) {
+        tl_free(iobuf);
+        iobuf = NULL;
+    }
     tl_status st = tl_tfrecord_reader_create_file(f, path, out);
     if (st != TL_OK) {
         fclose(f);
+        tl_free(iobuf);
         return st;
     }
     (*out)->own_file = true;
+    (*out)->iobuf = iobuf;
     return TL_OK;
 }
 
@@ -235,6 +254,7 @@ void tl_tfrecord_reader_destroy(tl_tfrecord_reader *r)
         return;
     if (r->own_file)
         fclose(r->file);
+    tl_free(r->iobuf); /* after fclose, which still uses it */
     sticky_clear(&r->err);
     tl_free(r->buf);
     tl_free(r->name);

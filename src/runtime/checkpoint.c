@@ -159,6 +159,16 @@ static tl_status make_identity(tl_estimator *est)
             json_t *v = json_object_get(cfg, keys[i]);
             json_object_set(id, keys[i], v != NULL ? v : json_null());
         }
+        /* The input decides which examples train: the data and the
+         * pipeline, but not the knobs that only change speed, nor where
+         * Fashion-MNIST is installed. */
+        json_t *in = json_deep_copy(json_object_get(cfg, "input"));
+        if (in != NULL) {
+            static const char *const speed[] = {"prefetch", "num_parallel_calls", "data_dir"};
+            for (size_t i = 0; i < TL_ARRAY_LEN(speed); i++)
+                json_object_del(in, speed[i]);
+            json_object_set_new(id, "input", in);
+        }
         json_object_set(id, "optimizer", opt);
         json_object_set_new(id, "cross_shard_reduction", json_string(est->opt.reduce_sum ? "SUM" : "MEAN"));
         text = json_dumps(id, JSON_COMPACT | JSON_SORT_KEYS);
