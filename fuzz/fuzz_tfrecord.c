@@ -2,7 +2,8 @@
  * decoder. The input is read three ways:
  *   1. as a TFRecord file from memory, and again as a stream handed out in
  *      chunks whose size comes from the input's first byte: both must agree
- *      record for record, and on the status and the fault at the end;
+ *      record for record, and on the status and the fault at the end,
+ *      stepping over records whose data CRC fails (skip_corrupt_records);
  *   2. as an event file (framing, then each record as a tensorflow.Event);
  *   3. as the payload of one well-framed record, so that the Event decoder
  *      sees arbitrary bytes (random bytes rarely pass two CRCs).
@@ -67,6 +68,16 @@ static void framing(const uint8_t *data, size_t size)
         check_failure(sb, s);
         if (sa != sb || tl_tfrecord_reader_fault(m) != tl_tfrecord_reader_fault(s) ||
             tl_tfrecord_reader_offset(m) != tl_tfrecord_reader_offset(s))
+            __builtin_trap();
+        if (sa != TL_OK && tl_tfrecord_reader_fault(m) == TL_TFRECORD_FAULT_BAD_DATA_CRC) {
+            /* skip_corrupt_records: both step over the bad record alike and
+             * read on; any other state cannot be skipped. */
+            if (tl_tfrecord_reader_skip_record(m) != TL_OK || tl_tfrecord_reader_skip_record(s) != TL_OK ||
+                tl_tfrecord_reader_offset(m) != tl_tfrecord_reader_offset(s))
+                __builtin_trap();
+            continue;
+        }
+        if (sa != TL_OK && tl_tfrecord_reader_skip_record(m) == TL_OK)
             __builtin_trap();
         if (sa != TL_OK || a == NULL) {
             if (b != NULL)

@@ -526,6 +526,57 @@ Test(io_tfrecord, errors_stick_until_seek_and_seek_resumes)
     free(file);
 }
 
+/* skip_record steps over a record whose data CRC failed, on every source —
+ * a stream too, which cannot seek — and only in that state. */
+Test(io_tfrecord, skip_record_steps_over_a_bad_data_crc)
+{
+    size_t n;
+    uint8_t *file = slurp(SINGLES, &n);
+    for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
+        mem_stream ms;
+        char tmp[64] = "";
+        tl_tfrecord_reader *r = reader_of(s, file, n, &ms, tmp);
+        ASSERT_ERR(tl_tfrecord_reader_skip_record(r), TL_EINVAL, "only a record whose data CRC failed");
+        tl_tfrecord_reader_destroy(r);
+        if (tmp[0])
+            unlink(tmp);
+    }
+    file[60] ^= 1; /* record 1's data (bytes 52..80) */
+    for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
+        mem_stream ms;
+        char tmp[64] = "";
+        tl_tfrecord_reader *r = reader_of(s, file, n, &ms, tmp);
+        const uint8_t *rec;
+        size_t len;
+        ASSERT_OK(tl_tfrecord_next(r, &rec, &len));
+        cr_assert_eq(tl_tfrecord_next(r, &rec, &len), TL_EPARSE, "%s", src_names[s]);
+        cr_assert_eq(tl_tfrecord_reader_fault(r), TL_TFRECORD_FAULT_BAD_DATA_CRC, "%s: fault %d: %s", src_names[s], (int)tl_tfrecord_reader_fault(r), tl_last_error());
+        ASSERT_OK(tl_tfrecord_reader_skip_record(r));
+        cr_assert_eq(tl_tfrecord_reader_offset(r), 85, "%s", src_names[s]);
+        cr_assert_eq(tl_tfrecord_reader_index(r), 2);
+        ASSERT_OK(tl_tfrecord_next(r, &rec, &len));
+        cr_assert_eq(len, 29);
+        ASSERT_OK(tl_tfrecord_next(r, &rec, &len));
+        cr_assert_null(rec, "%s: the end after record 2", src_names[s]);
+        tl_tfrecord_reader_destroy(r);
+        if (tmp[0])
+            unlink(tmp);
+    }
+    /* A bad length CRC cannot be stepped over. */
+    file[60] ^= 1;
+    file[41] ^= 1; /* record 1's length */
+    tl_tfrecord_reader *r;
+    ASSERT_OK(tl_tfrecord_reader_create_memory(file, n, "buf", &r));
+    const uint8_t *rec;
+    size_t len;
+    ASSERT_OK(tl_tfrecord_next(r, &rec, &len));
+    cr_assert_eq(tl_tfrecord_next(r, &rec, &len), TL_EPARSE);
+    cr_assert_eq(tl_tfrecord_reader_fault(r), TL_TFRECORD_FAULT_BAD_LENGTH_CRC);
+    ASSERT_ERR(tl_tfrecord_reader_skip_record(r), TL_EINVAL, "only a record whose data CRC failed");
+    tl_tfrecord_reader_destroy(r);
+    free(file);
+}
+
 /* A file that grows (a live event file) is read as far as it goes, and after
  * a seek back the record that was being written is read whole. */
 Test(io_tfrecord, follows_a_growing_file)

@@ -25,7 +25,7 @@ typedef struct src {
     int64_t D;
 } src;
 
-static tl_status src_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *f, int32_t *l, int64_t *rows)
+static tl_status src_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     (void)step;
     (void)row0;
@@ -37,10 +37,11 @@ static tl_status src_next(void *ud, int64_t step, int64_t row0, int64_t cap, flo
         n = s->limit - s->next_id > 0 ? s->limit - s->next_id : 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t id = s->index * 100000 + s->next_id + i;
+        float *f = tl_feed_dest_row(dst, i, s->D);
         for (int64_t j = 0; j < s->D; j++)
-            f[i * s->D + j] = (float)(id * 10 + j);
-        if (l != NULL)
-            l[i] = (int32_t)id;
+            f[j] = (float)(id * 10 + j);
+        if (dst->labels != NULL)
+            *tl_feed_dest_label(dst, i) = (int32_t)id;
     }
     s->next_id += n;
     *rows = n;
@@ -473,9 +474,10 @@ Test(mt_feed, predict_pads_then_stops_with_a_copy_of_the_first_batch)
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static tl_status short_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *f, int32_t *l, int64_t *rows)
+static tl_status short_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst,
+                            int64_t *rows)
 {
-    tl_status st = src_next(ud, step, row0, cap, f, l, rows);
+    tl_status st = src_next(ud, step, row0, cap, dst, rows);
     if (step == 1)
         *rows = cap - 1;
     return st;

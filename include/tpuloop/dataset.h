@@ -180,12 +180,11 @@ typedef struct tl_tfrecord_options {
     tl_record_compression compression; /* NONE */
     int64_t cycle_length;              /* files read at once, >= 1; 1 (one after another) */
     int64_t block_length;              /* records from a file before moving to the next, >= 1; 1 */
-    /* A record whose data CRC fails is skipped; a bad length CRC, a length
-     * past the end of the file, a truncated header or corrupt compressed data
-     * end that file (the rest cannot be framed), and reading moves on. In a
-     * GZIP or ZLIB file a bad data CRC also ends the file: the compressed
-     * stream cannot be re-entered after the bad record. Each is logged and
-     * counted. */
+    /* A record whose data CRC fails is skipped, in plain, GZIP and ZLIB
+     * files alike (its length CRC vouched for its framing); a bad length
+     * CRC, a length past the end of the file, a truncated header or corrupt
+     * compressed data end that file (the rest cannot be framed), and reading
+     * moves on. Each is logged and counted. */
     bool skip_corrupt_records;         /* false */
 } tl_tfrecord_options;
 

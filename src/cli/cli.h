@@ -58,8 +58,6 @@ typedef struct cli_job {
     tl_input train_input;       /* files; set when the job trains */
     tl_input eval_input;        /* eval_files (files when null) */
     struct cli_files *files[2]; /* their input_fn's user data */
-    float *mem_features;        /* (N, D) test's features and labels (N) when read from files */
-    int32_t *mem_labels;
 } cli_job;
 
 /* ---- job_input.c: the file datasets (tfrecord, criteo, csv, idx) ---------- */
@@ -70,12 +68,11 @@ int cli_files_open(cli_job *job, bool need_train);
 void cli_files_close(cli_job *job);
 /* The records of files (tfrecord: framed, not parsed), for epochs. */
 tl_status cli_files_count(cli_job *job, int64_t *count);
-/* Reads eval_files whole, in order, into job->test (for predict); returns an exit status. */
-int cli_files_load(cli_job *job);
 /* Train and evaluate the job's data: its input_fn for a file dataset, else
  * the in-memory train and test. */
 tl_status cli_job_train(cli_job *job, tl_train_result *tr);
 tl_status cli_job_evaluate(cli_job *job, tl_eval_result *er);
+tl_status cli_job_predict(cli_job *job, tl_predict_result *pr);
 
 /* Loads the configuration: cli_load_config with allow_file, into job->cfg
  * and job->r. Returns an exit status; close the job in any case. */

@@ -270,10 +270,7 @@ int cli_write_predictions(const char *path, const tl_predict_result *pr)
 int cli_predict_to(cli_job *job, const char *path, json_t *summary, int64_t *global_step)
 {
     tl_predict_result pr;
-    int rc = job->file_input ? cli_files_load(job) : 0;
-    if (rc != 0)
-        return rc;
-    tl_status st = tl_estimator_predict(job->est, &job->test, &pr);
+    tl_status st = cli_job_predict(job, &pr);
     if (st != TL_OK)
         return cli_fail(st);
     int err = cli_write_predictions(path, &pr);

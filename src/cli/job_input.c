@@ -1,14 +1,15 @@
 /* job_input.c — the file datasets of the "input" section (tfrecord, criteo,
  * csv, idx) as the input_fn `train` and `evaluate` hand the estimator, the
- * record count that `epochs` needs, and the in-memory copy of eval_files
- * that `predict` reads (tl_estimator_predict takes memory only).
+ * record count that `epochs` needs; `predict` reads eval_files through
+ * the same input_fn in PREDICT mode.
  *
  * One input_fn invocation (ctx: index of total, mode, batch_size) builds
  *
  *   tfrecord: files -> [shard files] -> interleave -> [shard records] -> parse_example
  *   criteo, csv: [this shard's files] -> reader -> [shard records]
  *   idx:      images + labels -> [shard records]
- *   then:     shuffle (when shuffle_buffer_size) -> repeat (TRAIN) -> batch(drop_remainder) -> prefetch
+ *   then:     TRAIN: shuffle (when shuffle_buffer_size) -> repeat; then batch (drop_remainder but in
+ *             PREDICT, whose last batch the estimator pads) -> prefetch
  *
  * Sharding: with at least `total` files each invocation reads the files i
  * with i % total == index (tf.data's shard over the file list: no record is
@@ -199,7 +200,7 @@ static tl_status source(const struct cli_files *f, int total, int index, tl_data
     return TL_OK;
 }
 
-/* The input_fn of `train` and `evaluate`. */
+/* The input_fn of `train`, `evaluate` and `predict`. */
 static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **out)
 {
     const struct cli_files *f = user;
@@ -210,11 +211,15 @@ static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **
     if (st != TL_OK)
         return st;
     uint64_t seed = r->tf_random_seed.set ? (uint64_t)r->tf_random_seed.value : 0;
-    if ((in->shuffle_buffer_size.set &&
+    /* Training shuffles and repeats; evaluation and prediction read the
+     * files in order, and prediction keeps the last, short batch (the
+     * estimator pads it, as TPUEstimator does). */
+    bool train = ctx->mode == TL_MODE_TRAIN;
+    if ((train && in->shuffle_buffer_size.set &&
          (st = tl_dataset_shuffle(ds, in->shuffle_buffer_size.value, seed, in->reshuffle_each_iteration, &ds)) !=
              TL_OK) ||
-        (ctx->mode == TL_MODE_TRAIN && (st = tl_dataset_repeat(ds, -1, &ds)) != TL_OK) ||
-        (st = tl_dataset_batch(ds, ctx->batch_size, true, &ds)) != TL_OK ||
+        (train && (st = tl_dataset_repeat(ds, -1, &ds)) != TL_OK) ||
+        (st = tl_dataset_batch(ds, ctx->batch_size, ctx->mode != TL_MODE_PREDICT, &ds)) != TL_OK ||
         (in->prefetch > 0 && (st = tl_dataset_prefetch(ds, in->prefetch, &ds)) != TL_OK))
         return st;
     *out = ds;
@@ -262,8 +267,6 @@ void cli_files_close(cli_job *job)
 {
     files_free(job->files[0]);
     files_free(job->files[1]);
-    free(job->mem_features);
-    free(job->mem_labels);
 }
 
 tl_status cli_files_count(cli_job *job, int64_t *count)
@@ -304,173 +307,9 @@ tl_status cli_job_evaluate(cli_job *job, tl_eval_result *er)
     return tl_estimator_evaluate(job->est, &job->test, er);
 }
 
-/* ---- predict: eval_files into memory ------------------------------------ */
-
-/* The command's own errors are printed here (the library's error message
- * cannot be set from outside it); the status then only carries the exit code. */
-static tl_status usage(tl_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static tl_status usage(tl_status st, const char *fmt, ...)
+tl_status cli_job_predict(cli_job *job, tl_predict_result *pr)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return st;
-}
-
-static bool numeric(tl_data_type t)
-{
-    return t == TL_DT_FLOAT32 || t == TL_DT_INT32 || t == TL_DT_INT64;
-}
-
-static int64_t size_of(const tl_tensor *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++)
-        n *= t->shape[d];
-    return n;
-}
-
-/* The feature tensors of e in order (the estimator's rule: feature_keys, or
- * every dense numeric tensor but the label), into idx (room for
- * e->num_tensors + num_feature_keys). */
-static tl_status feature_layout(const tl_input *input, const tl_element *e, int *idx, int *n)
-{
-    *n = 0;
-    if (input->feature_keys != NULL) {
-        for (int k = 0; k < input->num_feature_keys; k++) {
-            int i = 0;
-            while (i < e->num_tensors && strcmp(e->tensors[i].key, input->feature_keys[k]) != 0)
-                i++;
-            if (i == e->num_tensors)
-                return usage(TL_EINVAL, "eval_files: the examples have no feature tensor \"%s\"",
-                             input->feature_keys[k]);
-            idx[(*n)++] = i;
-        }
-    } else {
-        for (int i = 0; i < e->num_tensors; i++)
-            if (strcmp(e->tensors[i].key, input->label_key) != 0 && numeric(e->tensors[i].dtype) &&
-                !e->tensors[i].ragged)
-                idx[(*n)++] = i;
-    }
-    for (int k = 0; k < *n; k++) {
-        const tl_tensor *t = &e->tensors[idx[k]];
-        if (!numeric(t->dtype) || t->ragged)
-            return usage(TL_EINVAL, "input tensor \"%s\" cannot be a model feature: it is %s", t->key,
-                         t->ragged ? "ragged" : "bytes");
-    }
-    if (*n == 0)
-        return usage(TL_EINVAL, "eval_files: the examples have no dense numeric feature tensor besides the label "
-                                "\"%s\"", input->label_key);
-    return TL_OK;
-}
-
-static float value_at(const tl_tensor *t, int64_t j)
-{
-    switch (t->dtype) {
-    case TL_DT_FLOAT32: return ((const float *)t->data)[j];
-    case TL_DT_INT32: return (float)((const int32_t *)t->data)[j];
-    default: return (float)((const int64_t *)t->data)[j];
-    }
-}
-
-/* The examples of e into row (D values); the first example fixes each
- * feature tensor's width (widths, nf of them). */
-static tl_status copy_example(const tl_element *e, const int *idx, int nf, const int64_t *widths, int64_t n,
-                              float *row)
-{
-    for (int k = 0; k < nf; k++) {
-        const tl_tensor *x = &e->tensors[idx[k]];
-        int64_t w = size_of(x);
-        if (w != widths[k])
-            return usage(TL_EINVAL, "eval_files: example %lld's tensor \"%s\" has %lld values, example 0's %lld",
-                         (long long)n, x->key, (long long)w, (long long)widths[k]);
-        for (int64_t j = 0; j < w; j++)
-            row[j] = value_at(x, j);
-        row += w;
-    }
-    return TL_OK;
-}
-
-/* Reads eval_files (the whole of them, in file order: no shard, shuffle or
- * repeat) into job->test. Returns an exit status. */
-int cli_files_load(cli_job *job)
-{
-    if (job->test.features != NULL)
-        return 0;
-    const tl_input *input = &job->eval_input;
-    tl_dataset *ds;
-    tl_status st = source(job->files[1], 1, 0, &ds);
-    if (st != TL_OK)
-        return cli_fail(st);
-    const tl_element *e;
-    int *idx = NULL, nf = 0;
-    int64_t *widths = NULL, D = 0, n = 0, cap = 0;
-    int32_t max_label = 1;
-    bool own_error = false;
-    tl_labeled_data *t = &job->test;
-    while ((st = tl_dataset_next(ds, &e)) == TL_OK && e != NULL) {
-        if (idx == NULL) {
-            size_t room = (size_t)e->num_tensors + (size_t)input->num_feature_keys + 1;
-            idx = malloc(room * sizeof *idx);
-            widths = malloc(room * sizeof *widths);
-            if (idx == NULL || widths == NULL) {
-                st = TL_ENOMEM;
-                break;
-            }
-            if ((st = feature_layout(input, e, idx, &nf)) != TL_OK) {
-                own_error = true;
-                break;
-            }
-            for (int k = 0; k < nf; k++)
-                D += widths[k] = size_of(&e->tensors[idx[k]]);
-            const tl_tensor *t0 = &e->tensors[idx[0]];
-            t->feature_rank = 1;
-            t->feature_shape[0] = D;
-            if (nf == 1 && t0->rank >= 1 && t0->rank <= TL_MAX_FEATURE_RANK) {
-                t->feature_rank = t0->rank;
-                memcpy(t->feature_shape, t0->shape, (size_t)t0->rank * sizeof *t0->shape);
-            }
-            t->num_features = D;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            float *x = realloc(job->mem_features, (size_t)cap * (size_t)(D ? D : 1) * sizeof *x);
-            if (x != NULL)
-                job->mem_features = x;
-            int32_t *y = x != NULL ? realloc(job->mem_labels, (size_t)cap * sizeof *y) : NULL;
-            if (y == NULL) {
-                st = TL_ENOMEM;
-                break;
-            }
-            job->mem_labels = y;
-        }
-        if ((st = copy_example(e, idx, nf, widths, n, job->mem_features + n * D)) != TL_OK) {
-            own_error = true;
-            break;
-        }
-        /* Predict ignores the labels; an example without one gets 0. */
-        const tl_tensor *l = tl_element_find(e, input->label_key);
-        int32_t label = l != NULL && numeric(l->dtype) && size_of(l) >= 1 ? (int32_t)value_at(l, 0) : 0;
-        job->mem_labels[n++] = label;
-        if (label > max_label)
-            max_label = label;
-    }
-    free(idx);
-    free(widths);
-    tl_dataset_destroy(ds);
-    if (st != TL_OK)
-        return own_error ? EXIT_BAD_INPUT : cli_fail(st);
-    if (n == 0) {
-        fprintf(stderr, "error: eval_files hold no examples to predict\n");
-        return EXIT_BAD_INPUT;
-    }
-    t->num_examples = n;
-    t->num_classes = max_label + 1;
-    t->features = job->mem_features;
-    t->labels = job->mem_labels;
-    return 0;
+    if (job->file_input)
+        return tl_estimator_predict_input(job->est, &job->eval_input, pr);
+    return tl_estimator_predict(job->est, &job->test, pr);
 }

@@ -24,6 +24,7 @@ typedef struct tfr_impl {
     int64_t block_index; /* records taken from the current slot in this turn */
     int64_t num_open;
     bool end_of_input;   /* the file names are exhausted */
+    bool replaying;      /* a restore re-reads a compressed file up to its saved record */
 } tfr_impl;
 
 void tl_tfrecord_options_init(tl_tfrecord_options *o)
@@ -53,22 +54,6 @@ static tl_status slot_open(tl_dataset *ds, tfr_impl *t, slot *s, const char *nam
         return st;
     t->num_open++;
     return TL_OK;
-}
-
-/* The data length of the record at offset of a plain file, read past the
- * reader, whose failing record's length is not part of its interface. */
-static bool record_length(const char *path, uint64_t offset, uint64_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    uint8_t b[8];
-    bool ok = pread(fd, b, 8, (off_t)offset) == 8;
-    close(fd);
-    *len = 0;
-    for (int i = 7; i >= 0; i--)
-        *len = (*len << 8) | b[i];
-    return ok;
 }
 
 /* The next record of s into *out, NULL at the end of the file (also when
@@ -102,20 +87,23 @@ static tl_status slot_read(tl_dataset *ds, tfr_impl *t, slot *s, ds_elem **out)
         tl_tfrecord_fault fault = tl_tfrecord_reader_fault(r);
         if (!t->o.skip_corrupt_records || st != TL_EPARSE || fault == TL_TFRECORD_FAULT_NONE)
             return st;
-        uint64_t len;
-        if (fault == TL_TFRECORD_FAULT_BAD_DATA_CRC &&
-            tl_tfrecord_zreader_compression(s->z) == TL_TFRECORD_NONE && record_length(s->file, offset, &len) &&
-            len <= UINT64_MAX - offset - TL_TFRECORD_HEADER_SIZE - TL_TFRECORD_FOOTER_SIZE) {
-            tl_log(TL_LOG_WARN, "skip_corrupt_records: %s; skipping the record", tl_last_error());
-            ds_count_skip(ds->ctx);
-            st = tl_tfrecord_reader_seek(r, offset + TL_TFRECORD_HEADER_SIZE + len + TL_TFRECORD_FOOTER_SIZE,
-                                         index + 1);
-            if (st != TL_OK)
+        /* A bad data CRC leaves the framing intact: step over that record,
+         * in a compressed stream as in a plain file. Anything else leaves no
+         * trustworthy place to go on from. A restore replaying a compressed
+         * file up to its saved record neither logs nor counts again. */
+        if (fault == TL_TFRECORD_FAULT_BAD_DATA_CRC) {
+            if (!t->replaying) {
+                tl_log(TL_LOG_WARN, "skip_corrupt_records: %s; skipping the record", tl_last_error());
+                ds_count_skip(ds->ctx);
+            }
+            if ((st = tl_tfrecord_reader_skip_record(r)) != TL_OK)
                 return st;
             continue;
         }
-        tl_log(TL_LOG_WARN, "skip_corrupt_records: %s; skipping the rest of the file", tl_last_error());
-        ds_count_skip(ds->ctx);
+        if (!t->replaying) {
+            tl_log(TL_LOG_WARN, "skip_corrupt_records: %s; skipping the rest of the file", tl_last_error());
+            ds_count_skip(ds->ctx);
+        }
         return TL_OK;
     }
 }
@@ -240,7 +228,10 @@ static tl_status slot_restore(tl_dataset *ds, tfr_impl *t, slot *s, json_t *so)
         return tl_tfrecord_reader_seek(r, offset, record);
     while (tl_tfrecord_reader_index(r) < record) {
         ds_elem *e = NULL;
-        if ((st = slot_read(ds, t, s, &e)) != TL_OK)
+        t->replaying = true;
+        st = slot_read(ds, t, s, &e);
+        t->replaying = false;
+        if (st != TL_OK)
             return st;
         if (e == NULL)
             return tl_error(TL_EINVAL, "restore: %s ends before record %llu, where the saved state stood", file,

@@ -133,6 +133,7 @@ struct tl_tfrecord_reader {
     size_t cap;
     uint64_t max_record;
     tl_tfrecord_fault fault;
+    uint64_t fault_len;        /* BAD_DATA_CRC: the failing record's length */
     sticky err;
 };
 
@@ -331,6 +332,7 @@ static tl_status check_data(tl_tfrecord_reader *r, const uint8_t *data, uint64_t
 {
     uint32_t stored = get_le32(data + len);
     uint32_t want = tl_tfrecord_data_crc(data, (size_t)len);
+    r->fault_len = len;
     if (stored != want)
         return reader_fail(r, TL_EPARSE, TL_TFRECORD_FAULT_BAD_DATA_CRC,
                            "%s: record %llu at byte offset %llu: bad data CRC (stored 0x%08x, computed 0x%08x "
@@ -453,6 +455,21 @@ tl_status tl_tfrecord_next(tl_tfrecord_reader *r, const uint8_t **data, size_t *
     r->fault = TL_TFRECORD_FAULT_NONE;
     tl_status st = r->kind == SRC_MEMORY ? next_memory(r, data, len) : next_stream(r, data, len);
     return st;
+}
+
+tl_status tl_tfrecord_reader_skip_record(tl_tfrecord_reader *r)
+{
+    if (r->fault != TL_TFRECORD_FAULT_BAD_DATA_CRC)
+        return tl_error(TL_EINVAL, "%s: record %llu at byte offset %llu: only a record whose data CRC failed can be "
+                                   "skipped (its framing is intact)",
+                        r->name, (unsigned long long)r->index, (unsigned long long)r->offset);
+    /* next_memory and next_stream consumed header, data and footer before
+     * checking the data: only the offset and index stayed behind. */
+    r->offset += TL_TFRECORD_HEADER_SIZE + r->fault_len + TL_TFRECORD_FOOTER_SIZE;
+    r->index++;
+    r->fault = TL_TFRECORD_FAULT_NONE;
+    sticky_clear(&r->err);
+    return TL_OK;
 }
 
 tl_status tl_tfrecord_reader_seek(tl_tfrecord_reader *r, uint64_t offset, uint64_t index)

@@ -147,6 +147,15 @@ uint64_t tl_tfrecord_reader_index(const tl_tfrecord_reader *r);
 /* The kind of the last failure, TL_TFRECORD_FAULT_NONE if none. */
 tl_tfrecord_fault tl_tfrecord_reader_fault(const tl_tfrecord_reader *r);
 
+/* Steps over the record whose data CRC just failed (tl_tfrecord_reader_fault
+ * is TL_TFRECORD_FAULT_BAD_DATA_CRC): its length was vouched for by the
+ * length CRC and its bytes were read whole, so the next record starts right
+ * after it, in a compressed stream too. Clears the sticky error; the next
+ * tl_tfrecord_next reads the record after it. How skip_corrupt_records
+ * drops one bad record. Errors: TL_EINVAL for any other state (a bad length
+ * or a truncation leaves no trustworthy place to go on from). */
+tl_status tl_tfrecord_reader_skip_record(tl_tfrecord_reader *r);
+
 /* Moves to byte offset `offset`, which should be a record's start (one that
  * tl_tfrecord_reader_offset returned), as record number `index`, and clears a
  * sticky error — how a dataset resumes from a saved position and how a

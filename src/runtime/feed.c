@@ -24,6 +24,9 @@ struct tl_feed {
     tl_feed_batch *firsts;           /* (R * cores) prediction: the first step's batches */
     void *slab;
     tl_queue **full, **free_list;    /* (R * cores) */
+    tl_feed_batch **cur;             /* (R) one core a replica: the step's buffers */
+    float **dst_f;                   /* (chunks) a get_next's destinations */
+    int32_t **dst_l;
     /* The thread. */
     tl_thread thread;
     bool running;
@@ -32,6 +35,7 @@ struct tl_feed {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t sleep_ns;                /* before the first step */
+    bool holdable;                   /* started with a limit: per-step hand-shakes with the host */
     int64_t limit;                   /* produce steps below this */
     int64_t produced;                /* every step below this is in the queues */
     bool ended, closed;
@@ -91,7 +95,10 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     f->slab = tl_calloc(nbuf * per + 1, sizeof(float));
     f->full = tl_calloc((size_t)nq, sizeof *f->full);
     f->free_list = tl_calloc((size_t)nq, sizeof *f->free_list);
-    if (f->calls == NULL || f->stage_f == NULL || f->stage_l == NULL || f->stage_rows == NULL || f->bufs == NULL ||
+    f->cur = tl_calloc((size_t)f->R, sizeof *f->cur);
+    f->dst_f = tl_calloc((size_t)f->R + 1, sizeof *f->dst_f);
+    f->dst_l = tl_calloc((size_t)f->R + 1, sizeof *f->dst_l);
+    if (f->cur == NULL || f->dst_f == NULL || f->dst_l == NULL || f->calls == NULL || f->stage_f == NULL || f->stage_l == NULL || f->stage_rows == NULL || f->bufs == NULL ||
         f->slab == NULL || f->full == NULL || f->free_list == NULL) {
         tl_feed_destroy(f);
         return tl_error_oom();
@@ -136,6 +143,9 @@ void tl_feed_destroy(tl_feed *f)
     tl_free(f->slab);
     tl_free(f->full);
     tl_free(f->free_list);
+    tl_free(f->cur);
+    tl_free(f->dst_f);
+    tl_free(f->dst_l);
     tl_free(f);
 }
 
@@ -279,44 +289,61 @@ static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, cons
     return tl_queue_push(f->full[q], &b) == TL_WAIT_OK;
 }
 
+/* Checks what get_next i (of invocation call) returned. */
+static tl_status check_rows(const tl_feed *f, const tl_input_call *call, int64_t s, tl_status st, int64_t rows)
+{
+    const tl_input_plan *p = &f->plan;
+    if (st != TL_OK)
+        return tl_error(st, "input_fn invocation %d (host %d), step %lld: %s", call->index, call->host, (long long)s,
+                        tl_last_error());
+    if (rows < 0 || rows > f->cap)
+        return tl_error(TL_ERUNTIME, "input_fn invocation %d returned %lld rows for a batch of %lld", call->index,
+                        (long long)rows, (long long)f->cap);
+    if (!f->spec.predict && rows == 0)
+        return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) ran out of data at step %lld: training and "
+                                   "evaluation need %lld steps (repeat() the dataset, or ask for fewer steps)",
+                        call->index, call->host, (long long)s, (long long)(f->first + f->count));
+    if (!f->spec.predict && rows != f->cap)
+        return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) gave a batch of %lld rows at step %lld; the %s "
+                                   "input plan needs %lld (params['batch_size']): the features must have static "
+                                   "shape, so batch with drop_remainder",
+                        call->index, call->host, (long long)rows, (long long)s, tl_input_plan_mode_name(p),
+                        (long long)f->cap);
+    return TL_OK;
+}
+
+/* The replica fed by chunk j of get_next k of invocation call. */
+static int replica_of(const tl_feed *f, const tl_input_call *call, int k, int64_t j)
+{
+    int64_t chunks = f->broadcast ? 1 : f->cap / f->b;
+    return call->first_replica + (int)(k * chunks + j);
+}
+
+/* ---- with tiles: one staging area, then every core's tile ---------------- */
+
 /* Reads every get_next of step s into the stage. *all_empty: every source
  * was at its end. */
 static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty)
 {
     const tl_input_plan *p = &f->plan;
     int gn = p->get_next_per_step;
-    int64_t chunks = f->broadcast ? 1 : f->cap / f->b;
     *all_empty = true;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
         for (int k = 0; k < gn; k++) {
             int slot = i * gn + k;
             float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
-            int32_t *la = f->spec.labels ? f->stage_l + (int64_t)slot * f->cap : NULL;
-            int64_t row0 = f->broadcast ? 0 : ((int64_t)call->first_replica + k * chunks) * f->b;
+            int32_t *la = f->stage_l + (int64_t)slot * f->cap;
+            tl_feed_dest dst = {&fe, f->spec.labels ? &la : NULL, f->cap};
+            int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
             int64_t rows = -1;
-            tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, fe, la, &rows);
+            tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);
+            st = check_rows(f, call, s, st, rows);
             if (st != TL_OK)
-                return tl_error(st, "input_fn invocation %d (host %d), step %lld: %s", call->index, call->host,
-                                (long long)s, tl_last_error());
-            if (rows < 0 || rows > f->cap)
-                return tl_error(TL_ERUNTIME, "input_fn invocation %d returned %lld rows for a batch of %lld",
-                                call->index, (long long)rows, (long long)f->cap);
-            if (!f->spec.predict && rows == 0)
-                return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) ran out of data at step %lld: training "
-                                           "and evaluation need %lld steps (repeat() the dataset, or ask for fewer "
-                                           "steps)",
-                                call->index, call->host, (long long)s, (long long)(f->first + f->count));
-            if (!f->spec.predict && rows != f->cap)
-                return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) gave a batch of %lld rows at step %lld; "
-                                           "the %s input plan needs %lld (params['batch_size']): the features must "
-                                           "have static shape, so batch with drop_remainder",
-                                call->index, call->host, (long long)rows, (long long)s, tl_input_plan_mode_name(p),
-                                (long long)f->cap);
+                return st;
             if (rows < f->cap) { /* prediction: zero padding rows */
                 memset(fe + rows * f->D, 0, (size_t)((f->cap - rows) * f->D) * sizeof *fe);
-                if (la != NULL)
-                    memset(la + rows, 0, (size_t)(f->cap - rows) * sizeof *la);
+                memset(la + rows, 0, (size_t)(f->cap - rows) * sizeof *la);
             }
             f->stage_rows[slot] = rows;
             if (rows > 0)
@@ -347,7 +374,7 @@ static bool route_step(tl_feed *f, int64_t s, bool stop)
                 continue;
             }
             for (int64_t j = 0; j < chunks; j++) {
-                int r = call->first_replica + (int)(k * chunks + j);
+                int r = replica_of(f, call, k, j);
                 int64_t real = rows - j * f->b;
                 real = real < 0 ? 0 : real > f->b ? f->b : real;
                 for (int c = 0; c < f->cores; c++)
@@ -357,6 +384,100 @@ static bool route_step(tl_feed *f, int64_t s, bool stop)
         }
     }
     return true;
+}
+
+/* ---- one core a replica: straight into the replicas' buffers ------------- */
+
+/* Marks replica buffer b as step s with `real` real rows of b, zeroing the
+ * padding rows. */
+static void finish_buffer(const tl_feed *f, int64_t s, int64_t real, tl_feed_batch *b)
+{
+    b->step = s;
+    b->rows = f->b;
+    b->real_rows = real;
+    b->stopping = false;
+    b->has_features = true;
+    b->has_labels = f->spec.labels;
+    b->f_offset[0] = 0;
+    b->f_size[0] = f->b;
+    for (int d = 0; d < f->spec.frank; d++) {
+        b->f_offset[d + 1] = 0;
+        b->f_size[d + 1] = f->spec.fshape[d];
+    }
+    b->l_offset = 0;
+    b->l_size = f->b;
+    if (real < f->b) {
+        memset(b->features + real * f->D, 0, (size_t)((f->b - real) * f->D) * sizeof(float));
+        if (b->labels != NULL)
+            memset(b->labels + real, 0, (size_t)(f->b - real) * sizeof(int32_t));
+    }
+    for (int64_t i = 0; i < f->b; i++)
+        b->padding_mask[i] = i >= real;
+}
+
+/* Step s without tiles: every replica's free buffer first, then each
+ * get_next writes its rows into the buffers of the replicas it feeds (one
+ * copy), BROADCAST copies to the rest. *ok false when the feed closed; a
+ * source's error is returned. */
+static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop)
+{
+    const tl_input_plan *p = &f->plan;
+    int gn = p->get_next_per_step;
+    int64_t chunks = f->broadcast ? 1 : f->cap / f->b;
+    *ok = false;
+    *stop = false;
+    for (int r = 0; r < f->R; r++)
+        if (tl_queue_pop(f->free_list[r], &f->cur[r]) != TL_WAIT_OK)
+            return TL_OK;
+    bool any = false;
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *call = &p->calls[i];
+        for (int k = 0; k < gn; k++) {
+            for (int64_t j = 0; j < chunks; j++) {
+                tl_feed_batch *b = f->cur[replica_of(f, call, k, j)];
+                f->dst_f[j] = b->features;
+                f->dst_l[j] = b->labels;
+            }
+            tl_feed_dest dst = {f->dst_f, f->spec.labels ? f->dst_l : NULL, f->b};
+            int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
+            int64_t rows = -1;
+            tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);
+            st = check_rows(f, call, s, st, rows);
+            if (st != TL_OK)
+                return st;
+            f->stage_rows[i * gn + k] = rows;
+            any |= rows > 0;
+        }
+    }
+    *stop = f->spec.predict && !any;
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *call = &p->calls[i];
+        for (int k = 0; k < gn; k++) {
+            int64_t rows = f->stage_rows[i * gn + k];
+            for (int64_t j = 0; j < chunks; j++) {
+                int64_t real = rows - j * f->b;
+                finish_buffer(f, s, real < 0 ? 0 : real > f->b ? f->b : real, f->cur[replica_of(f, call, k, j)]);
+            }
+            if (f->broadcast)
+                for (int r = call->first_replica + 1; r < call->first_replica + call->num_replicas; r++)
+                    copy_batch(f, f->cur[call->first_replica], f->cur[r]);
+        }
+    }
+    for (int r = 0; r < f->R; r++) {
+        tl_feed_batch *b = f->cur[r];
+        if (*stop) {
+            if (s > f->first)
+                copy_batch(f, &f->firsts[r], b); /* the stop batch repeats the first */
+            b->step = s;
+            b->stopping = true;
+        } else if (f->spec.predict && s == f->first) {
+            copy_batch(f, b, &f->firsts[r]);
+        }
+        if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
+            return TL_OK;
+    }
+    *ok = true;
+    return TL_OK;
 }
 
 static void *feed_main(void *arg)
@@ -378,26 +499,41 @@ static void *feed_main(void *arg)
             return NULL;
     }
     for (int64_t s = f->first; s < end; s++) {
-        pthread_mutex_lock(&f->mu);
-        while (s >= f->limit && !f->closed)
-            pthread_cond_wait(&f->cv, &f->mu);
-        bool closed = f->closed;
-        pthread_mutex_unlock(&f->mu);
-        if (closed)
-            return NULL;
-        bool empty;
-        tl_status st = read_step(f, s, &empty);
+        /* Only a held feed synchronises with the host per step; otherwise
+         * the queues alone pace it (and closing them stops it). */
+        if (f->holdable) {
+            pthread_mutex_lock(&f->mu);
+            while (s >= f->limit && !f->closed)
+                pthread_cond_wait(&f->cv, &f->mu);
+            bool closed = f->closed;
+            pthread_mutex_unlock(&f->mu);
+            if (closed)
+                return NULL;
+        }
+        bool stop = false;
+        tl_status st = TL_OK;
+        if (f->cores == 1) {
+            bool ok;
+            st = direct_step(f, s, &ok, &stop);
+            if (st == TL_OK && !ok)
+                return NULL;
+        } else {
+            bool empty;
+            st = read_step(f, s, &empty);
+            stop = f->spec.predict && empty;
+            if (st == TL_OK && !route_step(f, s, stop))
+                return NULL;
+        }
         if (st != TL_OK) {
             fail(f, st);
             return NULL;
         }
-        bool stop = f->spec.predict && empty;
-        if (!route_step(f, s, stop))
-            return NULL;
-        pthread_mutex_lock(&f->mu);
-        f->produced = s + 1;
-        pthread_cond_broadcast(&f->cv);
-        pthread_mutex_unlock(&f->mu);
+        if (f->holdable) {
+            pthread_mutex_lock(&f->mu);
+            f->produced = s + 1;
+            pthread_cond_broadcast(&f->cv);
+            pthread_mutex_unlock(&f->mu);
+        }
         if (stop)
             break;
     }
@@ -440,6 +576,7 @@ tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first
     f->first = first;
     f->count = count;
     f->limit = limit;
+    f->holdable = limit != INT64_MAX;
     f->produced = first;
     f->ended = f->closed = false;
     f->err = TL_OK;

@@ -65,19 +65,39 @@ typedef struct tl_feed_batch {
     int32_t *padding_mask;     /* (rows), of the whole replica batch */
 } tl_feed_batch;
 
+/* Where the rows of one get_next go: row i to features[i / chunk] at row
+ * i % chunk (D values a row) and labels[i / chunk][i % chunk]. The feed
+ * hands a source the replicas' own buffers, chunk = the model_fn batch, so
+ * rows are copied once; with tiles it hands one staging area instead. */
+typedef struct tl_feed_dest {
+    float *const *features;  /* (ceil(cap / chunk)) */
+    int32_t *const *labels;  /* (ceil(cap / chunk)); NULL when the mode has no labels */
+    int64_t chunk;           /* rows per destination */
+} tl_feed_dest;
+
+/* Row i's features (D values) and label in d. */
+static inline float *tl_feed_dest_row(const tl_feed_dest *d, int64_t i, int64_t D)
+{
+    return d->features[i / d->chunk] + (i % d->chunk) * D;
+}
+
+static inline int32_t *tl_feed_dest_label(const tl_feed_dest *d, int64_t i)
+{
+    return d->labels[i / d->chunk] + i % d->chunk;
+}
+
 /*
- * A source: the next get_next of one invocation. Writes up to cap rows —
- * features (rows, D) and, when labels is not NULL, labels (rows) — and sets
- * *rows. step is the device step and row0 the global row of the first one
- * (the rows of a global batch this get_next serves: first replica fed times
- * b, or 0 for BROADCAST); a dataset ignores both, the estimator's in-memory
- * data cuts its global batches with them. *rows == 0 is the end of the
- * input; fewer than cap rows is an error outside prediction (the feed names
- * it: TensorFlow needs static shapes, i.e. drop_remainder).
+ * A source: the next get_next of one invocation. Writes up to cap rows into
+ * dst and sets *rows. step is the device step and row0 the global row of
+ * the first one (the rows of a global batch this get_next serves: first
+ * replica fed times b, or 0 for BROADCAST); a dataset ignores both, the
+ * estimator's in-memory data cuts its global batches with them. *rows == 0
+ * is the end of the input; fewer than cap rows is an error outside
+ * prediction (the feed names it: TensorFlow needs static shapes, i.e.
+ * drop_remainder).
  */
 typedef struct tl_feed_source {
-    tl_status (*next)(void *ud, int64_t step, int64_t row0, int64_t cap, float *features, int32_t *labels,
-                      int64_t *rows);
+    tl_status (*next)(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows);
     void *ud;
 } tl_feed_source;
 
@@ -113,8 +133,8 @@ void tl_feed_set_sleep(tl_feed *f, int64_t ns);
 /* Lets the thread produce steps below limit (host thread). */
 void tl_feed_allow(tl_feed *f, int64_t limit);
 
-/* Blocks until the thread has produced every step below `step` (or ended):
- * after it, the sources are at that step's end. */
+/* Blocks until a held feed (started with a limit) has produced every step
+ * below `step` (or ended): after it, the sources are at that step's end. */
 void tl_feed_wait_produced(tl_feed *f, int64_t step);
 
 /* The next batch of (replica, core), which must be for step. *waited_ns gets

@@ -54,8 +54,7 @@ struct tl_mem_source {
 /* Rows [row0, row0 + cap) of global batch `step`: training draws positions
  * of the epoch's permutation, evaluation takes the data in order,
  * prediction too, ending where the data does. */
-static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *features, int32_t *labels,
-                          int64_t *rows)
+static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     const tl_mem_source *m = ud;
     const tl_labeled_data *d = m->est->data;
@@ -72,9 +71,9 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, flo
     for (int64_t i = 0; i < n; i++) {
         int64_t pos = in_epoch * m->G + row0 + i;
         int64_t ex = m->cmd == CMD_TRAIN ? shuffled(seed, epoch, pos, d->num_examples) : pos;
-        memcpy(features + i * D, d->features + ex * D, (size_t)D * sizeof *features);
-        if (labels != NULL)
-            labels[i] = d->labels[ex];
+        memcpy(tl_feed_dest_row(dst, i, D), d->features + ex * D, (size_t)D * sizeof(float));
+        if (dst->labels != NULL)
+            *tl_feed_dest_label(dst, i) = d->labels[ex];
     }
     *rows = n;
     return TL_OK;
@@ -218,8 +217,7 @@ static void convert(const tl_tensor *t, int64_t row, int64_t w, float *dst)
     }
 }
 
-static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, float *features, int32_t *labels,
-                         int64_t *rows)
+static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     (void)step;
     (void)row0;
@@ -257,17 +255,21 @@ static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, floa
                             t0->key, (long long)n);
     }
     if (l->nf == 1 && t0->dtype == TL_DT_FLOAT32) {
-        memcpy(features, t0->data, (size_t)(n * l->D) * sizeof *features);
+        /* One float tensor: whole chunks at a time. */
+        for (int64_t i = 0; i < n; i += dst->chunk) {
+            int64_t m = n - i < dst->chunk ? n - i : dst->chunk;
+            memcpy(tl_feed_dest_row(dst, i, l->D), (const float *)t0->data + i * l->D, (size_t)(m * l->D) * sizeof(float));
+        }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            float *dst = features + i * l->D;
+            float *row = tl_feed_dest_row(dst, i, l->D);
             for (int k = 0; k < l->nf; k++) {
-                convert(&e->tensors[l->fidx[k]], i, l->fwidth[k], dst);
-                dst += l->fwidth[k];
+                convert(&e->tensors[l->fidx[k]], i, l->fwidth[k], row);
+                row += l->fwidth[k];
             }
         }
     }
-    if (labels != NULL) {
+    if (dst->labels != NULL) {
         const tl_tensor *t = &e->tensors[l->lidx];
         bool ok = (t->dtype == TL_DT_INT32 || t->dtype == TL_DT_INT64) && !t->ragged &&
                   (t->rank == 1 || (t->rank == 2 && t->shape[1] == 1)) && t->shape[0] == n;
@@ -280,7 +282,7 @@ static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, floa
             if (v < INT32_MIN || v > INT32_MAX)
                 return tl_error(TL_EINVAL, "input label \"%s\" row %lld is %lld, outside int32", t->key, (long long)i,
                                 (long long)v);
-            labels[i] = (int32_t)v;
+            *tl_feed_dest_label(dst, i) = (int32_t)v;
         }
     }
     *rows = n;
@@ -348,6 +350,12 @@ void tl_infeed_close_datasets(tl_estimator *est)
 {
     tl_infeed *f = &est->infeed;
     for (int i = 0; f->ds != NULL && i < f->ncalls; i++) {
+        /* skip_corrupt_records: each skip was logged where it happened;
+         * the total goes beside them. */
+        int64_t skipped = f->ds[i].ds != NULL ? tl_dataset_corrupt_skipped(f->ds[i].ds) : 0;
+        if (skipped > 0)
+            tl_log(TL_LOG_WARN, "input_fn invocation %d skipped %lld corrupt record%s", i, (long long)skipped,
+                   skipped == 1 ? "" : "s");
         tl_dataset_destroy(f->ds[i].ds);
         layout_free(&f->ds[i].lay);
     }
