@@ -194,7 +194,10 @@ typedef struct tl_train_result {
     bool skipped;            /* max_steps already reached ("Skipping training ...") */
     bool stopped;            /* tl_estimator_request_stop ended it early, after a save */
     /* Seconds the replicas spent waiting for the infeed, summed over the
-     * replicas and divided by their number: 0 when the input kept up. */
+     * replicas and divided by their number: for the call's first batch
+     * (the input starting: files opened, a shuffle buffer filled), and for
+     * every later one — 0 when the input kept up. */
+    double infeed_start_seconds;
     double infeed_wait_seconds;
 } tl_train_result;
 

@@ -2,12 +2,14 @@
  * into tensors by a feature spec, on the consumer's thread or on
  * num_parallel_calls worker threads whose results leave in input order.
  *
- * The parallel form: a worker takes a sequence number and pulls one record
- * under pull_mu, so that number s is always the s-th record; it parses
- * outside every lock and leaves the result in ring slot s % W; the consumer
- * takes slot `consumed` when it is done. Workers run at most W records ahead
- * of the consumer. The elements, and so the bits, are those of the serial
- * form whatever the timing. */
+ * The parallel form: a worker claims a run of up to RUN sequence numbers and
+ * pulls their records under pull_mu, so that number s is always the s-th
+ * record; it parses them outside every lock and leaves the results in ring
+ * slots s % W with one wake-up for the run; the consumer takes slot
+ * `consumed` when it is done. Workers run at most W records ahead of the
+ * consumer and claim only when a whole run fits, so that hand-offs cost one
+ * lock and one wake-up per run, not per record. The elements, and so the
+ * bits, are those of the serial form whatever the timing. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +17,9 @@
 #include "dataset_int.h"
 
 #define MAX_PARALLEL 64
+#define RUN 16 /* records a worker claims at once */
 
-typedef enum { SLOT_EMPTY = 0, SLOT_BUSY, SLOT_DONE } slot_state;
+typedef enum { SLOT_EMPTY = 0, SLOT_DONE } slot_state;
 
 typedef struct pslot {
     slot_state state;
@@ -37,8 +40,10 @@ typedef struct parse_impl {
 
     /* the parallel form */
     pthread_mutex_t mu, pull_mu;
-    pthread_cond_t cv;         /* any change of the ring or the flags; broadcast */
-    bool sync_ok;              /* mu, pull_mu and cv were made */
+    pthread_cond_t done_cv;    /* a run was published or a worker went idle: the consumer waits */
+    pthread_cond_t space_cv;   /* ring space, resume or stop: workers wait */
+    int sync_ok;               /* how many of mu, pull_mu, done_cv, space_cv were made */
+    int idle;                  /* workers waiting on space_cv */
     tl_thread *th;             /* (threads) */
     bool started, stop, paused;
     int active;                /* workers between taking a number and leaving a result */
@@ -151,52 +156,66 @@ static void slot_clear(pslot *s)
     memset(s, 0, sizeof *s);
 }
 
-typedef struct worker_arg {
-    tl_dataset *ds;
-} worker_arg;
+/* Ring space for a whole run, so that a worker never claims a sliver. */
+static bool run_fits(const parse_impl *p)
+{
+    return p->W - (p->next_seq - p->consumed) >= RUN;
+}
 
 static void *worker(void *arg)
 {
     tl_dataset *ds = arg;
     parse_impl *p = ds->impl;
+    ds_elem *raw[RUN], *res[RUN];
+    tl_status st[RUN];
+    char *msg[RUN];
     for (;;) {
         pthread_mutex_lock(&p->pull_mu);
         pthread_mutex_lock(&p->mu);
-        while (!p->stop && (p->paused || p->input_ended || p->next_seq - p->consumed >= p->W))
-            pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->stop && (p->paused || p->input_ended || !run_fits(p))) {
+            p->idle++;
+            pthread_cond_wait(&p->space_cv, &p->mu);
+            p->idle--;
+        }
         if (p->stop) {
             pthread_mutex_unlock(&p->mu);
             pthread_mutex_unlock(&p->pull_mu);
             break;
         }
-        int64_t s = p->next_seq++;
-        pslot *slot = &p->ring[s % p->W];
-        slot->state = SLOT_BUSY;
+        int64_t s0 = p->next_seq;
+        p->next_seq += RUN;
         p->active++;
         pthread_mutex_unlock(&p->mu);
 
-        ds_elem *raw = NULL;
-        tl_status st = ds_pull(ds->input, &raw);
-        char *msg = st != TL_OK ? tl_strdup(tl_last_error()) : NULL;
-        if (st != TL_OK || raw == NULL) {
+        int k = 0; /* records pulled; the last may end the input (NULL or a failure) */
+        bool ended = false;
+        while (k < RUN && !ended) {
+            raw[k] = res[k] = NULL;
+            st[k] = ds_pull(ds->input, &raw[k]);
+            msg[k] = st[k] != TL_OK ? tl_strdup(tl_last_error()) : NULL;
+            ended = st[k] != TL_OK || raw[k] == NULL;
+            k++;
+        }
+        if (ended) {
             pthread_mutex_lock(&p->mu);
             p->input_ended = true;
             pthread_mutex_unlock(&p->mu);
         }
         pthread_mutex_unlock(&p->pull_mu);
 
-        ds_elem *res = NULL;
-        if (st == TL_OK && raw != NULL && (st = parse_one(ds, p, raw, &res)) != TL_OK)
-            msg = tl_strdup(tl_last_error());
+        for (int i = 0; i < k; i++)
+            if (st[i] == TL_OK && raw[i] != NULL && (st[i] = parse_one(ds, p, raw[i], &res[i])) != TL_OK)
+                msg[i] = tl_strdup(tl_last_error());
         pthread_mutex_lock(&p->mu);
-        slot->raw = raw;
-        slot->res = res;
-        slot->end = st == TL_OK && raw == NULL;
-        slot->st = st;
-        slot->msg = msg;
-        slot->state = SLOT_DONE;
+        for (int i = 0; i < RUN; i++) {
+            pslot *slot = &p->ring[(s0 + i) % p->W];
+            if (i < k)
+                *slot = (pslot){SLOT_DONE, raw[i], res[i], st[i] == TL_OK && raw[i] == NULL, st[i], msg[i]};
+            else /* numbers claimed past the end */
+                *slot = (pslot){.state = SLOT_DONE, .end = true};
+        }
         p->active--;
-        pthread_cond_broadcast(&p->cv);
+        pthread_cond_broadcast(&p->done_cv);
         pthread_mutex_unlock(&p->mu);
     }
     return NULL;
@@ -208,7 +227,7 @@ static void workers_stop(parse_impl *p)
         return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
-    pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->space_cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->threads; i++)
         if (p->th[i].started)
@@ -247,7 +266,7 @@ static tl_status parallel_next(tl_dataset *ds, parse_impl *p, ds_elem **out)
         }
         pslot *slot = &p->ring[p->consumed % p->W];
         if (slot->state != SLOT_DONE) {
-            pthread_cond_wait(&p->cv, &p->mu);
+            pthread_cond_wait(&p->done_cv, &p->mu);
             continue;
         }
         pslot got = *slot;
@@ -259,7 +278,8 @@ static tl_status parallel_next(tl_dataset *ds, parse_impl *p, ds_elem **out)
             p->fail_msg = got.msg;
             got.msg = NULL;
         }
-        pthread_cond_broadcast(&p->cv);
+        if (p->idle > 0 && run_fits(p))
+            pthread_cond_signal(&p->space_cv);
         pthread_mutex_unlock(&p->mu);
         if (got.end || (got.st == TL_OK && got.res == NULL)) {
             slot_clear(&got); /* the end, or a skipped record */
@@ -340,7 +360,7 @@ static void parse_pause(tl_dataset *ds)
     pthread_mutex_lock(&p->mu);
     p->paused = true;
     while (p->active > 0)
-        pthread_cond_wait(&p->cv, &p->mu);
+        pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -351,7 +371,7 @@ static void parse_resume(tl_dataset *ds)
         return;
     pthread_mutex_lock(&p->mu);
     p->paused = false;
-    pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->space_cv);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -407,12 +427,16 @@ static void parse_destroy(tl_dataset *ds)
     parse_impl *p = ds->impl;
     if (p == NULL)
         return;
-    if (p->sync_ok) {
+    if (p->sync_ok == 4)
         workers_stop(p);
+    if (p->sync_ok > 0)
         pthread_mutex_destroy(&p->mu);
+    if (p->sync_ok > 1)
         pthread_mutex_destroy(&p->pull_mu);
-        pthread_cond_destroy(&p->cv);
-    }
+    if (p->sync_ok > 2)
+        pthread_cond_destroy(&p->done_cv);
+    if (p->sync_ok > 3)
+        pthread_cond_destroy(&p->space_cv);
     ring_clear(p);
     replay_clear(p);
     tl_free(p->ring);
@@ -505,23 +529,16 @@ static tl_status parse_setup(tl_dataset *in, parse_impl *p, const tl_feature_spe
     if (st != TL_OK && strstr(tl_last_error(), "specs[") != NULL)
         return tl_error(st, "parse: %s", tl_last_error());
     if (p->threads > 1) {
-        p->W = 4 * (int64_t)p->threads;
+        p->W = 2 * RUN * (int64_t)p->threads; /* each worker can have a run out and one ready */
         p->ring = tl_calloc((size_t)p->W, sizeof *p->ring);
         p->th = tl_calloc((size_t)p->threads, sizeof *p->th);
         if (p->ring == NULL || p->th == NULL)
             return tl_error_oom();
-        if (pthread_mutex_init(&p->mu, NULL) != 0)
-            return tl_error(TL_ERUNTIME, "parse: cannot make a mutex");
-        if (pthread_mutex_init(&p->pull_mu, NULL) != 0) {
-            pthread_mutex_destroy(&p->mu);
-            return tl_error(TL_ERUNTIME, "parse: cannot make a mutex");
-        }
-        if (pthread_cond_init(&p->cv, NULL) != 0) {
-            pthread_mutex_destroy(&p->mu);
-            pthread_mutex_destroy(&p->pull_mu);
-            return tl_error(TL_ERUNTIME, "parse: cannot make a condition variable");
-        }
-        p->sync_ok = true;
+        if (pthread_mutex_init(&p->mu, NULL) != 0 || (p->sync_ok++, pthread_mutex_init(&p->pull_mu, NULL) != 0) ||
+            (p->sync_ok++, pthread_cond_init(&p->done_cv, NULL) != 0) ||
+            (p->sync_ok++, pthread_cond_init(&p->space_cv, NULL) != 0))
+            return tl_error(TL_ERUNTIME, "parse: cannot make a mutex or condition variable");
+        p->sync_ok++;
     }
     return TL_OK;
 }

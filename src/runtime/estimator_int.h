@@ -101,6 +101,7 @@ typedef struct tl_infeed {
     tl_ds_source *ds;         /* (ncalls) datasets; NULL for in-memory data */
     int ncalls;
     bool hold;                /* held at loop boundaries (datasets: exact positions) */
+    int64_t first;            /* the running call's first step */
     int64_t sleep_ns;         /* initial_infeed_sleep_secs, before the first step */
 } tl_infeed;
 
@@ -188,7 +189,8 @@ struct tl_worker {
     float last_loss;           /* loss at the last step of the loop */
     int64_t steps_run;         /* device steps of the loop (prediction: with the stop batch) */
     bool pred_stopped;         /* prediction: the loop ended with the stop batch */
-    int64_t wait_ns;           /* time blocked on the infeed, since the host last cleared it */
+    int64_t wait_ns;           /* time blocked on the infeed after the call's first batch */
+    int64_t start_wait_ns;     /* ... for the call's first batch */
     double eval_loss_sum;      /* sum of per-step losses */
     int64_t eval_correct;
     /* Binary evaluation: P(class 1) and the label of every example this
@@ -211,8 +213,9 @@ tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fsha
  * probes one example's shape. */
 tl_status tl_est_input_prepare(tl_estimator *est, tl_mode mode, const tl_input *in);
 
-/* The replicas' mean time blocked on the infeed since the call began. */
-double tl_est_wait_seconds(const tl_estimator *est);
+/* The replicas' mean time blocked on the infeed since the call began:
+ * for its first batch (*start) and after it (the return value). */
+double tl_est_wait_seconds(const tl_estimator *est, double *start);
 
 /* Runs one device loop of n steps of cmd on every worker (host thread);
  * returns the root-cause worker error. */

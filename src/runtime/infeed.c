@@ -502,6 +502,7 @@ tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int
      * holds it at each loop's end so a checkpoint there is exact. The
      * in-memory order is a function of the step, so it runs ahead freely. */
     f->hold = cmd == CMD_TRAIN && f->ds != NULL;
+    f->first = first;
     int64_t secs = est->rc.tpu.initial_infeed_sleep_secs;
     f->sleep_ns = secs <= 0 ? 0 : secs >= INT64_MAX / 1000000000 ? INT64_MAX : secs * 1000000000;
     tl_feed_set_sleep(f->feed[mode], f->sleep_ns);

@@ -101,14 +101,17 @@ static tl_status input_prepare(tl_estimator *est, tl_mode mode, const tl_input *
 static void clear_waits(tl_estimator *est)
 {
     for (int r = 0; r < est->R; r++)
-        est->workers[r].wait_ns = 0;
+        est->workers[r].wait_ns = est->workers[r].start_wait_ns = 0;
 }
 
-double tl_est_wait_seconds(const tl_estimator *est)
+double tl_est_wait_seconds(const tl_estimator *est, double *start)
 {
-    double sum = 0;
-    for (int r = 0; r < est->R; r++)
+    double sum = 0, first = 0;
+    for (int r = 0; r < est->R; r++) {
         sum += (double)est->workers[r].wait_ns;
+        first += (double)est->workers[r].start_wait_ns;
+    }
+    *start = first * 1e-9 / est->R;
     return sum * 1e-9 / est->R;
 }
 
@@ -205,7 +208,7 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, cons
     if (st == TL_OK)
         st = ist;
     tl_train_schedule_destroy(sched);
-    res->infeed_wait_seconds = tl_est_wait_seconds(est);
+    res->infeed_wait_seconds = tl_est_wait_seconds(est, &res->infeed_start_seconds);
     /* The end: a checkpoint unless the last step was just saved — also
      * without a checkpoint hook when a stop was requested (the graceful-
      * shutdown save). Not after an error: TensorFlow's hooks do not end

@@ -47,7 +47,10 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
 {
     tl_estimator *est = w->est;
     tl_feed_batch *b;
-    tl_status st = tl_infeed_pop(est, w->rank, step, &b, &w->wait_ns);
+    /* The first batch of a call waits for the input to start (files
+     * opened, a shuffle buffer filled); every later wait means the input
+     * fell behind. Counted apart. */
+    tl_status st = tl_infeed_pop(est, w->rank, step, &b, step == est->infeed.first ? &w->start_wait_ns : &w->wait_ns);
     if (st != TL_OK)
         return st;
     fill_inputs(est, m, x, b);
