@@ -176,3 +176,101 @@ Test(mt_dataset, destroy_with_blocked_producer)
     unlink(path);
     free(path);
 }
+
+/* A file of the fixture's records with record `bad` replaced by bytes that
+ * are no tf.Example, then cut `cut` bytes short (0: whole). */
+static char *tmp_file_with_bad(int bad, off_t cut)
+{
+    char *path = tmp_file();
+    char *out = strdup("/tmp/tl_mt_dataset_bad_XXXXXX");
+    int fd = mkstemp(out);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    const char *files[] = {path};
+    tl_dataset *ds;
+    cr_assert_eq(tl_dataset_tfrecord(files, 1, NULL, &ds), TL_OK);
+    tl_tfrecord_writer *w;
+    cr_assert_eq(tl_tfrecord_writer_open(out, O_CREAT | O_TRUNC, &w), TL_OK);
+    const tl_element *e;
+    for (int i = 0; tl_dataset_next(ds, &e) == TL_OK && e != NULL; i++) {
+        const tl_bytes *b = tl_element_find(e, "record")->data;
+        if (i == bad)
+            cr_assert_eq(tl_tfrecord_write(w, "\xff\xff\xff", 3), TL_OK);
+        else
+            cr_assert_eq(tl_tfrecord_write(w, b->data, b->len), TL_OK);
+    }
+    cr_assert_eq(tl_tfrecord_writer_destroy(w), TL_OK);
+    tl_dataset_destroy(ds);
+    unlink(path);
+    free(path);
+    if (cut > 0) {
+        FILE *f = fopen(out, "r+");
+        cr_assert_not_null(f);
+        cr_assert_eq(fseeko(f, 0, SEEK_END), 0);
+        cr_assert_eq(ftruncate(fileno(f), ftello(f) - cut), 0);
+        fclose(f);
+    }
+    return out;
+}
+
+/* The ids before the first error, and the error's message (or "" at the end). */
+static int drain_records(const char *path, int threads, bool skip, int64_t *ids, char *msg, size_t cap)
+{
+    const char *files[] = {path};
+    tl_dataset *ds;
+    cr_assert_eq(tl_dataset_tfrecord(files, 1, NULL, &ds), TL_OK);
+    tl_parse_options po = {.num_parallel_calls = threads, .skip_corrupt_records = skip};
+    cr_assert_eq(tl_dataset_parse_example(ds, specs, 2, &po, &ds), TL_OK);
+    int n = 0;
+    const tl_element *e;
+    msg[0] = '\0';
+    for (;;) {
+        if (tl_dataset_next(ds, &e) != TL_OK) {
+            snprintf(msg, cap, "%s", tl_last_error());
+            break;
+        }
+        if (e == NULL)
+            break;
+        cr_assert_lt(n, N_RECORDS);
+        ids[n++] = ((const int64_t *)tl_element_find(e, "id")->data)[0];
+    }
+    tl_dataset_destroy(ds);
+    return n;
+}
+
+/* Failures inside a worker's run of records come out at their place in the
+ * sequence, with the serial form's message, for every thread count. */
+Test(mt_dataset, failures_inside_a_run_keep_their_place)
+{
+    static int64_t ref[N_RECORDS], got[N_RECORDS];
+    char ref_msg[700], got_msg[700];
+    tl_set_log_level(TL_LOG_ERROR); /* the skips are logged as warnings */
+    const struct {
+        int bad;
+        off_t cut;
+        bool skip, fails;
+        int want; /* elements before the error or the end */
+    } cases[] = {
+        {37, 0, false, true, 37},            /* a record that does not parse, mid-run */
+        {37, 0, true, false, N_RECORDS - 1}, /* the same, skipped */
+        {-1, 5, false, true, N_RECORDS - 1}, /* a truncated last record: a read error */
+        {0, 5, true, true, N_RECORDS - 2},   /* skip the first; the truncation still fails */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *path = tmp_file_with_bad(cases[c].bad, cases[c].cut);
+        int n = drain_records(path, 1, cases[c].skip, ref, ref_msg, sizeof ref_msg);
+        cr_assert_eq(n, cases[c].want, "case %zu: %d elements (%s)", c, n, ref_msg);
+        cr_assert_eq(ref_msg[0] != '\0', cases[c].fails, "case %zu: %s", c, ref_msg);
+        if (cases[c].fails)
+            cr_assert(strstr(ref_msg, path) != NULL && strstr(ref_msg, "offset") != NULL, "case %zu: %s", c, ref_msg);
+        for (int threads = 2; threads <= 4; threads++) {
+            int m = drain_records(path, threads, cases[c].skip, got, got_msg, sizeof got_msg);
+            cr_assert_eq(m, n, "case %zu threads %d", c, threads);
+            for (int i = 0; i < n; i++)
+                cr_assert_eq(got[i], ref[i], "case %zu threads %d: element %d", c, threads, i);
+            cr_assert_str_eq(got_msg, ref_msg, "case %zu threads %d", c, threads);
+        }
+        unlink(path);
+        free(path);
+    }
+}
