@@ -351,6 +351,10 @@ Test(cli_input, resume_reads_on_where_the_stopped_run_was)
         json_t *h1 = run_ok("train %s --train_steps=40 --model_dir=%s/r%d --save_checkpoints_steps=20 "
                             "--per_host_input_for_training=%s", cfg, dir, m, modes[m]);
         cr_assert_eq(json_integer_value(json_object_get(h1, "global_step")), 40);
+        for (int k = 0; k < 2; k++) {
+            json_t *w = json_object_get(h1, k == 0 ? "infeed_start_seconds" : "infeed_wait_seconds");
+            cr_assert(json_is_real(w) && json_real_value(w) >= 0 && json_real_value(w) < 60, "infeed wait %d", k);
+        }
         json_t *h2 = run_ok("train %s --train_steps=40 --model_dir=%s/r%d --save_checkpoints_steps=20 "
                             "--per_host_input_for_training=%s", cfg, dir, m, modes[m]);
         cr_assert_eq(json_integer_value(json_object_get(h2, "restored_from_step")), 40);

@@ -158,6 +158,8 @@ int cli_train(int argc, char **argv)
     json_object_set_new(summary, "loss_mean", real_or_null(tr.loss_mean));
     json_object_set_new(summary, "examples_per_sec", real_or_null(tr.examples_per_sec));
     json_object_set_new(summary, "train_seconds", real_or_null(tr.seconds));
+    json_object_set_new(summary, "infeed_start_seconds", real_or_null(tr.infeed_start_seconds));
+    json_object_set_new(summary, "infeed_wait_seconds", real_or_null(tr.infeed_wait_seconds));
     json_object_set_new(summary, "stopped", json_boolean(tr.stopped));
     json_object_set_new(summary, "skipped", json_boolean(tr.skipped));
     json_object_set_new(summary, "model_dir", r->model_dir ? json_string(r->model_dir) : json_null());
