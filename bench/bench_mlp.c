@@ -13,14 +13,18 @@
  * Falls back to synthetic data shaped like Fashion-MNIST, and says so, where
  * the dataset package is missing.
  *
- * Two more runs (1 and 2 devices) train the same model from a TFRecord file
- * of tf.Example ("image" float_list 784, "label" int64) holding the training
- * split, through the input pipeline a TensorFlow user would write — read,
- * parse (2 threads), shuffle (buffer 10000), repeat, batch, prefetch — via
+ * Three more runs train the same model from a TFRecord file of tf.Example
+ * ("image" float_list 784, "label" int64) holding the training split,
+ * through the input pipeline a TensorFlow user would write, via
  * tl_estimator_train_input, and report the replicas' infeed wait beside the
  * throughput: the pipeline keeps up when the wait is a small fraction of the
  * run and the throughput matches the in-memory run's. The wait for a call's
- * first batch (the shuffle buffer filling) is reported apart.
+ * first batch (the shuffle buffer filling) is reported apart. At 1 and 2
+ * devices the pipeline is that of TensorFlow's TPU reference models — read,
+ * repeat, parse (2 threads), shuffle (buffer 10000), batch, prefetch(4) — and
+ * at 1 device once more with shuffle before repeat ("shuffle_each_epoch"),
+ * which refills the buffer at every epoch, in TensorFlow as here: its wait
+ * is that refill, which no prefetch of 4 batches can hide.
  *
  * A last line gives the ceiling that GEMM alone sets at one thread: the
  * eight single-precision GEMMs of one training step (three forward, three
@@ -111,10 +115,11 @@ static tl_status write_tfrecord(const tl_labeled_data *d, const char *path)
     return st != TL_OK ? st : cst;
 }
 
-/* What a TPUEstimator user's input_fn does with such a file. */
+/* What a TPUEstimator user's input_fn does with such a file; *user is true
+ * for shuffle before repeat. */
 static tl_status tfrecord_input_fn(const tl_input_context *ctx, void *user, tl_dataset **out)
 {
-    (void)user;
+    bool each_epoch = *(const bool *)user;
     const char *files[] = {tfrecord_path};
     static const tl_feature_spec specs[2] = {
         {.key = "image", .type = TL_SPEC_FIXED_LEN, .dtype = TL_FEATURE_FLOAT, .rank = 1, .shape = {784}},
@@ -125,11 +130,13 @@ static tl_status tfrecord_input_fn(const tl_input_context *ctx, void *user, tl_d
     tl_status st = tl_dataset_tfrecord(files, 1, NULL, &ds);
     if (st == TL_OK)
         st = tl_dataset_shard(ds, ctx->total, ctx->index, &ds);
+    if (st == TL_OK && !each_epoch)
+        st = tl_dataset_repeat(ds, -1, &ds);
     if (st == TL_OK)
         st = tl_dataset_parse_example(ds, specs, 2, &po, &ds);
     if (st == TL_OK)
         st = tl_dataset_shuffle(ds, 10000, 42, true, &ds);
-    if (st == TL_OK)
+    if (st == TL_OK && each_epoch)
         st = tl_dataset_repeat(ds, -1, &ds);
     if (st == TL_OK)
         st = tl_dataset_batch(ds, ctx->batch_size, true, &ds);
@@ -140,7 +147,7 @@ static tl_status tfrecord_input_fn(const tl_input_context *ctx, void *user, tl_d
 }
 
 /* One device count, in the child; returns the exit status. */
-static int run(int devices, bool as_cli, bool from_tfrecord)
+static int run(int devices, bool as_cli, bool from_tfrecord, bool each_epoch)
 {
     tl_config *cfg = NULL;
     tl_estimator *est = NULL;
@@ -173,8 +180,8 @@ static int run(int devices, bool as_cli, bool from_tfrecord)
         st = tl_estimator_create(cfg, &o, &est);
     }
     tl_train_result tr;
-    tl_input in = {.input_fn = tfrecord_input_fn, .feature_keys = (const char *const[]){"image"},
-                   .num_feature_keys = 1};
+    tl_input in = {.input_fn = tfrecord_input_fn, .user = &each_epoch,
+                   .feature_keys = (const char *const[]){"image"}, .num_feature_keys = 1};
     if (st == TL_OK) /* warm-up: the first call traces, compiles and starts the workers */
         st = from_tfrecord ? tl_estimator_train_input(est, &in, &tr) : tl_estimator_train(est, train, &tr);
     double eps[REPS], own[REPS], wait[REPS], start[REPS], loss = 0;
@@ -214,9 +221,10 @@ static int run(int devices, bool as_cli, bool from_tfrecord)
      * of the call (opening the file, filling the 10000-example shuffle
      * buffer) and for every later batch (the pipeline falling behind). */
     if (from_tfrecord)
-        printf("\"infeed_start_fraction_median\": %.4f, \"infeed_wait_fraction_median\": %.4f, "
+        printf("\"pipeline\": \"%s\", \"infeed_start_fraction_median\": %.4f, \"infeed_wait_fraction_median\": %.4f, "
                "\"infeed_wait_fraction_max\": %.4f, ",
-               start[REPS / 2], wait[REPS / 2], wait[REPS - 1]);
+               each_epoch ? "shuffle_each_epoch" : "repeat_then_shuffle", start[REPS / 2], wait[REPS / 2],
+               wait[REPS - 1]);
     printf("\"median\": %.1f, \"min\": %.1f, \"max\": %.1f, \"unit\": \"examples/s\", "
            "\"median_train_result_examples_per_sec\": %.1f, \"global_step\": %lld, \"last_loss\": %.4f, "
            "\"maxrss_mib\": %.1f}\n",
@@ -280,8 +288,9 @@ int main(void)
     tl_set_log_level(TL_LOG_ERROR);
     static const struct {
         int devices;
-        bool as_cli, tfrecord;
-    } runs[] = {{1, true, false}, {2, true, false}, {1, false, false}, {1, true, true}, {2, true, true}};
+        bool as_cli, tfrecord, each_epoch;
+    } runs[] = {{1, true, false, false}, {2, true, false, false}, {1, false, false, false},
+                {1, true, true, false},  {2, true, true, false},  {1, true, true, true}};
     /* The TFRecord file of the training split, in a directory removed at the end. */
     char dir[] = "/tmp/tpuloop_bench_mlp_XXXXXX";
     if (mkdtemp(dir) == NULL) {
@@ -311,7 +320,7 @@ int main(void)
             return 1;
         }
         if (pid == 0)
-            _exit(run(runs[i].devices, runs[i].as_cli, runs[i].tfrecord));
+            _exit(run(runs[i].devices, runs[i].as_cli, runs[i].tfrecord, runs[i].each_epoch));
         int status;
         if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             fprintf(stderr, "bench_mlp: the run at %d device(s) failed\n", runs[i].devices);

@@ -90,12 +90,15 @@ def input_figures(pick, med, ratio):
     tl = med(pick("tpuloop_input", what="parse_features", file="criteo"))
     py = pick("py_input", what="parse_features", file="criteo")
     r = ratio(tl, med(py))
-    tf = {d: pick("tpuloop_mlp_tfrecord", devices=d) for d in (1, 2)}
+    tf = {d: pick("tpuloop_mlp_tfrecord", devices=d, pipeline="repeat_then_shuffle") for d in (1, 2)}
+    ep = pick("tpuloop_mlp_tfrecord", devices=1, pipeline="shuffle_each_epoch")
     return {
         "mlp_from_tfrecord_examples_per_s": {str(d): med(tf[d]) for d in tf},
         "mlp_from_tfrecord_infeed_wait_fraction": {str(d): field(tf[d], "infeed_wait_fraction_median") for d in tf},
         "mlp_from_tfrecord_infeed_start_fraction": {str(d): field(tf[d], "infeed_start_fraction_median")
                                                     for d in tf},
+        "mlp_from_tfrecord_shuffle_each_epoch_1": {"examples_per_s": med(ep),
+                                                   "infeed_wait_fraction": field(ep, "infeed_wait_fraction_median")},
         "input_read_crc_MB_per_s": crc,
         "input_read_crc_target_MB_per_s": 2000,
         "input_read_crc_target_met": None if None in crc.values() else min(crc.values()) >= 2000,
