@@ -36,6 +36,8 @@
 #include "tpuloop/rng.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
+#include "tpuloop/emb_optim.h"
+#include "tpuloop/embedding.h"
 #include "tpuloop/data.h"
 #include "tpuloop/text_data.h"
 #include "tpuloop/comm.h"

@@ -17,18 +17,21 @@
 #include <math.h>
 
 #include "../base/base_int.h"
-#include "tpuloop/optim.h"
+#include "optim_int.h"
 
 /* ---- float32 ------------------------------------------------------------ */
 
-TL_VECTOR_CLONES static void sgd_f(float *restrict p, const float *restrict g, float lr, int64_t n)
+/* These are the library's one copy of each rule: tl_optimizer_apply below
+ * and the embedding rules of emb_rules.c both call them (optim_int.h). */
+
+TL_VECTOR_CLONES void tl_optim_sgd_f(float *restrict p, const float *restrict g, float lr, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         p[i] -= g[i] * lr;
 }
 
-TL_VECTOR_CLONES static void momentum_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
-                       int64_t n)
+TL_VECTOR_CLONES void tl_optim_momentum_f(float *restrict p, const float *restrict g, float *restrict a, float lr,
+                                         float mu, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float ai = a[i] * mu + g[i];
@@ -37,8 +40,8 @@ TL_VECTOR_CLONES static void momentum_f(float *restrict p, const float *restrict
     }
 }
 
-TL_VECTOR_CLONES static void nesterov_f(float *restrict p, const float *restrict g, float *restrict a, float lr, float mu,
-                       int64_t n)
+TL_VECTOR_CLONES void tl_optim_nesterov_f(float *restrict p, const float *restrict g, float *restrict a, float lr,
+                                         float mu, int64_t n)
 {
     float mu_lr = mu * lr;
     for (int64_t i = 0; i < n; i++) {
@@ -48,7 +51,8 @@ TL_VECTOR_CLONES static void nesterov_f(float *restrict p, const float *restrict
     }
 }
 
-TL_VECTOR_CLONES static void adagrad_f(float *restrict p, const float *restrict g, float *restrict acc, float lr, int64_t n)
+TL_VECTOR_CLONES void tl_optim_adagrad_f(float *restrict p, const float *restrict g, float *restrict acc, float lr,
+                                        int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -58,8 +62,8 @@ TL_VECTOR_CLONES static void adagrad_f(float *restrict p, const float *restrict 
     }
 }
 
-TL_VECTOR_CLONES static void adam_f(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, float lr_t,
-                   float one_minus_b1, float one_minus_b2, float eps, int64_t n)
+TL_VECTOR_CLONES void tl_optim_adam_f(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                                     float lr_t, float one_minus_b1, float one_minus_b2, float eps, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -71,8 +75,8 @@ TL_VECTOR_CLONES static void adam_f(float *restrict p, const float *restrict g, 
     }
 }
 
-TL_VECTOR_CLONES static void rmsprop_f(float *restrict p, const float *restrict g, float *restrict ms, float *restrict mom,
-                      float lr, float one_minus_rho, float mu, float eps, int64_t n)
+TL_VECTOR_CLONES void tl_optim_rmsprop_f(float *restrict p, const float *restrict g, float *restrict ms,
+                                        float *restrict mom, float lr, float one_minus_rho, float mu, float eps, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -84,9 +88,9 @@ TL_VECTOR_CLONES static void rmsprop_f(float *restrict p, const float *restrict 
     }
 }
 
-TL_VECTOR_CLONES static void rmsprop_centered_f(float *restrict p, const float *restrict g, float *restrict ms,
-                               float *restrict mom, float *restrict mg, float lr, float one_minus_rho, float mu,
-                               float eps, int64_t n)
+TL_VECTOR_CLONES void tl_optim_rmsprop_centered_f(float *restrict p, const float *restrict g, float *restrict ms,
+                                                 float *restrict mom, float *restrict mg, float lr, float one_minus_rho,
+                                                 float mu, float eps, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -108,27 +112,27 @@ void tl_optimizer_apply(const tl_optimizer_config *cfg, const tl_optimizer_step 
     float lr = (float)st->learning_rate;
     switch (cfg->kind) {
     case TL_OPTIM_SGD:
-        sgd_f(param, grad, lr, n);
+        tl_optim_sgd_f(param, grad, lr, n);
         break;
     case TL_OPTIM_MOMENTUM:
         if (cfg->use_nesterov)
-            nesterov_f(param, grad, slots[0], lr, (float)cfg->momentum, n);
+            tl_optim_nesterov_f(param, grad, slots[0], lr, (float)cfg->momentum, n);
         else
-            momentum_f(param, grad, slots[0], lr, (float)cfg->momentum, n);
+            tl_optim_momentum_f(param, grad, slots[0], lr, (float)cfg->momentum, n);
         break;
     case TL_OPTIM_ADAGRAD:
-        adagrad_f(param, grad, slots[0], lr, n);
+        tl_optim_adagrad_f(param, grad, slots[0], lr, n);
         break;
     case TL_OPTIM_ADAM:
-        adam_f(param, grad, slots[0], slots[1], (float)st->lr_t, (float)(1.0 - cfg->beta1),
+        tl_optim_adam_f(param, grad, slots[0], slots[1], (float)st->lr_t, (float)(1.0 - cfg->beta1),
                (float)(1.0 - cfg->beta2), (float)cfg->epsilon, n);
         break;
     case TL_OPTIM_RMSPROP:
         if (cfg->centered)
-            rmsprop_centered_f(param, grad, slots[0], slots[1], slots[2], lr, (float)(1.0 - cfg->decay),
+            tl_optim_rmsprop_centered_f(param, grad, slots[0], slots[1], slots[2], lr, (float)(1.0 - cfg->decay),
                                (float)cfg->momentum, (float)cfg->epsilon, n);
         else
-            rmsprop_f(param, grad, slots[0], slots[1], lr, (float)(1.0 - cfg->decay), (float)cfg->momentum,
+            tl_optim_rmsprop_f(param, grad, slots[0], slots[1], lr, (float)(1.0 - cfg->decay), (float)cfg->momentum,
                       (float)cfg->epsilon, n);
         break;
     default:
