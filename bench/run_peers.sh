@@ -3,9 +3,10 @@
 # `make bench` so that every ratio compares figures taken on this machine at
 # the same moment. Prints the peers' own JSON lines (one per figure, with the
 # median of their repetitions) and one line of peak resident memory per
-# PyTorch MLP process. The peers live outside the repository, in the shared
-# folder beside it (shared/bench/); where they or Debian's python3-torch are
-# missing, one "skipped" line says so and the script still succeeds.
+# PyTorch MLP or EmbeddingBag process. The peers live outside the
+# repository, in the shared folder beside it (shared/bench/); where they or
+# Debian's python3-torch are missing, one "skipped" line says so and the
+# script still succeeds.
 #
 # Threads: torch_mlp.py sets torch's intra-op threads (--threads); OpenBLAS,
 # torch's BLAS here, takes its own count from OPENBLAS_NUM_THREADS, so each
@@ -15,6 +16,14 @@
 # two-thread figure; torch 2 + OpenBLAS 2 oversubscribes the two cores and is
 # much slower, so it is not run. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are
 # left as the environment has them; the lines record OPENBLAS_CORETYPE.
+#
+# EmbeddingBag: torch_embbag.py with sparse SGD and sparse Adagrad on the
+# workload of bench/bench_embedding.c (8 tables x 1,000,000 x 64, batch 4096,
+# Zipf ids, bags of 1 and 20 ids), one thread, one process per optimizer so
+# that each peak RSS is its own. The random-row gather bandwidth these are
+# held against is not run here (this script builds no C peers):
+# bench_embedding measures it in its own processes, as shared/bench/gather.c's
+# mode 0 does.
 #
 # Environment: TPULOOP_BENCH_PYTHON (default /usr/bin/python3, Debian's, which
 # has torch), TPULOOP_BENCH_PEERS (default: shared/bench beside the repository,
@@ -55,7 +64,8 @@ runpy.run_path(script, run_name="__main__")
 if os.environ["RSS"] == "1":
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"bench": os.path.basename(script)[:-3] + "_maxrss", "torch_threads": int(os.environ["TT"]),
-                      "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"], "maxrss_mib": round(kib / 1024, 1)}),
+                      "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"], "maxrss_mib": round(kib / 1024, 1),
+                      "args": sys.argv[1:]}),
           flush=True)
 ' "$PEERS/$script" --threads="$tt" "$@" || echo "{\"bench\": \"$script\", \"failed\": \"torch $tt / OpenBLAS $bt\"}"
 }
@@ -64,4 +74,6 @@ RSS=1 peer 1 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
 RSS=1 peer 1 2 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
 RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
 peer 1 1 torch_overhead.py --steps=5000 --reps=5
+RSS=1 peer 1 1 torch_embbag.py --opts=sgd --dists=zipf --bags=1,20
+RSS=1 peer 1 1 torch_embbag.py --opts=adagrad --dists=zipf --bags=1,20
 exit 0

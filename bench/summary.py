@@ -13,6 +13,14 @@
 #   input_*      bench_input: TFRecord read + CRC (MB/s, target 2000), GZIP,
 #                and tf.Example parsing into dense features against Python's
 #                protobuf on the same file (records/s, ratio target 5)
+#   emb_*        bench_embedding against torch_embbag.py, per "opt/bag" (sgd,
+#                adagrad; bags of 1 and 20 Zipf ids): M lookups/s of both and
+#                their ratio (target 10); effective GB/s of both and their
+#                share of the random-row gather bandwidth bench_embedding
+#                measured in its own process (tpuloop's target 0.5; the
+#                lookup share, lookups/s over gathered rows/s, beside it);
+#                peak RSS over tables + slots per optimizer (target 1.10,
+#                the whole process; the engine's own share beside it)
 import json
 import sys
 
@@ -77,6 +85,7 @@ def main():
         "torch_mlp_maxrss_mib": None if prss is None else prss.get("maxrss_mib"),
     }
     out.update(input_figures(pick, med, ratio))
+    out.update(embedding_figures(recs, pick, med, ratio))
     print(json.dumps(out), flush=True)
 
 
@@ -109,6 +118,56 @@ def input_figures(pick, med, ratio):
         "input_parse_ratio": r,
         "input_parse_target": 5,
         "input_parse_target_met": None if r is None else r >= 5,
+    }
+
+
+def embedding_figures(recs, pick, med, ratio):
+    """The embedding engine's figures (bench/bench_embedding.c, torch_embbag.py)."""
+    def field(r, key):
+        return None if r is None else r.get(key)
+
+    def all_at_least(d, bound):
+        v = list(d.values())
+        return None if not v or None in v else min(v) >= bound
+
+    def all_at_most(d, bound):
+        v = list(d.values())
+        return None if not v or None in v else max(v) <= bound
+
+    keys = [(o, b) for o in ("sgd", "adagrad") for b in (1, 20)]
+    tl = {"%s/%d" % k: pick("tpuloop_embedding", opt=k[0], bag=k[1], dist="zipf") for k in keys}
+    pt = {"%s/%d" % k: pick("torch_embbag", opt=k[0], bag=k[1], dist="zipf") for k in keys}
+    trss = {}
+    for o in ("sgd", "adagrad"):
+        r = [x for x in recs if x.get("bench") == "torch_embbag_maxrss" and "--opts=%s" % o in x.get("args", [])]
+        trss[o] = r[0].get("maxrss_mib") if r else None
+    tl_lk = {k: med(tl[k]) for k in tl}
+    pt_lk = {k: med(pt[k]) for k in pt}
+    vs_torch = {k: ratio(tl_lk[k], pt_lk[k]) for k in tl}
+    gather = {k: field(tl[k], "gather_GBps") for k in tl}
+    frac = {k: field(tl[k], "eff_fraction_of_gather") for k in tl}
+    rss = {o: field(tl["%s/1" % o], "rss_over_tables") for o in ("sgd", "adagrad")}
+    return {
+        "emb_lookups_M_per_s": {"tpuloop": tl_lk, "torch": pt_lk},
+        "emb_ratio_vs_torch": vs_torch,
+        "emb_eff_GBps": {"tpuloop": {k: field(tl[k], "eff_GBps_median") for k in tl},
+                         "torch": {k: field(pt[k], "eff_GBps_median") for k in pt}},
+        "emb_gather_GBps": gather,
+        "emb_gather_4k_pages_Mrows_per_s": {k: field(tl[k], "gather_4k_pages_Mrows_per_s") for k in tl},
+        "emb_fraction_of_gather": frac,
+        "emb_lookup_fraction_of_gather": {k: field(tl[k], "lookup_fraction_of_gather") for k in tl},
+        "emb_torch_fraction_of_gather": {k: ratio(field(pt[k], "eff_GBps_median"), gather[k]) for k in pt},
+        "emb_unique_rows_per_step": {"tpuloop": {k: field(tl[k], "unique_rows_per_step") for k in tl},
+                                     "torch": {k: field(pt[k], "unique_rows_per_step") for k in pt}},
+        "emb_maxrss_mib": {"tpuloop": {o: field(tl["%s/1" % o], "maxrss_mib") for o in rss}, "torch": trss},
+        "emb_table_mib": {o: field(tl["%s/1" % o], "table_mib") for o in rss},
+        "emb_rss_over_tables": rss,
+        "emb_engine_rss_over_tables": {o: field(tl["%s/1" % o], "engine_rss_over_tables") for o in rss},
+        "emb_workspace_mib": {o: field(tl["%s/1" % o], "workspace_mib") for o in rss},
+        "emb_targets": {"fraction_of_gather": 0.5, "ratio_vs_torch": 10, "rss_over_tables": 1.10},
+        "emb_target_met": {"fraction_of_gather": all_at_least(frac, 0.5),
+                           "ratio_vs_torch": all_at_least(vs_torch, 10),
+                           "rss_over_tables": all_at_most(rss, 1.10)},
     }
 
 

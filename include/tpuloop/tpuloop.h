@@ -38,6 +38,7 @@
 #include "tpuloop/optim.h"
 #include "tpuloop/emb_optim.h"
 #include "tpuloop/embedding.h"
+#include "tpuloop/emb_spec.h"
 #include "tpuloop/data.h"
 #include "tpuloop/text_data.h"
 #include "tpuloop/comm.h"

@@ -8,6 +8,13 @@
 #include "../base/base_int.h"
 #include "tpuloop/embedding.h"
 
+/* An entry of the dedup and accumulation hashes (table -1: empty). */
+typedef struct emb_hent {
+    int64_t id;
+    int32_t table;
+    int32_t val;
+} emb_hent;
+
 /* Steps a core may hold: enqueued, received, sent and (pipelined) not yet
  * applied. */
 #define EMB_RING 4
@@ -65,7 +72,7 @@ typedef struct emb_core {
     int64_t next_enqueue, next_recv; /* step numbers */
     int64_t last_received;           /* -1 */
     /* the dedup hash: (table, id) -> unique index, cleared per step */
-    emb_buf hkeys_t, hkeys_id, hvals;
+    emb_buf hash; /* emb_hent (hcap) */
     size_t hcap;
     emb_buf bagsum;    /* double (bags): Σw or Σw² per bag while enqueuing */
 } emb_core;
@@ -94,12 +101,19 @@ struct tl_emb_engine {
     bool mu_ok;
     tl_emb_stats stats;
     /* the apply's accumulation: (table, id) -> summed gradient */
-    emb_buf acc_t, acc_id, acc_off, acc_g, acc_h;
+    emb_buf acc_h;            /* emb_hent (acc_hcap) */
+    emb_buf acc_off, acc_g;
     emb_buf acc_at, acc_aid, acc_arow, acc_steps; /* the accumulated rows' table, id, row; the tables' steps */
     size_t acc_hcap;
     int64_t acc_n;
     emb_buf zero_g;           /* max dim zeros (non-lazy rows) */
+    bool direct;              /* one core, only lazy tables: updates read the core's sums in place */
 };
+
+static inline bool emb_direct(const tl_emb_engine *eng)
+{
+    return eng->direct;
+}
 
 /* buf.c-like helpers (engine.c) */
 tl_status emb_reserve(emb_buf *b, size_t bytes);

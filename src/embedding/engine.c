@@ -1,10 +1,11 @@
 /* engine.c — the engine's tables: configuration checks, storage (one
  * block per table shard, each row followed by its slots), initializers,
  * load / retrieve by host shard, and counters. */
+#define _GNU_SOURCE /* MADV_HUGEPAGE, MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
+#include <sys/mman.h>
 
 #include "emb_int.h"
 #include "tpuloop/rng.h"
@@ -17,9 +18,10 @@ tl_status emb_reserve(emb_buf *b, size_t bytes)
 {
     if (bytes <= b->cap)
         return TL_OK;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < bytes)
-        cap *= 2;
+    /* exact the first time (a step's size repeats), then a quarter more */
+    size_t cap = b->cap == 0 ? bytes : b->cap + b->cap / 4;
+    if (cap < bytes)
+        cap = bytes;
     void *p = tl_realloc(b->p, cap);
     if (p == NULL)
         return tl_error_oom();
@@ -177,6 +179,41 @@ static tl_status check_config(const tl_emb_config *c)
 
 /* ---- storage ----------------------------------------------------------------- */
 
+/* Shard blocks of at least this many bytes are mapped on their own and
+ * asked for transparent huge pages: random row gathers over a table of
+ * gigabytes miss the TLB on almost every row with 4 KiB pages. */
+#define HUGE_BLOCK (8u << 20)
+#define HUGE_PAGE (2u << 20)
+
+static float *block_alloc(size_t bytes)
+{
+    if (bytes < HUGE_BLOCK)
+        return tl_malloc(bytes);
+    size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE); /* a hint: 4 KiB pages still work */
+#endif
+    return p;
+}
+
+static void block_free(float *p, size_t bytes)
+{
+    if (p == NULL)
+        return;
+    if (bytes < HUGE_BLOCK)
+        tl_free(p);
+    else
+        munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+}
+
+static size_t block_bytes(const emb_table *t, int s)
+{
+    return (size_t)t->shard_rows[s] * (size_t)t->stride * sizeof(float);
+}
+
 static void init_row(const tl_emb_engine *eng, int ti, const emb_table *t, int64_t id, float *row)
 {
     const tl_emb_initializer *in = &t->init;
@@ -255,7 +292,7 @@ static tl_status make_table(tl_emb_engine *eng, int i, const tl_emb_table_config
         if ((uint64_t)rows > SIZE_MAX / sizeof(float) / (uint64_t)t->stride)
             return tl_error(TL_ENOMEM, "table \"%s\": %lld rows of %lld floats do not fit in memory", t->name,
                             (long long)rows, (long long)t->stride);
-        t->shard[s] = tl_malloc((size_t)rows * (size_t)t->stride * sizeof(float));
+        t->shard[s] = block_alloc(block_bytes(t, s));
         if (t->shard[s] == NULL)
             return tl_error(TL_ENOMEM, "table \"%s\": cannot allocate shard %d (%lld rows x %lld floats)", t->name, s,
                             (long long)rows, (long long)t->stride);
@@ -324,6 +361,9 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
     }
     for (int c = 0; c < C; c++)
         eng->cores[c].last_received = -1;
+    eng->direct = C == 1;
+    for (int i = 0; i < T && st == TL_OK; i++)
+        eng->direct = eng->direct && tl_emb_optimizer_is_lazy(&eng->tables[i].opt);
     if (st == TL_OK && (st = emb_reserve(&eng->zero_g, (size_t)max_dim * sizeof(float))) == TL_OK)
         memset(eng->zero_g.p, 0, (size_t)max_dim * sizeof(float));
     if (st != TL_OK) {
@@ -341,7 +381,7 @@ void tl_emb_engine_destroy(tl_emb_engine *eng)
     for (int i = 0; eng->tables != NULL && i < eng->cfg.num_tables; i++) {
         emb_table *t = &eng->tables[i];
         for (int s = 0; t->shard != NULL && s < eng->cfg.num_shards; s++)
-            tl_free(t->shard[s]);
+            block_free(t->shard[s], block_bytes(t, s));
         tl_free(t->shard);
         tl_free(t->shard_rows);
         tl_free(t->name);
@@ -352,8 +392,8 @@ void tl_emb_engine_destroy(tl_emb_engine *eng)
         emb_core_free(&eng->cores[c]);
     for (int k = 0; k < EMB_RING; k++)
         tl_free(eng->recs[k].lrs);
-    emb_buf *bufs[] = {&eng->acc_t,  &eng->acc_id,  &eng->acc_off,  &eng->acc_g,     &eng->acc_h,
-                       &eng->acc_at, &eng->acc_aid, &eng->acc_arow, &eng->acc_steps, &eng->zero_g};
+    emb_buf *bufs[] = {&eng->acc_h,   &eng->acc_off,  &eng->acc_g,     &eng->acc_at,
+                       &eng->acc_aid, &eng->acc_arow, &eng->acc_steps, &eng->zero_g};
     for (size_t k = 0; k < TL_ARRAY_LEN(bufs); k++)
         emb_buf_free(bufs[k]);
     if (eng->mu_ok)
@@ -379,7 +419,7 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
     int64_t n = 0;
     for (int c = 0; eng != NULL && c < eng->cfg.num_tensor_cores; c++) {
         const emb_core *co = &eng->cores[c];
-        n += (int64_t)(co->hkeys_t.cap + co->hkeys_id.cap + co->hvals.cap + co->bagsum.cap);
+        n += (int64_t)(co->hash.cap + co->bagsum.cap);
         for (int k = 0; k < EMB_RING; k++) {
             const emb_core_step *s = &co->ring[k];
             const emb_buf *b[] = {&s->feat_off, &s->occ_bag, &s->occ_uniq, &s->occ_gain, &s->u_table,
@@ -389,8 +429,8 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
         }
     }
     if (eng != NULL)
-        n += (int64_t)(eng->acc_t.cap + eng->acc_id.cap + eng->acc_off.cap + eng->acc_g.cap + eng->acc_h.cap +
-                       eng->acc_at.cap + eng->acc_aid.cap + eng->acc_arow.cap + eng->acc_steps.cap);
+        n += (int64_t)(eng->acc_off.cap + eng->acc_g.cap + eng->acc_h.cap + eng->acc_at.cap + eng->acc_aid.cap +
+                       eng->acc_arow.cap + eng->acc_steps.cap);
     return n;
 }
 

@@ -24,65 +24,98 @@ void emb_core_free(emb_core *c)
         for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
             emb_buf_free(b[j]);
     }
-    emb_buf_free(&c->hkeys_t);
-    emb_buf_free(&c->hkeys_id);
-    emb_buf_free(&c->hvals);
+    emb_buf_free(&c->hash);
     emb_buf_free(&c->bagsum);
 }
 
 /* ---- the dedup hash ----------------------------------------------------------- */
 
+/* Open addressing over one array of entries, so a probe is one cache miss. */
 static inline uint64_t hash_key(int32_t table, int64_t id)
 {
     uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)table * 0xc2b2ae3d27d4eb4full);
     return h ^ (h >> 29);
 }
 
-static tl_status hash_prepare(emb_buf *kt, emb_buf *kid, emb_buf *val, size_t *cap, int64_t n)
+/* Room for n keys at load <= 1/2, every entry empty (table -1). */
+static tl_status hash_prepare(emb_buf *h, size_t *cap, int64_t n)
 {
     size_t want = 64;
     while (want < (size_t)n * 2)
         want *= 2;
-    tl_status st;
-    if ((st = emb_reserve(kt, want * sizeof(int32_t))) != TL_OK || (st = emb_reserve(kid, want * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(val, want * sizeof(int32_t))) != TL_OK)
+    tl_status st = emb_reserve(h, want * sizeof(emb_hent));
+    if (st != TL_OK)
         return st;
     *cap = want;
-    memset(kt->p, 0xff, want * sizeof(int32_t)); /* table -1: empty */
+    memset(h->p, 0xff, want * sizeof(emb_hent));
     return TL_OK;
 }
 
-/* The value of (table, id), or a new slot holding `fresh` when absent
+/* The value of (table, id), or a new entry holding `fresh` when absent
  * (*added true). */
-static inline int32_t hash_find_or_add(int32_t *kt, int64_t *kid, int32_t *val, size_t cap, int32_t table, int64_t id,
-                                       int32_t fresh, bool *added)
+static inline int32_t hash_find_or_add(emb_hent *h, size_t cap, int32_t table, int64_t id, int32_t fresh, bool *added)
 {
     size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
     for (;; i = (i + 1) & mask) {
-        if (kt[i] < 0) {
-            kt[i] = table;
-            kid[i] = id;
-            val[i] = fresh;
+        if (h[i].table < 0) {
+            h[i] = (emb_hent){id, table, fresh};
             *added = true;
             return fresh;
         }
-        if (kt[i] == table && kid[i] == id) {
+        if (h[i].table == table && h[i].id == id) {
             *added = false;
-            return val[i];
+            return h[i].val;
         }
     }
 }
 
-static inline int32_t hash_get(const int32_t *kt, const int64_t *kid, const int32_t *val, size_t cap, int32_t table,
-                               int64_t id)
+static inline int32_t hash_get(const emb_hent *h, size_t cap, int32_t table, int64_t id)
 {
     size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
     for (;; i = (i + 1) & mask) {
-        if (kt[i] < 0)
+        if (h[i].table < 0)
             return -1;
-        if (kt[i] == table && kid[i] == id)
-            return val[i];
+        if (h[i].table == table && h[i].id == id)
+            return h[i].val;
     }
+}
+
+/* Core c's slot holding step, or NULL. */
+static emb_core_step *find_slot(emb_core *c, int64_t step)
+{
+    for (int k = 0; k < EMB_RING; k++)
+        if (c->ring[k].state != CS_FREE && c->ring[k].step == step)
+            return &c->ring[k];
+    return NULL;
+}
+
+/* Prefetches the n floats at p (for writing when w). */
+static inline void prefetch_row(const float *p, int64_t n, int w)
+{
+    for (int64_t k = 0; k < n; k += 16) {
+        if (w)
+            __builtin_prefetch(p + k, 1, 3);
+        else
+            __builtin_prefetch(p + k, 0, 3);
+    }
+}
+
+TL_VECTOR_CLONES static void axpy(float *restrict y, const float *restrict x, float a, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+TL_VECTOR_CLONES static void scale_into(float *restrict y, const float *restrict x, float a, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = a * x[i];
+}
+
+TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += x[i];
 }
 
 /* ---- enqueue ------------------------------------------------------------------ */
@@ -130,8 +163,7 @@ static tl_status add_occ(builder *b, int f, int64_t pos, int64_t bag, int64_t id
     emb_core_step *s = b->s;
     emb_core *c = b->core;
     bool added;
-    int32_t u = hash_find_or_add(c->hkeys_t.p, c->hkeys_id.p, c->hvals.p, c->hcap, fe->table, id,
-                                 (int32_t)s->n_unique, &added);
+    int32_t u = hash_find_or_add(c->hash.p, c->hcap, fe->table, id, (int32_t)s->n_unique, &added);
     if (added) {
         ((int32_t *)s->u_table.p)[u] = fe->table;
         ((int64_t *)s->u_id.p)[u] = id;
@@ -259,19 +291,23 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
         return st;
     emb_core *c = &eng->cores[core];
     int64_t step = c->next_enqueue;
-    emb_core_step *s = &c->ring[step % EMB_RING];
-    /* Slots are freed by the update, on whichever core's thread completes a step. */
+    /* Slots are freed by the update, on whichever core's thread completes a
+     * step; the lowest free one is reused, so a core that finishes each step
+     * before the next keeps one slot's buffers warm. */
+    emb_core_step *s = NULL;
     pthread_mutex_lock(&eng->mu);
-    bool busy = s->state != CS_FREE;
-    int64_t busy_step = s->step;
+    for (int k = 0; k < EMB_RING && s == NULL; k++)
+        if (c->ring[k].state == CS_FREE)
+            s = &c->ring[k];
+    int64_t oldest = c->ring[0].step;
     pthread_mutex_unlock(&eng->mu);
-    if (busy)
+    if (s == NULL)
         return tl_error(TL_ERUNTIME, "embedding: core %d already has %d steps in flight (step %lld is not done): "
-                                     "receive and send them first", core, EMB_RING, (long long)busy_step);
+                                     "receive and send them first", core, EMB_RING, (long long)oldest);
     int64_t total = 0;
     for (int f = 0; f < F; f++)
         total += inputs[f].n > 0 ? inputs[f].n : 0;
-    if ((st = hash_prepare(&c->hkeys_t, &c->hkeys_id, &c->hvals, &c->hcap, total)) != TL_OK ||
+    if ((st = hash_prepare(&c->hash, &c->hcap, total)) != TL_OK ||
         (st = emb_reserve(&s->feat_off, (size_t)(F + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&s->occ_bag, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&s->occ_uniq, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
@@ -337,8 +373,8 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
 /* Releases core c's slot of step (an INFERENCE step's, at its next receive). */
 static void release_slot(emb_core *c, int64_t step)
 {
-    emb_core_step *s = &c->ring[step % EMB_RING];
-    if (s->step == step)
+    emb_core_step *s = find_slot(c, step);
+    if (s != NULL)
         s->state = CS_FREE;
 }
 
@@ -351,9 +387,8 @@ tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *out)
     emb_core *c = &eng->cores[core];
     pthread_mutex_lock(&eng->mu);
     if (c->last_received >= 0) {
-        emb_core_step *p = &c->ring[c->last_received % EMB_RING];
-        if (p->step == c->last_received && p->mode != TL_EMB_MODE_INFERENCE && p->state != CS_SENT &&
-            p->state != CS_FREE) {
+        emb_core_step *p = find_slot(c, c->last_received);
+        if (p != NULL && p->mode != TL_EMB_MODE_INFERENCE && p->state != CS_SENT) {
             pthread_mutex_unlock(&eng->mu);
             return tl_error(TL_ERUNTIME, "embedding: core %d has not sent the gradients of step %lld (mode "
                                          "training): send them before receiving the next step", core,
@@ -361,13 +396,14 @@ tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *out)
         }
     }
     int64_t step = c->next_recv;
-    emb_core_step *s = &c->ring[step % EMB_RING];
-    if (s->state != CS_ENQUEUED || s->step != step) {
+    emb_core_step *s = find_slot(c, step);
+    if (s == NULL || s->state != CS_ENQUEUED) {
         pthread_mutex_unlock(&eng->mu);
         return tl_error(TL_ERUNTIME, "embedding: core %d has nothing enqueued for step %lld", core, (long long)step);
     }
-    if (c->last_received >= 0 && c->ring[c->last_received % EMB_RING].mode == TL_EMB_MODE_INFERENCE)
-        release_slot(c, c->last_received);
+    emb_core_step *prev = c->last_received >= 0 ? find_slot(c, c->last_received) : NULL;
+    if (prev != NULL && prev->mode == TL_EMB_MODE_INFERENCE)
+        prev->state = CS_FREE;
     s->state = CS_RECEIVED;
     pthread_mutex_unlock(&eng->mu);
     c->last_received = step;
@@ -383,10 +419,9 @@ static tl_status check_dedup(const tl_emb_engine *eng, int core, const tl_emb_de
         return tl_error(TL_EINVAL, "embedding: the dedup data is NULL");
     if (core < 0 || core >= eng->cfg.num_tensor_cores)
         return tl_error(TL_EINVAL, "embedding: core %d is not in [0, %d)", core, eng->cfg.num_tensor_cores);
-    const emb_core *c = &eng->cores[core];
-    emb_core_step *s = (emb_core_step *)&c->ring[dd->step % EMB_RING];
-    if (dd->core != core || dd->step < 0 || s->step != dd->step || s->ints.p != (const void *)dd->ints ||
-        s->state == CS_FREE || dd->step != c->last_received)
+    emb_core *c = (emb_core *)&eng->cores[core];
+    emb_core_step *s = dd->step >= 0 ? find_slot(c, dd->step) : NULL;
+    if (dd->core != core || s == NULL || s->ints.p != (const void *)dd->ints || dd->step != c->last_received)
         return tl_error(TL_ERUNTIME, "embedding: core %d was given stale or foreign dedup data (core %d, step %lld; the "
                                      "core's current step is %lld)", core, dd->core, (long long)dd->step,
                         (long long)c->last_received);
@@ -456,12 +491,13 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
         bool quant = t->opt.simulated_quantization.enabled;
         float tmp[256];
         for (int64_t k = off[f]; k < off[f + 1]; k++) {
+            if (k + 16 < off[f + 1])
+                prefetch_row(rows[uq[k + 16]], D, 0);
             float *o = out + (int64_t)bag[k] * D;
             const float *row = rows[uq[k]];
             float gk = gain[k];
             if (!quant) {
-                for (int d = 0; d < D; d++)
-                    o[d] += gk * row[d];
+                axpy(o, row, gk, D);
                 continue;
             }
             for (int d0 = 0; d0 < D; d0 += 256) { /* quantize a copy, in chunks */
@@ -531,18 +567,24 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
         return st;
     float *g = s->grad.p;
-    memset(g, 0, (size_t)goff[s->n_unique] * sizeof *g);
     const int64_t *off = s->feat_off.p;
     const int32_t *bag = s->occ_bag.p, *uq = s->occ_uniq.p;
     const float *gain = s->occ_gain.p;
+    /* Unique rows were numbered in this very order of occurrences, so a row's
+     * first occurrence is the one whose number is the next new one: it
+     * writes, later ones add (0 + x is x: the same bits as zeroing first). */
+    int64_t next_new = 0;
     for (int f = 0; f < n; f++) {
         int D = eng->tables[eng->features[f].table].dim;
         for (int64_t k = off[f]; k < off[f + 1]; k++) {
             float *gu = g + goff[uq[k]];
             const float *d = grads[f] + (int64_t)bag[k] * D;
-            float gk = gain[k];
-            for (int j = 0; j < D; j++)
-                gu[j] += gk * d[j];
+            if (uq[k] == next_new) {
+                scale_into(gu, d, gain[k], D);
+                next_new++;
+            } else {
+                axpy(gu, d, gain[k], D);
+            }
         }
     }
     pthread_mutex_lock(&eng->mu);
@@ -598,13 +640,6 @@ tl_status tl_emb_flush(tl_emb_engine *eng)
 
 /* ---- the update ------------------------------------------------------------------------ */
 
-static float *const *row_slots(const emb_table *t, float *row, float **buf)
-{
-    for (int k = 0; k < t->slots; k++)
-        buf[k] = row + (int64_t)(k + 1) * t->dim;
-    return buf;
-}
-
 /* Under mu, before the send that completes `step` is committed (its slot
  * already marked sent): the workspace of its update, so that the update
  * itself cannot fail. */
@@ -613,17 +648,18 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
     int C = eng->cfg.num_tensor_cores;
     int64_t total = 0, gtotal = 0;
     for (int c = 0; c < C; c++) {
-        const emb_core_step *s = &eng->cores[c].ring[step % EMB_RING];
+        const emb_core_step *s = find_slot(&eng->cores[c], step);
+        TL_ASSERT(s != NULL);
         total += s->n_unique;
         gtotal += s->n_unique > 0 ? ((const int64_t *)s->u_goff.p)[s->n_unique] : 0;
     }
     size_t hcap = 64;
-    while (hcap < (size_t)total * 2)
+    while (!emb_direct(eng) && hcap < (size_t)total * 2)
         hcap *= 2;
     tl_status st;
-    if ((st = emb_reserve(&eng->acc_t, hcap * sizeof(int32_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_id, hcap * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_h, hcap * sizeof(int32_t))) != TL_OK ||
+    if (emb_direct(eng)) /* no accumulation workspace: the core's sums are the step's */
+        total = gtotal = 0;
+    if ((st = emb_reserve(&eng->acc_h, hcap * sizeof(emb_hent))) != TL_OK ||
         (st = emb_reserve(&eng->acc_off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&eng->acc_g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
         (st = emb_reserve(&eng->acc_at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
@@ -635,10 +671,24 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
     return TL_OK;
 }
 
-/* Under mu, after emb_apply_reserve. Sums every core's gradients per row in ascending core order,
- * then runs each table's pipeline once per touched row (every row for
- * non-lazy tables); tables without accumulation take each core's sum in
- * turn. Frees the cores' slots of the step. */
+/* Row u's update with the rows `ahead` later prefetched. */
+static inline void update(const tl_emb_engine *eng, const emb_table *t, const tl_emb_step *es, float *row, float *g)
+{
+    float *slots[TL_EMB_MAX_SLOTS];
+    for (int k = 0; k < t->slots; k++)
+        slots[k] = row + (int64_t)(k + 1) * t->dim;
+    (void)eng;
+    tl_emb_update_row(&t->opt, es, row, g, slots, t->dim);
+}
+
+enum { AHEAD = 8 }; /* rows prefetched ahead of the update */
+
+/* Under mu, after emb_apply_reserve. Sums every core's gradients per row in
+ * ascending core order, then runs each table's pipeline once per touched
+ * row (every row for non-lazy tables); tables without accumulation take
+ * each core's sum in turn. With one core and only lazy tables the core's
+ * sums are the step's and are applied in place. Frees the cores' slots of
+ * the step. */
 void emb_apply_step(tl_emb_engine *eng, int64_t step)
 {
     emb_step_rec *r = &eng->recs[step % EMB_RING];
@@ -646,14 +696,27 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
     tl_emb_step *pes = eng->acc_steps.p;
     for (int i = 0; i < T; i++)
         (void)tl_emb_step_prepare(&eng->tables[i].opt, r->lrs, r->n_lr, &pes[i]); /* checked at send */
-    int32_t *kt = eng->acc_t.p, *hv = eng->acc_h.p, *a_table = eng->acc_at.p;
-    int64_t *kid = eng->acc_id.p, *aoff = eng->acc_off.p, *a_id = eng->acc_aid.p;
+    if (emb_direct(eng)) {
+        emb_core_step *s = find_slot(&eng->cores[0], step);
+        const int32_t *ut = s->u_table.p;
+        const int64_t *goff = s->u_goff.p;
+        float *const *uptr = s->u_ptr.p;
+        float *g = s->grad.p;
+        for (int64_t u = 0; u < s->n_unique; u++) {
+            if (u + AHEAD < s->n_unique)
+                prefetch_row(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride, 1);
+            update(eng, &eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
+        }
+        goto done;
+    }
+    emb_hent *h = eng->acc_h.p;
+    int32_t *a_table = eng->acc_at.p;
+    int64_t *aoff = eng->acc_off.p, *a_id = eng->acc_aid.p;
     float *ag = eng->acc_g.p, **a_row = eng->acc_arow.p;
     int64_t na = 0, used = 0;
-    memset(kt, 0xff, eng->acc_hcap * sizeof *kt);
-    float *slots[TL_EMB_MAX_SLOTS];
+    memset(h, 0xff, eng->acc_hcap * sizeof *h);
     for (int c = 0; c < C; c++) {
-        emb_core_step *s = &eng->cores[c].ring[step % EMB_RING];
+        emb_core_step *s = find_slot(&eng->cores[c], step);
         const int32_t *ut = s->u_table.p;
         const int64_t *uid = s->u_id.p, *goff = s->u_goff.p;
         float *const *uptr = s->u_ptr.p;
@@ -662,11 +725,11 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             const emb_table *t = &eng->tables[ut[u]];
             float *gu = g + goff[u];
             if (!tl_emb_optimizer_accumulates(&t->opt)) {
-                tl_emb_update_row(&t->opt, &pes[ut[u]], uptr[u], gu, row_slots(t, uptr[u], slots), t->dim);
+                update(eng, t, &pes[ut[u]], uptr[u], gu);
                 continue;
             }
             bool added;
-            int32_t a = hash_find_or_add(kt, kid, hv, eng->acc_hcap, ut[u], uid[u], (int32_t)na, &added);
+            int32_t a = hash_find_or_add(h, eng->acc_hcap, ut[u], uid[u], (int32_t)na, &added);
             if (added) {
                 a_table[na] = ut[u];
                 a_id[na] = uid[u];
@@ -676,16 +739,16 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
                 used += t->dim;
                 na++;
             } else {
-                float *acc = ag + aoff[a];
-                for (int d = 0; d < t->dim; d++)
-                    acc[d] += gu[d];
+                add_into(ag + aoff[a], gu, t->dim);
             }
         }
     }
     for (int64_t a = 0; a < na; a++) {
+        if (a + AHEAD < na)
+            prefetch_row(a_row[a + AHEAD], eng->tables[a_table[a + AHEAD]].stride, 1);
         const emb_table *t = &eng->tables[a_table[a]];
         if (tl_emb_optimizer_is_lazy(&t->opt))
-            tl_emb_update_row(&t->opt, &pes[a_table[a]], a_row[a], ag + aoff[a], row_slots(t, a_row[a], slots), t->dim);
+            update(eng, t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
     }
     /* Non-lazy tables: every row, g = 0 where nothing arrived. */
     for (int i = 0; i < T; i++) {
@@ -694,16 +757,17 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             continue;
         float *zero = eng->zero_g.p;
         for (int64_t id = 0; id < t->vocab; id++) {
-            int32_t a = hash_get(kt, kid, hv, eng->acc_hcap, i, id);
+            int32_t a = hash_get(h, eng->acc_hcap, i, id);
             float *row = emb_row(eng, t, id);
             if (a >= 0) {
-                tl_emb_update_row(&t->opt, &pes[i], row, ag + aoff[a], row_slots(t, row, slots), t->dim);
+                update(eng, t, &pes[i], row, ag + aoff[a]);
             } else {
-                memset(zero, 0, (size_t)t->dim * sizeof *zero);
-                tl_emb_update_row(&t->opt, &pes[i], row, zero, row_slots(t, row, slots), t->dim);
+                memset(zero, 0, (size_t)t->dim * sizeof *zero); /* the update clips g in place */
+                update(eng, t, &pes[i], row, zero);
             }
         }
     }
+done:
     eng->stats.steps_applied++;
     for (int c = 0; c < C; c++)
         release_slot(&eng->cores[c], step);
