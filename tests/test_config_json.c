@@ -265,7 +265,8 @@ Test(emit, help_mentions_every_option)
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset", "data_dir",
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
         "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
-        "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "idx_scale"};
+        "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "idx_scale", "embedding",
+        "embedding_config"};
     static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());

@@ -187,6 +187,8 @@ typedef struct tl_run_config {
     const char *params_json;           /* the user's params as a JSON object; "{}" by default */
     tl_model_config model;
     tl_input_config input;
+    const char *embedding_json;        /* the "embedding" section as compact JSON; NULL when absent */
+    const char *embedding_config;      /* a binary TPUEmbeddingConfiguration's path; NULL when absent */
 } tl_run_config;
 
 /* ---- the configuration object ------------------------------------------ */

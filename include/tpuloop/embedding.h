@@ -152,6 +152,17 @@ typedef struct tl_emb_engine tl_emb_engine;
 TL_API tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out);
 TL_API void tl_emb_engine_destroy(tl_emb_engine *eng);
 
+/*
+ * What cfg's engine would need, without building it: *table_bytes the
+ * tables and slots, Σ rows × dim × 4 × (1 + slots); *bytes_per_id the
+ * per-step workspace for each id a core enqueues in a step (an upper bound:
+ * every id taken as a unique row of the widest table, with the hashes at
+ * load 1/2 and the accumulation of several cores), so a step of n ids on C
+ * cores holds at most n × C × *bytes_per_id. Errors: as tl_emb_engine_create's
+ * checks of cfg (no allocation).
+ */
+TL_API tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, int64_t *bytes_per_id);
+
 /* Bytes of the tables and slots: Σ rows × dim × 4 × (1 + slots). */
 TL_API int64_t tl_emb_table_bytes(const tl_emb_engine *eng);
 /* The largest per-step workspace the engine holds at the configured batch

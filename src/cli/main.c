@@ -250,6 +250,48 @@ static void print_plan_text(const char *label, const tl_input_plan *p, const cha
         printf("           ... %d more calls\n", p->input_fn_calls - shown);
 }
 
+/* The configured embedding tables and their memory (NULL *out when the
+ * config has none): what each table and its slots take, and the per-step
+ * workspace bound. */
+static tl_status embedding_info(const tl_run_config *r, json_t **out)
+{
+    *out = NULL;
+    if (r->embedding_json == NULL && r->embedding_config == NULL)
+        return TL_OK;
+    tl_emb_spec *spec = NULL;
+    tl_status st = r->embedding_json != NULL
+                       ? tl_emb_spec_from_json(r->embedding_json, strlen(r->embedding_json), &spec)
+                       : tl_emb_spec_from_proto_file(r->embedding_config, &spec);
+    if (st != TL_OK)
+        return st; /* the readers' messages name the file or the key */
+    const tl_emb_config *c = tl_emb_spec_config(spec);
+    int64_t table_bytes = 0, per_id = 0;
+    if ((st = tl_emb_config_bytes(c, &table_bytes, &per_id)) != TL_OK) {
+        tl_emb_spec_destroy(spec);
+        return st;
+    }
+    json_t *e = json_object(), *tables = json_array();
+    for (int i = 0; i < c->num_tables; i++) {
+        const tl_emb_table_config *t = &c->tables[i];
+        const tl_emb_optimizer *o = t->optimizer != NULL ? t->optimizer : &c->optimizer;
+        int slots = tl_emb_num_slots(o);
+        json_array_append_new(tables, json_pack("{s:s, s:I, s:i, s:s, s:i, s:I}", "name", t->name ? t->name : "",
+                                                "vocabulary_size", (json_int_t)t->vocabulary_size, "dim", t->dim,
+                                                "optimizer", tl_emb_algorithm_name(o->algorithm), "slots", slots,
+                                                "bytes",
+                                                (json_int_t)(t->vocabulary_size * t->dim * 4 * (1 + slots))));
+    }
+    int64_t step_ids = (int64_t)c->batch_size_per_tensor_core * c->num_features * c->num_tensor_cores;
+    json_object_set_new(e, "tables", tables);
+    json_object_set_new(e, "num_features", json_integer(c->num_features));
+    json_object_set_new(e, "table_bytes", json_integer(table_bytes));
+    json_object_set_new(e, "workspace_bytes_per_id", json_integer(per_id));
+    json_object_set_new(e, "workspace_bytes_at_one_id_per_bag", json_integer(per_id * step_ids));
+    tl_emb_spec_destroy(spec);
+    *out = e;
+    return TL_OK;
+}
+
 static int cmd_config(int argc, char **argv)
 {
     static const char *const allowed[] = {"--json", NULL};
@@ -267,6 +309,9 @@ static int cmd_config(int argc, char **argv)
         st = mode_plan(topo, r, (tl_mode)m, &plans[m]);
     if (st == TL_OK)
         st = tl_config_to_json(cfg, &cfg_text);
+    json_t *emb = NULL;
+    if (st == TL_OK)
+        st = embedding_info(r, &emb);
     if (st != TL_OK) {
         rc = cli_fail(st);
         goto out;
@@ -300,6 +345,7 @@ static int cmd_config(int argc, char **argv)
         json_t *run = json_deep_copy(conf);
         json_object_del(run, "tpu_config");
         json_object_set_new(root, "run_config", run);
+        json_object_set(root, "embedding", emb != NULL ? emb : json_null());
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         putchar('\n');
         json_decref(root);
@@ -346,7 +392,27 @@ static int cmd_config(int argc, char **argv)
         print_plan_text("train", plans[0], "train_batch_size");
         print_plan_text("eval", plans[1], "eval_batch_size");
         print_plan_text("predict", plans[2], "predict_batch_size");
+        if (emb != NULL) {
+            printf("embedding\n");
+            size_t i;
+            json_t *t;
+            json_array_foreach(json_object_get(emb, "tables"), i, t)
+                printf("  %-24s %12lld x %-5lld %-26s %2lld slot%s  %10.1f MiB\n",
+                       json_string_value(json_object_get(t, "name")),
+                       (long long)json_integer_value(json_object_get(t, "vocabulary_size")),
+                       (long long)json_integer_value(json_object_get(t, "dim")),
+                       json_string_value(json_object_get(t, "optimizer")),
+                       (long long)json_integer_value(json_object_get(t, "slots")),
+                       json_integer_value(json_object_get(t, "slots")) == 1 ? " " : "s",
+                       (double)json_integer_value(json_object_get(t, "bytes")) / 1048576.0);
+            printf("  tables and slots %.1f MiB; per-step workspace at most %lld bytes per id (%.1f MiB at one id "
+                   "per bag)\n",
+                   (double)json_integer_value(json_object_get(emb, "table_bytes")) / 1048576.0,
+                   (long long)json_integer_value(json_object_get(emb, "workspace_bytes_per_id")),
+                   (double)json_integer_value(json_object_get(emb, "workspace_bytes_at_one_id_per_bag")) / 1048576.0);
+        }
     }
+    json_decref(emb);
     json_decref(conf);
 out:
     tl_free_string(cfg_text);

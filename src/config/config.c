@@ -15,6 +15,9 @@ static void clear_resolved(tl_config *cfg)
     tl_free(cfg->s_evaluation_master);
     tl_free(cfg->s_params);
     tl_free(cfg->s_warm_start_from);
+    tl_free(cfg->s_embedding_json);
+    tl_free(cfg->s_embedding_config);
+    cfg->s_embedding_json = cfg->s_embedding_config = NULL;
     tl_free(cfg->s_warm_start_vars);
     tl_partition_dims_destroy(cfg->pdims);
     tl_input_store_free(cfg->input);

@@ -576,6 +576,27 @@ static tl_status resolve_sections(tl_config *cfg)
         (st = get_string(cfg, TL_OPT_ID_data_dir, &in->data_dir)) != TL_OK)
         return st;
     m->reduce_sum = strcmp(reduction, "SUM") == 0;
+    /* The embedding section is kept as text: embedding/ reads it (config/ knows only base). */
+    const json_t *emb = RAW(embedding);
+    if (!json_is_null(emb) && !json_is_object(emb))
+        return rerr(cfg, TL_OPT_ID_embedding, TL_ETYPE, "embedding must be %s; got %s",
+                    tl_options[TL_OPT_ID_embedding].allowed, tl_py_type(emb));
+    const char *emb_path = NULL;
+    if ((st = get_string(cfg, TL_OPT_ID_embedding_config, &emb_path)) != TL_OK)
+        return st;
+    if (emb_path != NULL && !json_is_null(emb))
+        return rerr(cfg, TL_OPT_ID_embedding_config, TL_EINVAL,
+                    "embedding_config and embedding are both set: give the tables one way");
+    if (emb_path != NULL && emb_path[0] == '\0')
+        return rerr(cfg, TL_OPT_ID_embedding_config, TL_EINVAL, "embedding_config must be %s; got ''",
+                    tl_options[TL_OPT_ID_embedding_config].allowed);
+    char *emb_text = json_is_null(emb) ? NULL : json_dumps(emb, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!json_is_null(emb) && emb_text == NULL)
+        return tl_error_oom();
+    st = keep_string(emb_text, &cfg->s_embedding_json, &cfg->rc.embedding_json);
+    free(emb_text);
+    if (st != TL_OK || (st = keep_string(emb_path, &cfg->s_embedding_config, &cfg->rc.embedding_config)) != TL_OK)
+        return st;
     if ((st = opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs)) != TL_OK)
         return st;
     return tl_config_resolve_input(cfg);

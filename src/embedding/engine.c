@@ -406,6 +406,31 @@ void tl_emb_engine_destroy(tl_emb_engine *eng)
     tl_free(eng);
 }
 
+tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, int64_t *bytes_per_id)
+{
+    if (cfg == NULL || table_bytes == NULL || bytes_per_id == NULL)
+        return tl_error(TL_EINVAL, "embedding: tl_emb_config_bytes with a NULL argument");
+    tl_status st = check_config(cfg);
+    if (st != TL_OK)
+        return st;
+    int64_t total = 0, max_dim = 1;
+    for (int i = 0; i < cfg->num_tables; i++) {
+        const tl_emb_table_config *t = &cfg->tables[i];
+        const tl_emb_optimizer *o = t->optimizer != NULL ? t->optimizer : &cfg->optimizer;
+        total += t->vocabulary_size * t->dim * (int64_t)sizeof(float) * (1 + tl_emb_num_slots(o));
+        max_dim = t->dim > max_dim ? t->dim : max_dim;
+    }
+    /* per occurrence: bag, unique, gain, two dedup ints; per unique row:
+     * table, id, row pointer, gradient offset, the gradient; the dedup hash
+     * (two entries per id); the step's accumulation: hash, offsets, the
+     * gradient again, table, id, row. */
+    int64_t occ = 4 + 4 + 4 + 8, uniq = 4 + 8 + 8 + 8 + 4 * max_dim, hash = 2 * (int64_t)sizeof(emb_hent);
+    int64_t acc = hash + 8 + 4 * max_dim + 4 + 8 + 8;
+    *table_bytes = total;
+    *bytes_per_id = occ + uniq + hash + acc;
+    return TL_OK;
+}
+
 int64_t tl_emb_table_bytes(const tl_emb_engine *eng)
 {
     int64_t n = 0;
