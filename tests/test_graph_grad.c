@@ -171,3 +171,101 @@ Test(graph_grad, bad_label_is_an_error_not_a_crash)
     cr_assert(strstr(tl_last_error(), "label 7"), "%s", tl_last_error());
     teardown(&f);
 }
+
+/* ---- embedding activations ----------------------------------------------- */
+
+/* A DLRM-shaped graph: two embedding features (4, 3) stacked with a dense
+ * projection of x into (4, 3, 3), the pairwise dot, a top layer, sigmoid
+ * cross-entropy. The activations' gradients (what the runtime sends to the
+ * embedding engine) against finite differences of the loss; a third
+ * feature the loss does not use has no gradient. */
+Test(graph_grad, embedding_activations)
+{
+    tl_vars *vars;
+    tl_graph *g;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    int64_t xs[2] = {4, 6}, es[2] = {4, 3}, ts[2] = {4, 1};
+    tl_t x = tl_graph_input(g, TL_F32, xs, 2);
+    tl_t target = tl_graph_input(g, TL_F32, ts, 2);
+    tl_t e0 = tl_embedding_activations(g, 0, es, 2), e1 = tl_embedding_activations(g, 1, es, 2);
+    tl_t unused = tl_embedding_activations(g, 2, es, 2);
+    cr_assert(tl_embedding_activations(g, 1, es, 2) < 0);
+    cr_assert_eq(tl_graph_status(g), TL_EINVAL);
+    cr_assert(strstr(tl_graph_error(g), "feature 1 is already in the graph") != NULL, "%s", tl_graph_error(g));
+    tl_graph_destroy(g);
+
+    /* again, without the mistake */
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    x = tl_graph_input(g, TL_F32, xs, 2);
+    target = tl_graph_input(g, TL_F32, ts, 2);
+    e0 = tl_embedding_activations(g, 0, es, 2);
+    e1 = tl_embedding_activations(g, 1, es, 2);
+    unused = tl_embedding_activations(g, 2, es, 2);
+    tl_t bottom = tl_dense(g, x, 3, TL_ACT_RELU, "bottom");
+    tl_t stack = tl_concat(g, (tl_t[]){bottom, e0, e1}, 3, 1); /* (4, 9) */
+    int64_t s3[3] = {4, 3, 3};
+    tl_t inter = tl_pairwise_dot(g, tl_reshape(g, stack, s3, 3)); /* (4, 3) */
+    tl_t top = tl_dense(g, tl_concat(g, (tl_t[]){inter, bottom}, 2, 1), 1, TL_ACT_NONE, "top");
+    tl_t loss = tl_mean(g, tl_sigmoid_xent(g, top, target));
+    cr_assert_eq(tl_graph_status(g), TL_OK, "%s", tl_graph_error(g));
+    cr_assert_eq(tl_vars_layout(vars), TL_OK);
+    tl_program *p;
+    cr_assert_eq(tl_program_compile(g, loss, true, &p), TL_OK, "%s", tl_last_error());
+    float *params = calloc((size_t)vars->total, sizeof(float));
+    tl_vars_initialize(vars, 5, params);
+    tl_exec e = {0};
+    e.act = calloc((size_t)p->act_floats + 1, sizeof(float));
+    e.grad = calloc((size_t)p->grad_floats + 1, sizeof(float));
+    e.mask = calloc((size_t)p->mask_bytes + 1, 1);
+    e.scratch = calloc((size_t)p->scratch_floats + 1, sizeof(float));
+    e.param_grad = calloc((size_t)vars->total, sizeof(float));
+    e.params = params;
+    e.loss_scale = 1.0f;
+    tl_rng r;
+    tl_rng_init(&r, 7, 1, 0, 0);
+    float *xv = tl_exec_value(p, &e, x), *tv = tl_exec_value(p, &e, target);
+    float *ev[2] = {tl_exec_value(p, &e, e0), tl_exec_value(p, &e, e1)};
+    for (int i = 0; i < 24; i++)
+        xv[i] = (float)tl_rng_normal(&r);
+    for (int i = 0; i < 4; i++)
+        tv[i] = (float)(i % 2);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 12; i++)
+            ev[k][i] = (float)tl_rng_normal(&r) * 0.5f;
+    cr_assert_eq(tl_program_forward(p, &e), TL_OK);
+    cr_assert_eq(tl_program_backward(p, &e), TL_OK);
+    cr_assert_null(tl_exec_grad(p, &e, unused), "the loss does not use feature 2");
+    double num2 = 0, diff2 = 0;
+    for (int k = 0; k < 2; k++) {
+        const float *ga = tl_exec_grad(p, &e, k ? e1 : e0);
+        cr_assert_not_null(ga);
+        float analytic[12];
+        memcpy(analytic, ga, sizeof analytic);
+        for (int i = 0; i < 12; i++) {
+            const float h = 1e-2f;
+            float keep = ev[k][i];
+            ev[k][i] = keep + h;
+            cr_assert_eq(tl_program_forward(p, &e), TL_OK);
+            double up = *tl_exec_value(p, &e, loss);
+            ev[k][i] = keep - h;
+            cr_assert_eq(tl_program_forward(p, &e), TL_OK);
+            double down = *tl_exec_value(p, &e, loss);
+            ev[k][i] = keep;
+            double numeric = (up - down) / (2.0 * h), d = numeric - analytic[i];
+            num2 += numeric * numeric;
+            diff2 += d * d;
+        }
+    }
+    cr_assert(num2 > 0, "the loss must depend on the activations");
+    cr_assert(sqrt(diff2 / num2) < 1e-2, "relative gradient error %g", sqrt(diff2 / num2));
+    free(params);
+    free(e.act);
+    free(e.grad);
+    free(e.mask);
+    free(e.scratch);
+    free(e.param_grad);
+    tl_program_destroy(p);
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
+}

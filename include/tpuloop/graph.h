@@ -153,6 +153,16 @@ TL_API tl_status tl_graph_fail(tl_graph *g, tl_status st, const char *msg);
 /* The rank and dims of t (NULL dims → only the rank); -1 for an invalid t. */
 TL_API int tl_rank(const tl_graph *g, tl_t t, int64_t *dims);
 
+/*
+ * The activations of embedding feature `feature` (tpuloop/embedding.h:
+ * one output per feature, [B, D] or [B, S, D]) as a float32 tensor of the
+ * given shape. The runtime writes it before each step from the engine's
+ * recv_activations and sends its gradient back with send_gradients, as
+ * TPUEmbedding's dequeue and apply_gradients do. Errors (in the graph's
+ * status): feature < 0, a bad shape, the same feature twice.
+ */
+TL_API tl_t tl_embedding_activations(tl_graph *g, int feature, const int64_t *shape, int rank);
+
 /* A trainable float32 variable; an existing name must have the same shape. */
 TL_API tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init);
 

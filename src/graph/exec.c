@@ -15,6 +15,16 @@ static float *val(const tl_program *p, const tl_exec *e, tl_t t)
     return tl_exec_value(p, e, t);
 }
 
+float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t)
+{
+    if (t < 0 || t >= p->g->n || p->grad_off[t] == TL_OFF_NONE)
+        return NULL;
+    const tl_node *nd = &p->g->nodes[t];
+    if (p->grad_off[t] == TL_OFF_PARAM)
+        return e->param_grad + p->g->vars->v[nd->var].offset;
+    return e->grad + p->grad_off[t];
+}
+
 static float *grad(const tl_program *p, const tl_exec *e, tl_t t)
 {
     const tl_node *nd = &p->g->nodes[t];
@@ -43,6 +53,7 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
         switch (nd->op) {
         case TL_OP_INPUT:
         case TL_OP_VARIABLE:
+        case TL_OP_EMBEDDING:
             break;
         case TL_OP_MATMUL: {
             const tl_node *a = &g->nodes[nd->in[0]];
@@ -162,6 +173,7 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
         switch (nd->op) {
         case TL_OP_INPUT:
         case TL_OP_VARIABLE:
+        case TL_OP_EMBEDDING:
             break;
         case TL_OP_MATMUL: {
             const tl_node *a = &g->nodes[nd->in[0]];

@@ -136,6 +136,26 @@ tl_t tl_graph_input(tl_graph *g, tl_dtype dtype, const int64_t *shape, int rank)
     return add(g, TL_OP_INPUT, dtype, shape, rank, NULL, 0);
 }
 
+tl_t tl_embedding_activations(tl_graph *g, int feature, const int64_t *shape, int rank)
+{
+    if (g == NULL || g->status != TL_OK)
+        return TL_T_INVALID;
+    if (feature < 0)
+        return fail(g, TL_EINVAL, "embedding_activations: feature must be >= 0 (got %d)", feature);
+    if (shape == NULL || rank < 2 || rank > 3)
+        return fail(g, TL_EINVAL, "embedding_activations: feature %d needs shape [B, D] or [B, S, D] (got rank %d)",
+                    feature, rank);
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == TL_OP_EMBEDDING && g->nodes[i].iattr[0] == feature)
+            return fail(g, TL_EINVAL, "embedding_activations: feature %d is already in the graph", feature);
+    tl_t t = add(g, TL_OP_EMBEDDING, TL_F32, shape, rank, NULL, 0);
+    if (t >= 0) {
+        g->nodes[t].iattr[0] = feature;
+        g->nodes[t].needs_grad = true; /* its gradient leaves the program */
+    }
+    return t;
+}
+
 tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init)
 {
     if (g->status != TL_OK)

@@ -38,6 +38,8 @@ typedef enum {
     TL_OP_MEAN,
     TL_OP_DROPOUT,    /* fattr[0] rate; iattr[0] the op's RNG stream id */
     TL_OP_PAIRWISE_DOT,
+    TL_OP_EMBEDDING,  /* an embedding feature's activations, written by the runtime; iattr[0] the feature.
+                         Its gradient is what the runtime sends back to the embedding engine. */
     TL_OP_COUNT_
 } tl_op_kind;
 

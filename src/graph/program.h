@@ -55,6 +55,10 @@ typedef struct tl_exec {
 /* Pointer to node t's value in e. */
 float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t);
 
+/* Pointer to node t's gradient in e after the backward pass, or NULL when
+ * the program computes none for t (the loss does not depend on it). */
+float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t);
+
 /* Runs the forward pass; returns a status for data errors (e.g. a label
  * outside [0, classes)). */
 tl_status tl_program_forward(const tl_program *p, tl_exec *e);
