@@ -517,3 +517,69 @@ Test(embedding, load_retrieve_errors)
     NEAR(buf[3], 4);
     tl_emb_engine_destroy(eng);
 }
+
+/* ---- dynamic learning rates and hyperparameters ------------------------------ */
+
+/* Two tables on tags 0 and 1 (SGD), a third with a constant rate, and an
+ * F2A table whose step counter is tag 2: each reads its own value of the
+ * send's list; a short list is an error naming the tag. */
+Test(embedding, dynamic_learning_rate_tags)
+{
+    tl_emb_optimizer o[4];
+    for (int i = 0; i < 3; i++)
+        tl_emb_optimizer_default(TL_EMB_SGD, &o[i]);
+    o[0].lr_tag = 0;
+    o[1].lr_tag = 1;
+    o[2].learning_rate = 0.5f;
+    tl_emb_optimizer_default(TL_EMB_FREQUENCY_AWARE_ADAGRAD, &o[3]);
+    o[3].lr_tag = 0;
+    o[3].step_counter_tag = 2;
+    o[3].initial_accumulator_value = 0.1f;
+    tl_emb_table_config t[4];
+    tl_emb_feature_config f[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (tl_emb_table_config){.vocabulary_size = 1, .dim = 2, .optimizer = &o[i],
+                                     .initializer = {.kind = TL_EMB_INIT_CONSTANT, .value = 1},
+                                     .combiner = TL_EMB_COMBINER_SUM};
+        f[i] = (tl_emb_feature_config){.table = i};
+    }
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = t;
+    c.num_tables = 4;
+    c.features = f;
+    c.num_features = 4;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    int64_t id[1] = {0};
+    tl_emb_input in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = id, .n = 1};
+    float g[2] = {0.5f, -1.0f}, out[4][2];
+    float *outs[4] = {out[0], out[1], out[2], out[3]};
+    const float *gs[4] = {g, g, g, g};
+    tl_emb_dedup dd;
+    cr_assert_eq(tl_emb_enqueue(eng, 0, in, 4, NULL), TL_OK);
+    cr_assert_eq(tl_emb_recv_dedup(eng, 0, &dd), TL_OK);
+    cr_assert_eq(tl_emb_recv_activations(eng, 0, &dd, outs, 4), TL_OK);
+    float lrs[3] = {0.1f, 0.2f, 4.0f};
+    expect(tl_emb_send_gradients(eng, 0, &dd, gs, 4, lrs, 2), TL_EINVAL, "table \"table_3\"");
+    cr_assert_eq(tl_emb_send_gradients(eng, 0, &dd, gs, 4, lrs, 3), TL_OK, "%s", tl_last_error());
+    float w[2];
+    get_rows(eng, 0, w, 1, 0);
+    NEAR(w[0], 1 - 0.1 * 0.5);
+    NEAR(w[1], 1 + 0.1);
+    get_rows(eng, 1, w, 1, 0);
+    NEAR(w[0], 1 - 0.2 * 0.5);
+    get_rows(eng, 2, w, 1, 0);
+    NEAR(w[0], 1 - 0.5 * 0.5);
+    /* F2A (T8's formula): counter 1, a = 0.1 + g^2, scale min((4/1)^0.5, 10) = 2, lr 0.1 */
+    float st2[3][2];
+    float *sp[3] = {st2[0], st2[1], st2[2]};
+    cr_assert_eq(tl_emb_retrieve(eng, 3, NULL, 1, 0, sp, 3, 1), TL_OK, "%s", tl_last_error());
+    NEAR(st2[1][0], 0.35);
+    NEAR(st2[2][0], 1);
+    NEAR(st2[0][0], 1 - 0.1 * 2 * 0.5 / sqrt(0.35));
+    NEAR(st2[0][1], 1 + 0.1 * 2 * 1.0 / sqrt(1.1));
+    tl_emb_engine_destroy(eng);
+}
