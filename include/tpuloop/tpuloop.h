@@ -48,5 +48,6 @@
 #include "tpuloop/checkpoint.h"
 #include "tpuloop/example.h"
 #include "tpuloop/dataset.h"
+#include "tpuloop/criteo_synth.h"
 
 #endif /* TPULOOP_TPULOOP_H */

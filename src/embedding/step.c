@@ -177,6 +177,18 @@ static tl_status add_occ(builder *b, int f, int64_t pos, int64_t bag, int64_t id
     return TL_OK;
 }
 
+/* The dedup hash's entry for an id PF occurrences ahead, fetched early:
+ * the hash outgrows the caches at large batches and each probe would miss. */
+enum { PF = 8 };
+
+static inline void prefetch_id(const builder *b, int32_t table, const int64_t *ids, int64_t k, int64_t n)
+{
+    if (k + PF < n) {
+        const emb_hent *h = b->core->hash.p;
+        __builtin_prefetch(&h[(size_t)hash_key(table, ids[k + PF]) & (b->core->hcap - 1)], 1, 3);
+    }
+}
+
 /* Feature f's input into occurrences with weights (gains come after). */
 static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
 {
@@ -194,7 +206,10 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
             return tl_error(TL_EINVAL, "feature \"%s\": a dense input has one id per %s: %lld ids, got %lld", fe->name,
                             S > 0 ? "(sample, position)" : "sample", (long long)fe->bags, (long long)in->n);
         for (int64_t k = 0; k < in->n && st == TL_OK; k++)
+        {
+            prefetch_id(b, fe->table, in->ids, k, in->n);
             st = add_occ(b, f, k, k, in->ids[k], 1.0f);
+        }
         return st;
     case TL_EMB_INPUT_COO:
         if (in->n > 0 && in->indices == NULL)
@@ -207,6 +222,7 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
                                 (long long)pos, (long long)B);
             if (S > 0 && pos >= S)
                 continue; /* truncated to max_sequence_length */
+            prefetch_id(b, fe->table, in->ids, k, in->n);
             st = add_occ(b, f, k, S > 0 ? smp * S + pos : smp, in->ids[k], in->weights ? in->weights[k] : 1.0f);
         }
         return st;
@@ -226,6 +242,7 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
                 int64_t j = k - rs[r];
                 if (S > 0 && j >= S)
                     break;
+                prefetch_id(b, fe->table, in->ids, k, in->n);
                 st = add_occ(b, f, k, S > 0 ? r * S + j : r, in->ids[k], in->weights ? in->weights[k] : 1.0f);
             }
         }
