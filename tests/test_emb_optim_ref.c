@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tpuloop/emb_optim.h"
 
 #define STEPS 50
@@ -144,29 +145,7 @@ static json_t *run_script(char specs[][SPEC_LEN], int ncase)
         len += snprintf(cmd + len, cap - (size_t)len, " %s", specs[i]);
     cr_assert((size_t)len < cap);
 
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "popen(%s) failed", PYTHON);
-    size_t n = 0, bufcap = 1 << 16;
-    char *out = malloc(bufcap);
-    cr_assert_not_null(out);
-    for (;;) {
-        if (n + 4096 > bufcap) {
-            bufcap *= 2;
-            out = realloc(out, bufcap);
-            cr_assert_not_null(out);
-        }
-        size_t r = fread(out + n, 1, bufcap - n - 1, f);
-        if (r == 0)
-            break;
-        n += r;
-    }
-    out[n] = '\0';
-    int status = pclose(f);
-    cr_assert_eq(status, 0, "%s failed (status %d; its error is above): %s", SCRIPT, status, cmd);
-    json_error_t jerr;
-    json_t *root = json_loads(out, 0, &jerr);
-    cr_assert_not_null(root, "%s printed no JSON: %s (line %d)", SCRIPT, jerr.text, jerr.line);
-    free(out);
+    json_t *root = tu_run_json(cmd, SCRIPT);
     free(cmd);
     cr_assert_eq(json_array_size(json_object_get(root, "cases")), (size_t)ncase);
     return root;

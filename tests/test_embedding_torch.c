@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tpuloop/embedding.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -19,13 +20,7 @@ enum { V = 50, D = 8, B = 6 };
 static json_t *reference(void)
 {
     cr_assert(access(PYTHON, X_OK) == 0, "%s is missing: the reference needs Debian's python3 with torch", PYTHON);
-    FILE *f = popen(PYTHON " tests/ref/embbag_ref.py", "r");
-    cr_assert_not_null(f);
-    json_error_t err;
-    json_t *j = json_loadf(f, 0, &err);
-    int rc = pclose(f);
-    cr_assert(j != NULL && rc == 0, "tests/ref/embbag_ref.py failed (rc %d): %s", rc, err.text);
-    return j;
+    return tu_run_json(PYTHON " tests/ref/embbag_ref.py", "tests/ref/embbag_ref.py");
 }
 
 static double max_abs_list(json_t *rows, double *scale)

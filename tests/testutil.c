@@ -1,6 +1,7 @@
 /* testutil.c — the helpers of testutil.h; no tests. */
 #include "testutil.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -259,4 +260,32 @@ long tu_oom_sweep(tl_status (*sequence)(void *ctx), void *ctx, const char *name)
     cr_assert_gt(n, 0, "%s made no allocation through the hook", name);
     cr_assert_lt(n, TU_OOM_MAX_RUNS, "%s never ran through", name);
     return n;
+}
+
+struct json_t *tu_run_json(const char *cmd, const char *what)
+{
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen(%s) failed", cmd);
+    size_t n = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            cr_assert_not_null(out);
+        }
+        size_t r = fread(out + n, 1, cap - n - 1, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    out[n] = '\0';
+    int status = pclose(f);
+    cr_assert_eq(status, 0, "%s failed (status %d; its error is above): %s", what, status, cmd);
+    json_error_t jerr;
+    json_t *root = json_loads(out, 0, &jerr);
+    cr_assert_not_null(root, "%s printed no JSON: %s (line %d)", what, jerr.text, jerr.line);
+    free(out);
+    return root;
 }

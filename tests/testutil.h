@@ -15,6 +15,15 @@
 
 #include "tpuloop/tpuloop.h"
 
+/* ---- reference scripts ------------------------------------------------ */
+
+/* Runs the shell command cmd (a reference script under /usr/bin/python3, run
+ * from the repository root), fails the test when it exits non-zero or prints
+ * anything but one JSON value, and returns that value (json_decref it). what
+ * names the script in the messages. */
+struct json_t;
+struct json_t *tu_run_json(const char *cmd, const char *what);
+
 /* ---- status assertions -------------------------------------------------- */
 
 /* call returns TL_OK; otherwise the test fails with the status and message. */
