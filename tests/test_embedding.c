@@ -583,3 +583,19 @@ Test(embedding, dynamic_learning_rate_tags)
     NEAR(st2[0][1], 1 + 0.1 * 2 * 1.0 / sqrt(1.1));
     tl_emb_engine_destroy(eng);
 }
+
+Test(embedding, too_many_bags_is_an_error)
+{
+    tl_emb_table_config t = {.name = "t", .vocabulary_size = 10, .dim = 1};
+    tl_emb_feature_config f = {.name = "seq", .table = 0, .max_sequence_length = 4096};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 1 << 20;
+    tl_emb_engine *eng;
+    expect(tl_emb_engine_create(&c, &eng), TL_EINVAL,
+           "feature 0 (\"seq\"): batch_size_per_tensor_core x max_sequence_length = 4294967296 bags");
+}

@@ -193,8 +193,9 @@ typedef struct tl_emb_input {
  * wrong count ("expected 3 inputs, one per feature, got 2"), a bad shape
  * or sample index, an out-of-range id under FATAL (naming feature,
  * position, id, vocabulary size), weights on a dense input ("Weight
- * specified for dense input ..."), a bad mode; TL_ERUNTIME when core
- * already has two steps enqueued and not received.
+ * specified for dense input ..."), a bad mode, 2^30 or more ids in one
+ * step; TL_ERUNTIME when core already has 4 steps in flight (enqueued,
+ * received or sent, and not yet applied).
  */
 TL_API tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n,
                                 const char *mode_override);

@@ -4,6 +4,18 @@
 
 #include "tpuloop/data.h"
 
+/* One evaluated example of a binary model: P(class 1) and its label. */
+typedef struct tl_scored {
+    double score;
+    int32_t label;
+} tl_scored;
+
+/* ROC AUC of n examples with labels in {0, 1} (any label other than 1
+ * counts as 0): the Mann-Whitney U from average ranks, so a tie between a
+ * positive and a negative counts one half. Sorts items by score. False, and
+ * *auc = NaN, when a class is absent or a score is NaN (no AUC exists). */
+bool tl_roc_auc(tl_scored *items, int64_t n, double *auc);
+
 /* A tl_labeled_data with uninitialised features (N, D) and labels (N), shape
  * fields set from (shape, rank) and num_classes C; NULL when out of memory
  * (the thread's error is not set). The caller has checked that N * D floats

@@ -152,6 +152,11 @@ static tl_status check_config(const tl_emb_config *c)
             fc->combiner != TL_EMB_COMBINER_SQRTN)
             return tl_error(TL_EINVAL, "Argument `combiner` must be one of ('mean', 'sum', 'sqrtn'); feature %d has %d",
                             f, (int)fc->combiner);
+        int64_t bags = (int64_t)c->batch_size_per_tensor_core * (fc->max_sequence_length > 0 ? fc->max_sequence_length : 1);
+        if (bags > INT32_MAX)
+            return tl_error(TL_EINVAL, "feature %d (\"%s\"): batch_size_per_tensor_core x max_sequence_length = %lld "
+                                       "bags; at most %d are allowed", f, fc->name ? fc->name : "", (long long)bags,
+                            INT32_MAX);
         if (fc->max_sequence_length < 0)
             return tl_error(TL_EINVAL, "feature %d (\"%s\"): max_sequence_length must be >= 0 (got %d)", f,
                             fc->name ? fc->name : "", fc->max_sequence_length);

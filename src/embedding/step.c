@@ -312,11 +312,14 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
      * step; the lowest free one is reused, so a core that finishes each step
      * before the next keeps one slot's buffers warm. */
     emb_core_step *s = NULL;
+    int64_t oldest = INT64_MAX;
     pthread_mutex_lock(&eng->mu);
-    for (int k = 0; k < EMB_RING && s == NULL; k++)
-        if (c->ring[k].state == CS_FREE)
+    for (int k = 0; k < EMB_RING; k++) {
+        if (c->ring[k].state == CS_FREE && s == NULL)
             s = &c->ring[k];
-    int64_t oldest = c->ring[0].step;
+        else if (c->ring[k].state != CS_FREE && c->ring[k].step < oldest)
+            oldest = c->ring[k].step;
+    }
     pthread_mutex_unlock(&eng->mu);
     if (s == NULL)
         return tl_error(TL_ERUNTIME, "embedding: core %d already has %d steps in flight (step %lld is not done): "
@@ -324,6 +327,9 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
     int64_t total = 0;
     for (int f = 0; f < F; f++)
         total += inputs[f].n > 0 ? inputs[f].n : 0;
+    if (total >= INT32_MAX / 2) /* occurrences and unique rows are numbered in int32, the dedup data too */
+        return tl_error(TL_EINVAL, "embedding: core %d enqueued %lld ids in one step; at most %d are allowed", core,
+                        (long long)total, INT32_MAX / 2 - 1);
     if ((st = hash_prepare(&c->hash, &c->hcap, total)) != TL_OK ||
         (st = emb_reserve(&s->feat_off, (size_t)(F + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&s->occ_bag, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
@@ -688,13 +694,12 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
     return TL_OK;
 }
 
-/* Row u's update with the rows `ahead` later prefetched. */
-static inline void update(const tl_emb_engine *eng, const emb_table *t, const tl_emb_step *es, float *row, float *g)
+/* Table t's pipeline on one row (its slots follow it), from gradient g. */
+static inline void update(const emb_table *t, const tl_emb_step *es, float *row, float *g)
 {
     float *slots[TL_EMB_MAX_SLOTS];
     for (int k = 0; k < t->slots; k++)
         slots[k] = row + (int64_t)(k + 1) * t->dim;
-    (void)eng;
     tl_emb_update_row(&t->opt, es, row, g, slots, t->dim);
 }
 
@@ -722,7 +727,7 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
         for (int64_t u = 0; u < s->n_unique; u++) {
             if (u + AHEAD < s->n_unique)
                 prefetch_row(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride, 1);
-            update(eng, &eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
+            update(&eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
         }
         goto done;
     }
@@ -742,7 +747,7 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             const emb_table *t = &eng->tables[ut[u]];
             float *gu = g + goff[u];
             if (!tl_emb_optimizer_accumulates(&t->opt)) {
-                update(eng, t, &pes[ut[u]], uptr[u], gu);
+                update(t, &pes[ut[u]], uptr[u], gu);
                 continue;
             }
             bool added;
@@ -765,7 +770,7 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             prefetch_row(a_row[a + AHEAD], eng->tables[a_table[a + AHEAD]].stride, 1);
         const emb_table *t = &eng->tables[a_table[a]];
         if (tl_emb_optimizer_is_lazy(&t->opt))
-            update(eng, t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
+            update(t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
     }
     /* Non-lazy tables: every row, g = 0 where nothing arrived. */
     for (int i = 0; i < T; i++) {
@@ -777,10 +782,10 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             int32_t a = hash_get(h, eng->acc_hcap, i, id);
             float *row = emb_row(eng, t, id);
             if (a >= 0) {
-                update(eng, t, &pes[i], row, ag + aoff[a]);
+                update(t, &pes[i], row, ag + aoff[a]);
             } else {
                 memset(zero, 0, (size_t)t->dim * sizeof *zero); /* the update clips g in place */
-                update(eng, t, &pes[i], row, zero);
+                update(t, &pes[i], row, zero);
             }
         }
     }

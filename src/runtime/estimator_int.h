@@ -39,6 +39,7 @@
 
 #include "../base/base_int.h"
 #include "../base/thread.h"
+#include "../data/data_int.h"
 #include "../graph/program.h"
 #include "tpuloop/checkpoint.h"
 #include "tpuloop/comm.h"
@@ -50,11 +51,6 @@ typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
 typedef struct tl_worker tl_worker;
 
-/* One evaluated example of a binary model: P(class 1) and its label. */
-typedef struct tl_scored {
-    double score;
-    int32_t label;
-} tl_scored;
 
 /* One tensor a mode outfeeds: a host_call or eval_metrics tensor of the
  * spec, or the default host_call's loss. */
@@ -379,10 +375,5 @@ tl_status tl_callback_failed(tl_status st, const char *what);
 tl_status tl_metric_results(const tl_estimator_options *o, tl_metric *out, int *n);
 
 
-/* ROC AUC of n examples with labels in {0, 1} (any label other than 1
- * counts as 0): the Mann-Whitney U from average ranks, so a tie between a
- * positive and a negative counts one half. Sorts items by score. False, and
- * *auc = NaN, when a class is absent or a score is NaN (no AUC exists). */
-bool tl_roc_auc(tl_scored *items, int64_t n, double *auc);
 
 #endif /* TL_RUNTIME_ESTIMATOR_INT_H */

@@ -1,45 +1,11 @@
-/* eval_metrics.c — evaluation metrics beyond loss and accuracy: the exact
- * ROC AUC of a binary classifier, and the checks on what a user's metric_fn
- * (spec tpu_estimator.md §7) returns. */
+/* eval_metrics.c — the checks on what a user's metric_fn (spec
+ * tpu_estimator.md §7) returns. The ROC AUC of a binary model is
+ * tl_roc_auc in data/auc.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "estimator_int.h"
-
-static int by_score(const void *a, const void *b)
-{
-    double x = ((const tl_scored *)a)->score, y = ((const tl_scored *)b)->score;
-    return (x > y) - (x < y);
-}
-
-bool tl_roc_auc(tl_scored *items, int64_t n, double *auc)
-{
-    *auc = NAN;
-    int64_t pos = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(items[i].score))
-            return false;
-        pos += items[i].label == 1;
-    }
-    int64_t neg = n - pos;
-    if (pos == 0 || neg == 0)
-        return false;
-    qsort(items, (size_t)n, sizeof *items, by_score);
-    /* Ranks are 1-based; a run of equal scores i .. j-1 shares the average
-     * rank (i + 1 + j) / 2, which is what makes ties count one half. */
-    double pos_rank_sum = 0;
-    for (int64_t i = 0; i < n;) {
-        int64_t j = i + 1, run_pos = items[i].label == 1;
-        while (j < n && items[j].score == items[i].score)
-            run_pos += items[j++].label == 1;
-        pos_rank_sum += (double)run_pos * 0.5 * (double)(i + 1 + j);
-        i = j;
-    }
-    double u = pos_rank_sum - 0.5 * (double)pos * (double)(pos + 1);
-    *auc = u / ((double)pos * (double)neg);
-    return true;
-}
 
 tl_status tl_metric_results(const tl_estimator_options *o, tl_metric *out, int *n)
 {
