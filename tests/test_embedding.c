@@ -599,3 +599,49 @@ Test(embedding, too_many_bags_is_an_error)
     expect(tl_emb_engine_create(&c, &eng), TL_EINVAL,
            "feature 0 (\"seq\"): batch_size_per_tensor_core x max_sequence_length = 4294967296 bags");
 }
+
+/* An evaluation batch differs from the training one (TensorFlow builds a
+ * TPUEmbedding per mode over the same tables): a step of its own batch has
+ * outputs of that batch, and its gradients update the shared rows. */
+Test(embedding, step_batch_differs_from_config)
+{
+    tl_emb_engine *eng = small_engine(TL_EMB_BOUNDS_FATAL, TL_EMB_MODE_TRAINING, 0); /* B = 2, SGD 0.01 */
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    cr_assert_eq(c->batch_size_per_tensor_core, 2);
+    cr_assert_str_eq(c->tables[0].name, "t");
+    cr_assert_str_eq(c->features[0].name, "clicks");
+    cr_assert_not_null(c->tables[0].optimizer);
+    cr_assert_eq(tl_emb_num_dynamic(eng), 0);
+    int64_t ids[5] = {4, 1, 1, 0, 3};
+    tl_emb_input in = {.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = 5};
+    expect(tl_emb_enqueue(eng, 0, &in, 1, NULL), TL_EINVAL, "a dense input has one id per sample: 2 ids, got 5");
+    expect(tl_emb_enqueue_batch(eng, 0, &in, 1, NULL, -1), TL_EINVAL, "the step's batch must be in [1,");
+    cr_assert_eq(tl_emb_enqueue_batch(eng, 0, &in, 1, "inference", 5), TL_OK, "%s", tl_last_error());
+    tl_emb_dedup dd;
+    float out[15], grad[15];
+    float *outs[1] = {out};
+    const float *grads[1] = {grad};
+    cr_assert_eq(tl_emb_recv_dedup(eng, 0, &dd), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_recv_activations(eng, 0, &dd, outs, 1), TL_OK, "%s", tl_last_error());
+    for (int b = 0; b < 5; b++)
+        for (int d = 0; d < 3; d++)
+            NEAR(out[b * 3 + d], (double)ids[b]); /* row id init */
+    /* A training step of 3 samples: row 1 gets two gradients of 1, summed. */
+    cr_assert_eq(tl_emb_enqueue_batch(eng, 0, &in, 1, NULL, 3), TL_EINVAL);
+    in.n = 3;
+    cr_assert_eq(tl_emb_enqueue_batch(eng, 0, &in, 1, NULL, 3), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_recv_dedup(eng, 0, &dd), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_recv_activations(eng, 0, &dd, outs, 1), TL_OK, "%s", tl_last_error());
+    for (int k = 0; k < 9; k++)
+        grad[k] = 1.0f;
+    cr_assert_eq(tl_emb_send_gradients(eng, 0, &dd, grads, 1, NULL, 0), TL_OK, "%s", tl_last_error());
+    float rows[15];
+    get_rows(eng, 0, rows, 5, 0);
+    NEAR(rows[1 * 3], 1 - 0.01 * 2);
+    NEAR(rows[4 * 3], 4 - 0.01);
+    NEAR(rows[0], 0);
+    /* back to the configured batch */
+    in.n = 2;
+    cr_assert_eq(tl_emb_enqueue(eng, 0, &in, 1, NULL), TL_OK, "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+}

@@ -14,7 +14,8 @@
  *
  * There is one output per feature, in feature order, of shape [B, D] (or
  * [B, S, D] for a sequence feature with max_sequence_length S), where B is
- * batch_size_per_tensor_core and D the table's dim; the gradients have the
+ * batch_size_per_tensor_core (or the step's batch, tl_emb_enqueue_batch) and
+ * D the table's dim; the gradients have the
  * same list and shapes. Ids are int64.
  *
  * What a step does (tpu_embedding.md §3, §6, §7):
@@ -163,6 +164,16 @@ TL_API void tl_emb_engine_destroy(tl_emb_engine *eng);
  */
 TL_API tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, int64_t *bytes_per_id);
 
+/* The engine's copy of its configuration: every table's name and
+ * optimizer filled in (the config's or the global one), every feature's
+ * name. Valid until the engine is destroyed; NULL for a NULL engine. */
+TL_API const tl_emb_config *tl_emb_engine_config(const tl_emb_engine *eng);
+
+/* How many dynamic values each send must pass (learning_rates[0..n)): one
+ * more than the highest learning-rate tag, or FrequencyAwareAdagrad's
+ * step_counter tag, of any table; 0 when every value is constant. */
+TL_API int tl_emb_num_dynamic(const tl_emb_engine *eng);
+
 /* Bytes of the tables and slots: Σ rows × dim × 4 × (1 + slots). */
 TL_API int64_t tl_emb_table_bytes(const tl_emb_engine *eng);
 /* The largest per-step workspace the engine holds at the configured batch
@@ -199,6 +210,18 @@ typedef struct tl_emb_input {
  */
 TL_API tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n,
                                 const char *mode_override);
+
+/*
+ * tl_emb_enqueue for a step of `batch` samples instead of
+ * batch_size_per_tensor_core (0: that one), as TensorFlow builds a
+ * TPUEmbedding per mode with the mode's batch over the same tables (an
+ * evaluation batch differs from the training one): this step's inputs,
+ * outputs and gradients are [batch, D] (or [batch, S, D]). The workspace
+ * grows to fit and is kept. Errors: as tl_emb_enqueue; TL_EINVAL for a
+ * batch outside [1, 2^30) or one that makes 2^30 bags of a feature.
+ */
+TL_API tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n,
+                                      const char *mode_override, int64_t batch);
 
 /* ---- deduplication data (§7.1, §7.2) ----------------------------------------- */
 

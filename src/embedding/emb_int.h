@@ -37,8 +37,13 @@ typedef struct emb_feature {
     int table;
     int seq;                 /* max_sequence_length S, 0 for none */
     tl_emb_combiner combiner;
-    int64_t bags;            /* B, or B * S */
 } emb_feature;
+
+/* Bags of feature fe in a step of batch B: B, or B * S. */
+static inline int64_t emb_bags(const emb_feature *fe, int64_t B)
+{
+    return B * (fe->seq > 0 ? fe->seq : 1);
+}
 
 /* A growable array of n elements of size bytes, kept between steps. */
 typedef struct emb_buf {
@@ -54,6 +59,7 @@ typedef struct emb_core_step {
     core_state state;
     int64_t step;
     tl_emb_mode mode;
+    int64_t batch;     /* B of this step */
     int64_t n_occ, n_unique;
     emb_buf feat_off;  /* int64 (F + 1): each feature's first occurrence */
     emb_buf occ_bag;   /* int32 (n_occ): the bag within the feature's output */

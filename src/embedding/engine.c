@@ -358,7 +358,6 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         fe->table = cfg->features[f].table;
         fe->seq = cfg->features[f].max_sequence_length;
         fe->combiner = cfg->features[f].has_combiner ? cfg->features[f].combiner : eng->tables[fe->table].combiner;
-        fe->bags = (int64_t)cfg->batch_size_per_tensor_core * (fe->seq > 0 ? fe->seq : 1);
         fe->name = cfg->features[f].name != NULL ? tl_strdup(cfg->features[f].name) : tl_asprintf("feature_%d", f);
         eng->feature_cfgs[f].name = NULL;
         if (fe->name == NULL)
@@ -375,8 +374,34 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         tl_emb_engine_destroy(eng);
         return st;
     }
+    /* The copied config, whole for tl_emb_engine_config: names and optimizers
+     * point into the tables and features (which own them). */
+    for (int i = 0; i < T; i++) {
+        eng->table_cfgs[i].name = eng->tables[i].name;
+        eng->table_cfgs[i].optimizer = &eng->tables[i].opt;
+    }
+    for (int f = 0; f < F; f++)
+        eng->feature_cfgs[f].name = eng->features[f].name;
     *out = eng;
     return TL_OK;
+}
+
+const tl_emb_config *tl_emb_engine_config(const tl_emb_engine *eng)
+{
+    return eng != NULL ? &eng->cfg : NULL;
+}
+
+int tl_emb_num_dynamic(const tl_emb_engine *eng)
+{
+    int n = 0;
+    for (int i = 0; eng != NULL && i < eng->cfg.num_tables; i++) {
+        const tl_emb_optimizer *o = &eng->tables[i].opt;
+        if (o->lr_tag + 1 > n)
+            n = o->lr_tag + 1;
+        if (o->algorithm == TL_EMB_FREQUENCY_AWARE_ADAGRAD && o->step_counter_tag + 1 > n)
+            n = o->step_counter_tag + 1;
+    }
+    return n;
 }
 
 void tl_emb_engine_destroy(tl_emb_engine *eng)

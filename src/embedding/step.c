@@ -142,6 +142,7 @@ typedef struct builder {
     emb_core *core;
     emb_core_step *s;
     int64_t dropped;
+    int64_t batch;  /* the step's B */
 } builder;
 
 static tl_status add_occ(builder *b, int f, int64_t pos, int64_t bag, int64_t id, float w)
@@ -193,7 +194,7 @@ static inline void prefetch_id(const builder *b, int32_t table, const int64_t *i
 static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
 {
     const emb_feature *fe = &b->eng->features[f];
-    int64_t B = b->eng->cfg.batch_size_per_tensor_core, S = fe->seq;
+    int64_t B = b->batch, S = fe->seq, bags = emb_bags(fe, B);
     if (in->n < 0 || (in->n > 0 && in->ids == NULL))
         return tl_error(TL_EINVAL, "feature \"%s\": %lld ids%s", fe->name, (long long)in->n,
                         in->n > 0 ? " but ids is NULL" : "");
@@ -202,9 +203,9 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
     case TL_EMB_INPUT_DENSE:
         if (in->weights != NULL)
             return tl_error(TL_EINVAL, "Weight specified for dense input feature \"%s\", which is not allowed", fe->name);
-        if (in->n != fe->bags)
+        if (in->n != bags)
             return tl_error(TL_EINVAL, "feature \"%s\": a dense input has one id per %s: %lld ids, got %lld", fe->name,
-                            S > 0 ? "(sample, position)" : "sample", (long long)fe->bags, (long long)in->n);
+                            S > 0 ? "(sample, position)" : "sample", (long long)bags, (long long)in->n);
         for (int64_t k = 0; k < in->n && st == TL_OK; k++)
         {
             prefetch_id(b, fe->table, in->ids, k, in->n);
@@ -267,11 +268,12 @@ static tl_status gains(builder *b, int f, int64_t from, int64_t to)
     }
     if (comb == TL_EMB_COMBINER_SUM)
         return TL_OK;
-    tl_status st = emb_reserve(&b->core->bagsum, (size_t)fe->bags * sizeof(double));
+    int64_t bags = emb_bags(fe, b->batch);
+    tl_status st = emb_reserve(&b->core->bagsum, (size_t)bags * sizeof(double));
     if (st != TL_OK)
         return st;
     double *sum = b->core->bagsum.p;
-    memset(sum, 0, (size_t)fe->bags * sizeof *sum);
+    memset(sum, 0, (size_t)bags * sizeof *sum);
     for (int64_t k = 0; k < n; k++)
         sum[bag[k]] += comb == TL_EMB_COMBINER_MEAN ? (double)g[k] : (double)g[k] * g[k];
     for (int64_t k = 0; k < n; k++) {
@@ -294,8 +296,24 @@ static tl_status gains(builder *b, int f, int64_t from, int64_t to)
 
 tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n, const char *mode_override)
 {
+    return tl_emb_enqueue_batch(eng, core, inputs, n, mode_override, 0);
+}
+
+tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n,
+                               const char *mode_override, int64_t batch)
+{
     if (eng == NULL)
         return tl_error(TL_EINVAL, "embedding: enqueue on a NULL engine");
+    if (batch == 0)
+        batch = eng->cfg.batch_size_per_tensor_core;
+    if (batch < 1 || batch > INT32_MAX / 2)
+        return tl_error(TL_EINVAL, "embedding: the step's batch must be in [1, %d] (0: batch_size_per_tensor_core), "
+                                   "got %lld", INT32_MAX / 2, (long long)batch);
+    for (int f = 0; f < eng->cfg.num_features; f++)
+        if (emb_bags(&eng->features[f], batch) >= INT32_MAX / 2)
+            return tl_error(TL_EINVAL, "embedding: feature \"%s\": a batch of %lld gives %lld bags; at most %d are "
+                                       "allowed", eng->features[f].name, (long long)batch,
+                            (long long)emb_bags(&eng->features[f], batch), INT32_MAX / 2 - 1);
     if (core < 0 || core >= eng->cfg.num_tensor_cores)
         return tl_error(TL_EINVAL, "embedding: core %d is not in [0, %d)", core, eng->cfg.num_tensor_cores);
     int F = eng->cfg.num_features;
@@ -340,7 +358,8 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
         (st = emb_reserve(&s->u_ptr, (size_t)(total + 1) * sizeof(float *))) != TL_OK)
         return st;
     s->n_occ = s->n_unique = 0;
-    builder b = {eng, c, s, 0};
+    builder b = {eng, c, s, 0, batch};
+    s->batch = batch;
     int64_t *off = s->feat_off.p;
     for (int f = 0; f < F; f++) {
         off[f] = s->n_occ;
@@ -506,7 +525,7 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
         const emb_table *t = &eng->tables[fe->table];
         int D = t->dim;
         float *out = outputs[f];
-        memset(out, 0, (size_t)fe->bags * (size_t)D * sizeof *out);
+        memset(out, 0, (size_t)emb_bags(fe, s->batch) * (size_t)D * sizeof *out);
         const int64_t *off = s->feat_off.p;
         const int32_t *bag = s->occ_bag.p, *uq = s->occ_uniq.p;
         const float *gain = s->occ_gain.p;
