@@ -99,6 +99,51 @@ Test(graph, shape_checks)
     }
 }
 
+/* sigmoid_xent's two forms: float labels of logits' shape give the
+ * per-element loss; int32 (batch,) labels with (batch, 1) logits give the
+ * per-example loss (batch,). Anything else is an error naming both shapes. */
+Test(graph, sigmoid_xent_forms_and_shapes)
+{
+    traced t = trace_begin(TL_MODE_TRAIN);
+    int64_t d[TL_MAX_RANK], b4[1] = {4}, b5[1] = {5};
+    tl_t z = input2(t.g, 4, 1), labels = tl_graph_input(t.g, TL_I32, b4, 1);
+    tl_t per_example = tl_sigmoid_xent(t.g, z, labels);
+    cr_assert_eq(tl_rank(t.g, per_example, d), 1);
+    cr_assert_eq(d[0], 4);
+    tl_t per_element = tl_sigmoid_xent(t.g, z, input2(t.g, 4, 1));
+    cr_assert_eq(tl_rank(t.g, per_element, d), 2);
+    cr_assert(d[0] == 4 && d[1] == 1);
+    cr_assert_eq(tl_rank(t.g, tl_mean(t.g, per_example), d), 0);
+    cr_assert_eq(tl_graph_status(t.g), TL_OK, "%s", tl_graph_error(t.g));
+    trace_end(&t);
+
+    static const struct {
+        int which;
+        const char *frag;
+    } cases[] = {
+        {0, "sigmoid_xent: with int32 labels, logits must be (batch, 1) and labels (batch,); got (4, 3) and (4,)"},
+        {1, "got (4, 1) and (5,)"},
+        {2, "got (4, 1) and (4, 1)"},
+        {3, "sigmoid_xent: labels are not a tensor of this graph"},
+        {4, "sigmoid_xent: logits (4, 1) and labels (4, 2) must have the same shape"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        t = trace_begin(TL_MODE_TRAIN);
+        tl_t x = input2(t.g, 4, 1);
+        int64_t s41[2] = {4, 1};
+        switch (cases[i].which) {
+        case 0: tl_sigmoid_xent(t.g, input2(t.g, 4, 3), tl_graph_input(t.g, TL_I32, b4, 1)); break;
+        case 1: tl_sigmoid_xent(t.g, x, tl_graph_input(t.g, TL_I32, b5, 1)); break;
+        case 2: tl_sigmoid_xent(t.g, x, tl_graph_input(t.g, TL_I32, s41, 2)); break;
+        case 3: tl_sigmoid_xent(t.g, x, TL_T_INVALID); break;
+        case 4: tl_sigmoid_xent(t.g, x, input2(t.g, 4, 2)); break;
+        }
+        cr_assert_eq(tl_graph_status(t.g), TL_EINVAL, "case %zu", i);
+        cr_assert(strstr(tl_graph_error(t.g), cases[i].frag), "case %zu: %s", i, tl_graph_error(t.g));
+        trace_end(&t);
+    }
+}
+
 Test(graph, concat_slice_reshape_pairwise_shapes)
 {
     traced t = trace_begin(TL_MODE_TRAIN);

@@ -21,9 +21,9 @@ typedef struct {
 
 typedef tl_t (*builder)(tl_graph *g, tl_t x, tl_t labels, tl_t target);
 
-/* Traces build() on inputs x (4, 6), int labels (4,) in [0, 3) and a float
- * target, compiles with backward, and fills inputs and parameters. */
-static fixture setup(builder build, tl_mode mode)
+/* Traces build() on inputs x (4, 6), int labels (4,) in [0, classes) and a
+ * float target, compiles with backward, and fills inputs and parameters. */
+static fixture setup_labels(builder build, tl_mode mode, int classes)
 {
     fixture f;
     memset(&f, 0, sizeof f);
@@ -57,8 +57,13 @@ static fixture setup(builder build, tl_mode mode)
     }
     int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, labels);
     for (int i = 0; i < 4; i++)
-        lv[i] = i % 3;
+        lv[i] = i % classes;
     return f;
+}
+
+static fixture setup(builder build, tl_mode mode)
+{
+    return setup_labels(build, mode, 3);
 }
 
 static void teardown(fixture *f)
@@ -80,10 +85,11 @@ static double loss_at(fixture *f)
     return *tl_exec_value(f->p, &f->e, f->p->loss);
 }
 
-/* Every parameter's analytic gradient against (L(p+h) - L(p-h)) / 2h. */
-static void check_gradients(builder build, tl_mode mode)
+/* Every parameter's analytic gradient against (L(p+h) - L(p-h)) / 2h, with
+ * labels in [0, classes). */
+static void check_gradients_labels(builder build, tl_mode mode, int classes)
 {
-    fixture f = setup(build, mode);
+    fixture f = setup_labels(build, mode, classes);
     loss_at(&f);
     cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
     double num2 = 0, diff2 = 0;
@@ -103,6 +109,11 @@ static void check_gradients(builder build, tl_mode mode)
     cr_assert(num2 > 0, "the loss must depend on the parameters");
     cr_assert(sqrt(diff2 / num2) < 1e-2, "relative gradient error %g", sqrt(diff2 / num2));
     teardown(&f);
+}
+
+static void check_gradients(builder build, tl_mode mode)
+{
+    check_gradients_labels(build, mode, 3);
 }
 
 static tl_t mlp(tl_graph *g, tl_t x, tl_t labels, tl_t target)
@@ -169,6 +180,92 @@ Test(graph_grad, bad_label_is_an_error_not_a_crash)
     lv[2] = 7;
     cr_assert_eq(tl_program_forward(f.p, &f.e), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "label 7"), "%s", tl_last_error());
+    teardown(&f);
+}
+
+/* ---- sigmoid cross-entropy with int32 0/1 labels -------------------------- */
+
+static tl_t binary(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)target;
+    tl_t h = tl_dense(g, x, 5, TL_ACT_TANH, "a");
+    tl_t logit = tl_dense(g, h, 1, TL_ACT_NONE, "b"); /* (4, 1) */
+    return tl_mean(g, tl_sigmoid_xent(g, logit, labels));
+}
+
+Test(graph_grad, sigmoid_xent_int_labels) { check_gradients_labels(binary, TL_MODE_TRAIN, 2); }
+
+/* The logits themselves a variable z (4, 1), so its gradient is dL/dz. */
+static tl_t logit_variable(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)x;
+    (void)target;
+    int64_t zs[2] = {4, 1};
+    tl_t z = tl_variable(g, "z", zs, 2, (tl_initializer){TL_INIT_ZEROS, 0, 0});
+    return tl_mean(g, tl_sigmoid_xent(g, z, labels));
+}
+
+/* The mean log loss -mean(y log p + (1 - y) log(1 - p)), p = sigmoid(z),
+ * worked by hand; a logit of 100 with label 0 costs 100, not inf; and the
+ * gradient is (sigmoid(z) - y) / batch. */
+Test(graph_grad, sigmoid_xent_int_labels_value)
+{
+    fixture f = setup_labels(logit_variable, TL_MODE_TRAIN, 2);
+    const float z[4] = {0.0f, 2.0f, -3.0f, 100.0f};
+    const int32_t y[4] = {1, 0, 1, 0};
+    memcpy(f.params, z, sizeof z);
+    memcpy(tl_exec_value(f.p, &f.e, 1), y, sizeof y);
+    /* log 2, log(1 + e^2), log(1 + e^3), 100 */
+    const double want = (0.69314718056 + 2.12692801104 + 3.04858735157 + 100.0) / 4;
+    double got = loss_at(&f);
+    cr_assert(fabs(got - want) < 1e-5 * want, "mean log loss %.9g, want %.9g", got, want);
+    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
+    const double dz[4] = {(0.5 - 1) / 4, (0.88079707798 - 0) / 4, (0.04742587318 - 1) / 4, 1.0 / 4};
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(f.e.param_grad[i] - dz[i]) < 1e-6, "dL/dz[%d] = %.9g, want %.9g", i, f.e.param_grad[i], dz[i]);
+    teardown(&f);
+}
+
+/* The float form with the same labels as floats gives the same bits. */
+static tl_t float_twin(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    tl_t z = tl_dense(g, x, 1, TL_ACT_NONE, "z");                        /* (4, 1) */
+    int64_t s41[2] = {4, 1};
+    tl_t by_int = tl_reshape(g, tl_sigmoid_xent(g, z, labels), s41, 2);  /* (4,) viewed as (4, 1) */
+    tl_t by_float = tl_sigmoid_xent(g, z, tl_slice(g, target, 1, 0, 1)); /* (4, 1) */
+    return tl_mean(g, tl_concat(g, (tl_t[]){by_int, by_float}, 2, 1));
+}
+
+Test(graph_grad, sigmoid_xent_int_and_float_labels_agree)
+{
+    fixture f = setup_labels(float_twin, TL_MODE_TRAIN, 2);
+    float *target = tl_exec_value(f.p, &f.e, 2);
+    const int32_t *y = (const int32_t *)tl_exec_value(f.p, &f.e, 1);
+    for (int b = 0; b < 4; b++)
+        target[b * 6] = (float)y[b];
+    loss_at(&f);
+    const tl_node *cat = &f.g->nodes[f.g->nodes[f.p->loss].in[0]];
+    const float *a = tl_exec_value(f.p, &f.e, cat->in[0]), *b = tl_exec_value(f.p, &f.e, cat->in[1]);
+    for (int i = 0; i < 4; i++)
+        cr_assert(a[i] == b[i] && a[i] > 0, "example %d: int form %.9g, float form %.9g", i, a[i], b[i]);
+    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
+    teardown(&f);
+}
+
+/* A label other than 0 or 1 fails the step, forward and backward, naming
+ * the example and the label. */
+Test(graph_grad, sigmoid_xent_bad_label_is_an_error)
+{
+    fixture f = setup_labels(binary, TL_MODE_TRAIN, 2);
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, 1);
+    loss_at(&f);
+    lv[3] = 3;
+    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "example 3 has label 3, which is not 0 or 1"), "%s", tl_last_error());
+    lv[3] = 0;
+    lv[2] = -1;
+    cr_assert_eq(tl_program_forward(f.p, &f.e), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "sigmoid_cross_entropy: example 2 has label -1"), "%s", tl_last_error());
     teardown(&f);
 }
 

@@ -216,6 +216,71 @@ Test(k_losses, sigmoid_xent_is_stable_and_known)
     cr_assert_float_eq(loss[3], 2.0f - 0.5f + 0.126928f, 1e-6);
 }
 
+/* The int32 form: the float form's bits for 0/1 labels, its float64 twin,
+ * and finite differences of the twin. */
+typedef struct i32_ctx {
+    int64_t n;
+    const int32_t *labels;
+} i32_ctx;
+
+static void sxent_i32_fwd(const double *x, double *y, void *ctx)
+{
+    const i32_ctx *c = ctx;
+    cr_assert_eq(tl_k_sigmoid_xent_i32_ref(c->n, x, c->labels, y), TL_OK);
+}
+
+Test(k_losses, sigmoid_xent_i32_matches_float_form_and_twins)
+{
+    const int64_t ns[] = {1, 7, 1000};
+    for (int i = 0; i < 3; i++) {
+        int64_t n = ns[i];
+        tk_buf x = tk_rand(n, 1, -10, 10), zf = tk_zeros(n), dl = tk_rand(n, 3, -1, 1);
+        tk_buf loss = tk_zeros(n), lossf = tk_zeros(n), dx = tk_zeros(n), dxf = tk_zeros(n);
+        int32_t *labels = rand_labels(n, 2, 4);
+        for (int64_t k = 0; k < n; k++)
+            zf.f[k] = (float)labels[k];
+        cr_assert_eq(tl_k_sigmoid_xent_i32(n, x.f, labels, loss.f), TL_OK);
+        tl_k_sigmoid_xent(n, x.f, zf.f, lossf.f);
+        tk_assert_same_bits(n, loss.f, lossf.f, "int32 and float labels");
+        cr_assert_eq(tl_k_sigmoid_xent_i32_ref(n, x.d, labels, loss.d), TL_OK);
+        tk_assert_close(n, loss.f, loss.d, 1e-6, 1e-6, "sigmoid_xent_i32");
+        cr_assert_eq(tl_k_sigmoid_xent_i32_grad(n, x.f, labels, dl.f, dx.f), TL_OK);
+        tl_k_sigmoid_xent_grad(n, x.f, zf.f, dl.f, dxf.f);
+        tk_assert_same_bits(n, dx.f, dxf.f, "int32 and float labels' gradient");
+        cr_assert_eq(tl_k_sigmoid_xent_i32_grad_ref(n, x.d, labels, dl.d, dx.d), TL_OK);
+        tk_assert_close(n, dx.f, dx.d, 1e-6, 1e-7, "sigmoid_xent_i32_grad");
+        i32_ctx c = {n, labels};
+        tk_check_grad(sxent_i32_fwd, &c, n, n, x.d, dl.d, dx.d, "sigmoid_xent_i32");
+        free(labels);
+        tk_free(&x);
+        tk_free(&zf);
+        tk_free(&dl);
+        tk_free(&loss);
+        tk_free(&lossf);
+        tk_free(&dx);
+        tk_free(&dxf);
+    }
+}
+
+/* A label neither 0 nor 1 is an error naming the example and the label,
+ * and nothing is written. */
+Test(k_losses, sigmoid_xent_i32_bad_labels_are_errors)
+{
+    const float x[3] = {0.5f, -1.0f, 2.0f}, dloss[3] = {1, 1, 1};
+    const int32_t two[3] = {0, 1, 2}, negative[3] = {1, -1, 0};
+    float loss[3] = {7, 7, 7}, g[3] = {7, 7, 7};
+    ASSERT_ERROR(tl_k_sigmoid_xent_i32(3, x, two, loss),
+                 "sigmoid_cross_entropy: example 2 has label 2, which is not 0 or 1");
+    ASSERT_ERROR(tl_k_sigmoid_xent_i32_grad(3, x, negative, dloss, g), "example 1 has label -1");
+    double xd[3] = {0}, ld[3], gd[3], dld[3] = {1, 1, 1};
+    ASSERT_ERROR(tl_k_sigmoid_xent_i32_ref(3, xd, two, ld), "example 2 has label 2");
+    ASSERT_ERROR(tl_k_sigmoid_xent_i32_grad_ref(3, xd, negative, dld, gd), "example 1 has label -1");
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(loss[i], 7.0f, "loss[%d] was written", i);
+        cr_assert_eq(g[i], 7.0f, "dx[%d] was written", i);
+    }
+}
+
 typedef struct pair_ctx {
     int64_t n;
     const double *other; /* targets */

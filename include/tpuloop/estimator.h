@@ -88,6 +88,7 @@
 #include "tpuloop/base.h"
 #include "tpuloop/config.h"
 #include "tpuloop/data.h"
+#include "tpuloop/embedding.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
 #include "tpuloop/summary.h"
@@ -165,10 +166,42 @@ typedef struct tl_estimator_options {
     /* Batches the infeed thread prepares ahead of each replica (its queue
      * depth); 0 means 3. */
     int infeed_depth;
+    /*
+     * The embedding engine (tpuloop/embedding.h; TPUEstimator's
+     * embedding_config_spec), borrowed: it must outlive the estimator, and
+     * nothing else may step it while the estimator runs. NULL: none.
+     * Its num_tensor_cores must be the replica count. Each step and replica
+     * the estimator enqueues the ids of every feature, receives the
+     * activations into the model's tl_embedding_activations tensors, and
+     * after the backward pass sends their gradients (zeros for a feature the
+     * loss does not reach), before the dense gradients are reduced; EVAL and
+     * PREDICT steps enqueue in "inference" mode at their own batch. The
+     * tables and slots are saved in and restored from every checkpoint
+     * ("embedding/<table>/parameters", "embedding/<table>/<slot>").
+     *
+     * The ids come from the features: feature f of F takes columns
+     * [first + Σ_{g<f} W_g, first + Σ_{g<=f} W_g) of each example's flattened
+     * features, W_f = max_sequence_length for a sequence feature (position j
+     * of the sequence; -1 marks an absent position) and 1 otherwise (one id
+     * per example). first = embedding_first_column, or with -1 the last
+     * Σ W_f columns. An id travels as float32, exact up to 2^24: every
+     * table's vocabulary_size must be at most 16777216.
+     *
+     * embedding_learning_rates gives the dynamic values of a step (the
+     * engine's tl_emb_num_dynamic of them, by tag) — TPUEmbedding's
+     * callable learning rates; required when the engine has any, called on
+     * each replica's thread (it must be thread-safe; the values must not
+     * depend on the replica).
+     */
+    tl_emb_engine *embedding;
+    int64_t embedding_first_column;
+    tl_status (*embedding_learning_rates)(int64_t global_step, float *values, int n, void *user);
+    void *embedding_user;
 } tl_estimator_options;
 
 /* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,
- * no host_call or metric callbacks, infeed depth 3. */
+ * no host_call or metric callbacks, infeed depth 3, no embedding
+ * (embedding_first_column -1). */
 TL_API void tl_estimator_options_init(tl_estimator_options *o);
 
 /*
@@ -308,8 +341,9 @@ typedef struct tl_eval_result {
     double loss_replica0; /* TensorFlow's: replica 0's mean over steps */
     double accuracy;      /* argmax(logits) == label, over every evaluated example */
     int64_t examples;
-    /* For a model with 2 classes: the ROC AUC of P(class 1) = softmax of the
-     * logits, over every evaluated example (exact: ties between a positive
+    /* For a binary model — 2 classes, or one logit (batch, 1) whose
+     * sigmoid is P(class 1) and whose predicted class is logit > 0: the ROC
+     * AUC of P(class 1) = softmax of the logits, over every evaluated example (exact: ties between a positive
      * and a negative count one half, as the Mann-Whitney U). has_auc is false
      * (and auc NaN) for other models and when one class is absent. */
     double auc;
@@ -376,8 +410,9 @@ TL_API tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *
 TL_API tl_status tl_estimator_predict_input(tl_estimator *est, const tl_input *in, tl_predict_result *res);
 TL_API void tl_predict_result_free(tl_predict_result *res);
 
-/* SHA-256 over every variable in name order as little-endian float32, as 64
- * hex digits and a NUL. */
+/* SHA-256 over every variable in name order as little-endian float32, then
+ * (with an embedding engine) every table's parameters in table and id
+ * order, as 64 hex digits and a NUL. Errors: TL_ENOMEM (a table's copy). */
 TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65]);
 
 /* The global step. */

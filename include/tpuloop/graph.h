@@ -173,7 +173,20 @@ TL_API tl_t tl_sigmoid(tl_graph *g, tl_t x);
 TL_API tl_t tl_tanh(tl_graph *g, tl_t x);
 /* Per-example sparse softmax cross-entropy: logits (batch, classes), labels (batch) int32. */
 TL_API tl_t tl_softmax_xent(tl_graph *g, tl_t logits, tl_t labels);
-/* Per-element sigmoid cross-entropy with logits; labels float32 of the same shape. */
+/*
+ * Sigmoid cross-entropy with logits (TF's sigmoid_cross_entropy_with_logits),
+ * in one of two forms:
+ *  - labels float32 of logits' shape: the per-element loss, of that shape;
+ *  - logits (batch, 1) and labels int32 (batch,), each 0 or 1, as TensorFlow's
+ *    binary head with one logit: the per-example loss (batch,), so tl_mean of
+ *    it is the mean log loss.
+ * The gradient with respect to the logits is sigmoid(logits) - labels; labels
+ * get none. Errors (in the graph's status): other shapes or dtypes, labels
+ * not of the graph (PREDICT has none). An int32 label other than 0 or 1 is a
+ * data error when the step runs: TL_EINVAL, "sigmoid_cross_entropy: example 5
+ * has label 3, which is not 0 or 1", as tl_softmax_xent's label outside
+ * [0, classes).
+ */
 TL_API tl_t tl_sigmoid_xent(tl_graph *g, tl_t logits, tl_t labels);
 /* Scalar mean of (a - b)^2. */
 TL_API tl_t tl_mse(tl_graph *g, tl_t a, tl_t b);

@@ -1,11 +1,18 @@
 /*
  * tpuloop/models.h — built-in model_fns, written only against the public API
- * (graph.h), as a user would write their own.
+ * (graph.h), as a user would write their own: an MLP classifier and DLRM.
  *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
  *     o.model_fn = tl_model_mlp;
  *     o.user = (void *)&tl_config_get(cfg)->model;   // hidden_units, activation, dropout
+ *
+ *     tl_dlrm_config dlrm = {.num_dense = 13, .num_bottom = 3, .bottom = {512, 256, 64},
+ *                            .num_top = 2, .top = {512, 256}, .num_features = 26};
+ *     for (int f = 0; f < 26; f++)
+ *         dlrm.dims[f] = 64;                           // = bottom's last width
+ *     o.model_fn = tl_model_dlrm;
+ *     o.user = &dlrm;                                  // borrowed: keep it while the estimator lives
  */
 #ifndef TPULOOP_MODELS_H
 #define TPULOOP_MODELS_H
@@ -26,6 +33,51 @@ extern "C" {
  * from params_json's "num_classes" (default 10).
  */
 TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * DLRM (Naumov et al. 2019), the click-through model of TPUEmbedding's
+ * examples, with the dot interaction:
+ *
+ *     x      = features[:, :num_dense]                     (batch, num_dense)
+ *     x      = bottom MLP(x), Dense + ReLU per layer        (batch, d), d = bottom[num_bottom - 1]
+ *     e_f    = tl_embedding_activations(f, (batch, d))      f = 0 .. num_features - 1
+ *     z      = tl_pairwise_dot(stack [x, e_0, ..., e_F-1])  (batch, (F+1)F/2), F = num_features
+ *     logits = top MLP([x, z]), Dense + ReLU per layer, then Dense(1)   (batch, 1)
+ *     loss   = mean sigmoid cross-entropy of logits and labels (not in PREDICT)
+ *
+ * The bottom MLP's last layer has a ReLU too, as the paper and the PyTorch
+ * reference; the logit layer has none. The columns of features after the
+ * first num_dense are the embedding ids the runtime reads; the model ignores
+ * them. With num_features 0 there is no interaction and the top MLP sees x.
+ * labels are int32 (batch,) of 0/1 (tl_sigmoid_xent's binary form) or
+ * float32 (batch, 1). spec->logits and spec->predictions are the logits.
+ *
+ * Variables, as Keras names Dense layers in a scope: bottom_mlp/dense,
+ * bottom_mlp/dense_1, ..., top_mlp/dense, top_mlp/dense_1, ..., and the logit
+ * layer top_mlp/logits; each with /kernel (in, units) and /bias (units).
+ *
+ * user is a const tl_dlrm_config *. Errors (TL_EINVAL, in the graph's status,
+ * naming the field, its value and the allowed range): user NULL; features not
+ * of rank 2; num_features outside [0, TL_DLRM_MAX_FEATURES]; num_bottom
+ * outside [1, TL_DLRM_MAX_LAYERS]; num_top outside [0, TL_DLRM_MAX_LAYERS];
+ * num_dense outside [1, the features' width]; a width or dim < 1; a feature
+ * whose dim differs from the bottom MLP's last width ("dlrm: bottom_mlp's
+ * last width 64 must equal feature 3's embedding dim 16"). In TRAIN and EVAL,
+ * an int32 label other than 0 or 1 fails the step (tl_sigmoid_xent).
+ */
+#define TL_DLRM_MAX_LAYERS 16
+#define TL_DLRM_MAX_FEATURES 64
+typedef struct tl_dlrm_config {
+    int num_dense;                          /* the first num_dense columns of features are the dense inputs, >= 1 */
+    int num_bottom;                         /* [1, TL_DLRM_MAX_LAYERS] */
+    int64_t bottom[TL_DLRM_MAX_LAYERS];     /* (num_bottom) bottom MLP widths; the last equals every feature's dim */
+    int num_top;                            /* [0, TL_DLRM_MAX_LAYERS] */
+    int64_t top[TL_DLRM_MAX_LAYERS];        /* (num_top) top MLP hidden widths, before Dense(1) */
+    int num_features;                       /* embedding features 0 .. num_features - 1, [0, TL_DLRM_MAX_FEATURES] */
+    int dims[TL_DLRM_MAX_FEATURES];         /* (num_features) each feature's embedding dim */
+} tl_dlrm_config;
+
+TL_API tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
 
 #ifdef __cplusplus
 }

@@ -77,7 +77,12 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
                                    (const int32_t *)val(p, e, nd->in[1]), y);
             break;
         }
-        case TL_OP_SIGMOID_XENT: tl_k_sigmoid_xent(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y); break;
+        case TL_OP_SIGMOID_XENT:
+            if (g->nodes[nd->in[1]].dtype == TL_I32)
+                st = tl_k_sigmoid_xent_i32(nd->size, val(p, e, nd->in[0]), (const int32_t *)val(p, e, nd->in[1]), y);
+            else
+                tl_k_sigmoid_xent(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y);
+            break;
         case TL_OP_MSE: tl_k_mse(g->nodes[nd->in[0]].size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), y); break;
         case TL_OP_CONCAT: {
             int axis = (int)nd->iattr[0];
@@ -230,7 +235,11 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
         case TL_OP_SIGMOID_XENT:
             if (wants(p, nd, 0)) {
                 d0 = dst(p, e, i, 0, &cur);
-                tl_k_sigmoid_xent_grad(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), dy, d0);
+                if (g->nodes[nd->in[1]].dtype == TL_I32)
+                    st = tl_k_sigmoid_xent_i32_grad(nd->size, val(p, e, nd->in[0]),
+                                                    (const int32_t *)val(p, e, nd->in[1]), dy, d0);
+                else
+                    tl_k_sigmoid_xent_grad(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), dy, d0);
                 finish(p, e, i, 0, d0);
             }
             break;

@@ -248,10 +248,22 @@ tl_t tl_softmax_xent(tl_graph *g, tl_t logits, tl_t labels)
 
 tl_t tl_sigmoid_xent(tl_graph *g, tl_t logits, tl_t labels)
 {
-    if (need_f32(g, logits, "sigmoid_xent", "logits") < 0 || need_f32(g, labels, "sigmoid_xent", "labels") < 0)
+    if (need_f32(g, logits, "sigmoid_xent", "logits") < 0)
         return TL_T_INVALID;
+    if (!valid(g, labels))
+        return fail(g, TL_EINVAL, "sigmoid_xent: labels are not a tensor of this graph (no labels in PREDICT)");
     const tl_node *z = &g->nodes[logits], *l = &g->nodes[labels];
     char s1[96], s2[96];
+    if (l->dtype == TL_I32) {
+        /* The binary head's form: one logit per example, 0/1 labels. */
+        if (z->rank != 2 || z->shape[1] != 1 || l->rank != 1 || l->shape[0] != z->shape[0])
+            return fail(g, TL_EINVAL,
+                        "sigmoid_xent: with int32 labels, logits must be (batch, 1) and labels (batch,); "
+                        "got %s and %s",
+                        SHAPE(z, s1), SHAPE(l, s2));
+        tl_t in[2] = {logits, labels};
+        return add(g, TL_OP_SIGMOID_XENT, TL_F32, z->shape, 1, in, 2);
+    }
     if (z->size != l->size || z->rank != l->rank)
         return fail(g, TL_EINVAL, "sigmoid_xent: logits %s and labels %s must have the same shape", SHAPE(z, s1),
                     SHAPE(l, s2));

@@ -218,6 +218,23 @@ void tl_k_sigmoid_xent_grad_ref(int64_t n, const double *restrict x, const doubl
                                 const double *restrict dloss, double *restrict dx);
 
 /*
+ * The same loss with int32 labels (n), each 0 or 1: TensorFlow's binary head,
+ * one logit per example. loss and dx as above with z = label, in the same
+ * float32 expression, so a 0/1 label gives the float form's bits.
+ *
+ * Errors: TL_EINVAL when a label is neither 0 nor 1, naming the first such
+ * example and its label; labels are checked before anything is written.
+ */
+tl_status tl_k_sigmoid_xent_i32(int64_t n, const float *restrict x, const int32_t *restrict labels,
+                                float *restrict loss);
+tl_status tl_k_sigmoid_xent_i32_ref(int64_t n, const double *restrict x, const int32_t *restrict labels,
+                                    double *restrict loss);
+tl_status tl_k_sigmoid_xent_i32_grad(int64_t n, const float *restrict x, const int32_t *restrict labels,
+                                     const float *restrict dloss, float *restrict dx);
+tl_status tl_k_sigmoid_xent_i32_grad_ref(int64_t n, const double *restrict x, const int32_t *restrict labels,
+                                         const double *restrict dloss, double *restrict dx);
+
+/*
  * Mean squared error over n elements: loss (1) = mean of (p - t)², summed in
  * the order of tl_k_sum; dp = dloss · 2(p - t) / n (the targets' gradient is
  * its negation). n == 0 gives NaN.

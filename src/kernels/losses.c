@@ -215,6 +215,64 @@ void tl_k_sigmoid_xent_grad_ref(int64_t n, const double *restrict x, const doubl
         dx[i] = dloss[i] * (1.0 / (1.0 + exp(-x[i])) - z[i]);
 }
 
+/* The int32 form: a (batch, 1) logit per example and a 0/1 label, as
+ * TensorFlow's binary head. A label other than 0 or 1 is data the loss has no
+ * meaning for: an error, as sparse softmax's out-of-range label. */
+static tl_status check_binary(const char *what, int64_t n, const int32_t *restrict labels)
+{
+    TL_ASSERT(n >= 0);
+    for (int64_t b = 0; b < n; b++)
+        if (labels[b] != 0 && labels[b] != 1)
+            return tl_error(TL_EINVAL, "%s: example %" PRId64 " has label %" PRId32 ", which is not 0 or 1", what,
+                            b, labels[b]);
+    return TL_OK;
+}
+
+tl_status tl_k_sigmoid_xent_i32(int64_t n, const float *restrict x, const int32_t *restrict labels,
+                                float *restrict loss)
+{
+    tl_status st = check_binary("sigmoid_cross_entropy", n, labels);
+    if (st != TL_OK)
+        return st;
+    /* The float form's expression with z = (float)label: the same bits. */
+    for (int64_t i = 0; i < n; i++)
+        loss[i] = fmaxf(x[i], 0.0f) - x[i] * (float)labels[i] + log1pf(expf(-fabsf(x[i])));
+    return TL_OK;
+}
+
+tl_status tl_k_sigmoid_xent_i32_grad(int64_t n, const float *restrict x, const int32_t *restrict labels,
+                                     const float *restrict dloss, float *restrict dx)
+{
+    tl_status st = check_binary("sigmoid_cross_entropy_grad", n, labels);
+    if (st != TL_OK)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dloss[i] * (1.0f / (1.0f + expf(-x[i])) - (float)labels[i]);
+    return TL_OK;
+}
+
+tl_status tl_k_sigmoid_xent_i32_ref(int64_t n, const double *restrict x, const int32_t *restrict labels,
+                                    double *restrict loss)
+{
+    tl_status st = check_binary("sigmoid_cross_entropy", n, labels);
+    if (st != TL_OK)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        loss[i] = fmax(x[i], 0.0) - x[i] * (double)labels[i] + log1p(exp(-fabs(x[i])));
+    return TL_OK;
+}
+
+tl_status tl_k_sigmoid_xent_i32_grad_ref(int64_t n, const double *restrict x, const int32_t *restrict labels,
+                                         const double *restrict dloss, double *restrict dx)
+{
+    tl_status st = check_binary("sigmoid_cross_entropy_grad", n, labels);
+    if (st != TL_OK)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dloss[i] * (1.0 / (1.0 + exp(-x[i])) - (double)labels[i]);
+    return TL_OK;
+}
+
 /* ---- mean squared error ---------------------------------------------------------------- */
 
 void tl_k_mse(int64_t n, const float *restrict p, const float *restrict t, float *restrict loss)

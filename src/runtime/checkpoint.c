@@ -273,6 +273,8 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
             tl_free(name);
         }
     }
+    if (st == TL_OK)
+        st = tl_est_emb_save(est, w);
     est->ckpt_step = est->global_step; /* borrowed by the writer until it is written */
     if (st == TL_OK)
         st = tl_ckpt_writer_add(w, "global_step", TL_CKPT_I64, NULL, 0, &est->ckpt_step);
@@ -325,6 +327,7 @@ tl_status tl_est_save(tl_estimator *est)
     if ((st = fill_writer(est, w)) == TL_OK)
         st = tl_ckpt_manager_save(est->ckpt, w, est->global_step);
     tl_ckpt_writer_destroy(w);
+    tl_est_emb_ckpt_free(est);
     return st;
 }
 
@@ -452,6 +455,8 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
         if (gs < 0)
             st = tl_error(TL_EINVAL, "%s: global_step is %lld; it must be >= 0", what, (long long)gs);
     }
+    if (st == TL_OK)
+        st = tl_est_emb_restore(est, r, what, false);
     if (st != TL_OK) {
         tl_free(src);
         return st;
@@ -467,6 +472,8 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
             memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
     }
     tl_free(src);
+    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK)
+        return st; /* checked above: only a broken engine fails here */
     est->global_step = gs;
     const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
     int64_t v;

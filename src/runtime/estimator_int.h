@@ -43,6 +43,7 @@
 #include "../graph/program.h"
 #include "tpuloop/checkpoint.h"
 #include "tpuloop/comm.h"
+#include "tpuloop/embedding.h"
 #include "tpuloop/estimator.h"
 #include "tpuloop/topology.h"
 #include "feed.h"
@@ -81,6 +82,7 @@ typedef struct tl_mode_prog {
     tl_t features, labels, logits, predictions;
     int64_t batch; /* per replica */
     tl_outfeed_plan out;
+    tl_t *emb_leaf;  /* (embedding features) the model's activations of each, TL_T_INVALID when it reads none */
 } tl_mode_prog;
 
 /* The estimator's side of the infeed (infeed.c): one feed per mode, made in
@@ -169,7 +171,25 @@ struct tl_estimator {
     tl_summary_writer *summary;      /* training events; opened by the first train */
     tl_summary_writer *eval_summary; /* model_dir/eval; opened by the first evaluate */
     atomic_int stop_requested; /* tl_estimator_request_stop; lock-free (signal-safe) */
+    /* ---- the embedding engine (emb_steps.c) */
+    int64_t emb_first, emb_width; /* the id columns [first, first + width) of the features */
+    float *emb_ckpt;           /* a save's copy of the tables, borrowed by its writer */
 };
+
+/* A replica's embedding buffers (emb_steps.c), sized for the largest batch
+ * of the traced modes. */
+typedef struct tl_est_emb {
+    int64_t *ids;          /* (batch * id columns) one step's ids, feature after feature */
+    int64_t *coo;          /* (batch * id columns, 2) sequence features' (sample, position) */
+    tl_emb_input *in;      /* (F) */
+    float **out;           /* (F) where each feature's activations go */
+    const float **grad;    /* (F) */
+    float *scratch;        /* activations the model does not read */
+    float *zeros;          /* the gradient of a feature the loss does not reach */
+    float *lrs;            /* (nlr) the step's dynamic values */
+    int nlr;
+    tl_emb_dedup dd;       /* the step's */
+} tl_est_emb;
 
 struct tl_worker {
     tl_estimator *est;
@@ -193,6 +213,7 @@ struct tl_worker {
      * replica evaluated, in its order; NULL unless the model has 2 classes. */
     tl_scored *scored;         /* (scored_cap) */
     int64_t scored_cap, scored_len;
+    tl_est_emb emb;
 };
 
 /* ---- trainer.c ----------------------------------------------------------- */
@@ -365,6 +386,46 @@ tl_status tl_outfeed_metric_update(const tl_estimator *est, const tl_outfeed_pla
  * returned TL_X (message)" and the callback's own tpuloop error if it left
  * one (the caller clears the error before the call). */
 tl_status tl_callback_failed(tl_status st, const char *what);
+
+/* ---- emb_steps.c --------------------------------------------------------- */
+
+/* At create: options.embedding fits the estimator (one tensor core per
+ * replica, mode TRAINING, no pipelining, vocabularies <= 2^24, the dynamic
+ * values' callback when needed). Errors: TL_EINVAL naming what. */
+tl_status tl_est_emb_check(const tl_estimator *est);
+
+/* After mode's model is traced (est->D known): the id columns and the
+ * model's activation tensors, checked against the features' shapes.
+ * Errors: TL_EINVAL, TL_ENOMEM. */
+tl_status tl_est_emb_plan(tl_estimator *est, tl_mode mode, tl_mode_prog *m);
+void tl_est_emb_plan_free(tl_mode_prog *m);
+
+/* A worker's buffers (after every mode is planned). Errors: TL_ENOMEM. */
+tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w);
+void tl_est_emb_worker_free(tl_worker *w);
+
+/* Before the forward pass (the batch in x's features): enqueue, dedup and
+ * activations; TRAIN in training mode, the others in inference. After the
+ * backward pass of a TRAIN step: the gradients. Nothing without an engine.
+ * Errors: the engine's (a bad id names the feature), the features' (an id
+ * column that is not an integer), the callback's. */
+tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode);
+tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step);
+
+/* Adds every table's parameters and slots to a checkpoint writer (copies
+ * held in est->emb_ckpt until tl_est_emb_ckpt_free). Errors: TL_ENOMEM, the
+ * writer's. */
+tl_status tl_est_emb_save(tl_estimator *est, tl_ckpt_writer *wr);
+void tl_est_emb_ckpt_free(tl_estimator *est);
+
+/* Checks that r holds every table's tensors (what: "checkpoint FILE" for
+ * the messages) and, with load, loads them. Errors: TL_EINVAL naming the
+ * tensor. */
+tl_status tl_est_emb_restore(tl_estimator *est, const tl_ckpt_reader *r, const char *what, bool load);
+
+/* Adds every table's parameters, in table then id order, to a SHA-256
+ * (a SHA2_CTX *) after the dense variables. Errors: TL_ENOMEM. */
+tl_status tl_est_emb_digest(const tl_estimator *est, void *sha256_ctx);
 
 /* ---- eval_metrics.c ------------------------------------------------------ */
 

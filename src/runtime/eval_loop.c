@@ -49,7 +49,7 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     est->data = data;
     int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
     int64_t per_replica = steps * est->eval.batch;
-    for (int r = 0; C == 2 && r < est->R; r++) {
+    for (int r = 0; C <= 2 && r < est->R; r++) {
         tl_worker *w = &est->workers[r];
         if (w->scored_cap < per_replica) {
             tl_scored *p = tl_realloc(w->scored, (size_t)per_replica * sizeof *p);
@@ -90,7 +90,7 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
         return st;
     }
     res->auc = NAN;
-    if (C == 2 && (st = gather_auc(est, steps, res)) != TL_OK)
+    if (C <= 2 && (st = gather_auc(est, steps, res)) != TL_OK)
         return st;
     double sum = 0;
     int64_t correct = 0;

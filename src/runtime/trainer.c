@@ -70,9 +70,15 @@ static tl_status train_step(tl_worker *w, int64_t step)
     if (st != TL_OK)
         return st;
     x->step = step;
+    if ((st = tl_est_emb_forward(w, &est->train, x, TL_MODE_TRAIN)) != TL_OK)
+        return st;
     st = tl_program_forward(p, x);
     if (st == TL_OK)
         st = tl_program_backward(p, x);
+    /* The embedding gradients go before the dense reduce-scatter: no
+     * replica leaves it before every replica has sent (emb_steps.c). */
+    if (st == TL_OK)
+        st = tl_est_emb_backward(w, &est->train, x, step);
     if (st != TL_OK)
         return st;
     w->last_loss = *tl_exec_value(p, x, est->train.p->loss);
@@ -120,6 +126,8 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     if (st != TL_OK)
         return st;
     const int32_t *y = (const int32_t *)tl_exec_value(m->p, x, m->labels);
+    if ((st = tl_est_emb_forward(w, m, x, TL_MODE_EVAL)) != TL_OK)
+        return st;
     st = tl_program_forward(m->p, x);
     if (st != TL_OK)
         return st;
@@ -129,14 +137,21 @@ static tl_status eval_step(tl_worker *w, int64_t step)
         tl_outfeed_write(&m->out, m->p, x, w->rank, est->outfeed + step * m->out.record);
     const float *z = tl_exec_value(m->p, x, m->logits);
     int64_t C = m->g->nodes[m->logits].shape[1];
-    if (C == 2) {
+    if (C <= 2) {
         TL_ASSERT(w->scored_len + m->batch <= w->scored_cap);
         for (int64_t i = 0; i < m->batch; i++) {
-            /* softmax(z)[1] = 1 / (1 + exp(z0 - z1)), in doubles. */
+            /* softmax(z)[1] = 1 / (1 + exp(z0 - z1)), or one logit's
+             * sigmoid(z) = 1 / (1 + exp(-z)), in doubles. */
             tl_scored *e = &w->scored[w->scored_len++];
-            e->score = 1.0 / (1.0 + exp((double)z[i * C] - (double)z[i * C + 1]));
+            double d = C == 2 ? (double)z[i * C] - (double)z[i * C + 1] : -(double)z[i];
+            e->score = 1.0 / (1.0 + exp(d));
             e->label = y[i];
         }
+    }
+    if (C == 1) {
+        for (int64_t i = 0; i < m->batch; i++)
+            w->eval_correct += (z[i] > 0) == (y[i] == 1);
+        return TL_OK;
     }
     for (int64_t i = 0; i < m->batch; i++) {
         int64_t best = 0;
@@ -162,7 +177,7 @@ static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
     if (st != TL_OK)
         return st;
     *stop = info.stopping;
-    if ((st = tl_program_forward(m->p, x)) != TL_OK)
+    if ((st = tl_est_emb_forward(w, m, x, TL_MODE_PREDICT)) != TL_OK || (st = tl_program_forward(m->p, x)) != TL_OK)
         return st;
     int64_t slot = (step - est->loop_start) * est->R + w->rank;
     /* BROADCAST: every replica predicted the same rows; replica 0's count. */
@@ -231,6 +246,7 @@ void tl_estimator_options_init(tl_estimator_options *o)
     memset(o, 0, sizeof *o);
     tl_optimizer_config_default(TL_OPTIM_ADAM, &o->optimizer);
     o->optimizer.lr.learning_rate = 1e-3;
+    o->embedding_first_column = -1;
 }
 
 /* The infeed depth when the options leave it 0. */
@@ -264,8 +280,12 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
         if (pr == NULL || pr->rank < 1 || pr->shape[0] != batch)
             return tl_error(TL_EINVAL, "model_fn (infer) must set spec->predictions (or spec->logits) to a tensor with "
                                        "a static batch dimension of %lld", (long long)batch);
+        if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
+            return st;
         return tl_program_compile(m->g, TL_T_INVALID, false, &m->p);
     }
+    if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
+        return st;
     const tl_node *loss = tl_graph_node(m->g, spec.loss);
     if (loss == NULL || loss->rank != 0)
         return tl_error(TL_EINVAL, "model_fn (%s) must set spec->loss to a scalar", tl_mode_name(mode));
@@ -338,6 +358,8 @@ static tl_status make_workers(tl_estimator *est)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
         if (est->have_predict)
             bind_exec(est, w, est->predict.p, &w->predict_x, &cur, &mcur);
+        if ((st = tl_est_emb_worker_init(est, w)) != TL_OK)
+            return st;
     }
     for (int r = 0; r < R; r++) {
         tl_status st = tl_thread_start(&est->workers[r].thread, worker_main, &est->workers[r]);
@@ -373,6 +395,8 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     if ((st = tl_topology_create(rc, NULL, &est->topo)) != TL_OK)
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
+    if ((st = tl_est_emb_check(est)) != TL_OK)
+        goto fail;
     if ((st = tl_vars_create(&est->vars)) != TL_OK)
         goto fail;
     if ((st = tl_est_state_init(est, cfg)) != TL_OK)
@@ -515,7 +539,12 @@ void tl_estimator_destroy(tl_estimator *est)
         tl_free(est->workers[r].bufs);
         tl_free(est->workers[r].mask);
         tl_free(est->workers[r].scored);
+        tl_est_emb_worker_free(&est->workers[r]);
     }
+    tl_est_emb_ckpt_free(est);
+    tl_est_emb_plan_free(&est->train);
+    tl_est_emb_plan_free(&est->eval);
+    tl_est_emb_plan_free(&est->predict);
     tl_free(est->workers);
     tl_comm_destroy(est->comm);
     tl_free(est->state_slab);
@@ -568,6 +597,10 @@ tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
             SHA256Update(&ctx, le, sizeof le);
         }
     }
+    /* The embedding tables too: they are the model's parameters. */
+    tl_status st = tl_est_emb_digest(est, &ctx);
+    if (st != TL_OK)
+        return st;
     uint8_t digest[SHA256_DIGEST_LENGTH];
     SHA256Final(digest, &ctx);
     for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)

@@ -1,0 +1,392 @@
+/* emb_steps.c — the estimator's side of the embedding engine
+ * (tpuloop/embedding.h), as TPUEstimator drives TPUEmbedding: per step and
+ * replica the ids are enqueued from the batch's id columns, the activations
+ * received into the model's tl_embedding_activations tensors before the
+ * forward pass, and their gradients sent after the backward pass; the
+ * tables and slots go into every checkpoint beside the dense variables.
+ *
+ * The replica is the engine's tensor core. A training step's send comes
+ * before the dense gradients' reduce-scatter, which no replica leaves before
+ * every replica entered it: so the last send — which applies the step's
+ * update — is done before any replica reads step + 1's activations, and the
+ * engine's order checks never fire in a healthy run. Evaluation and
+ * prediction have no collective per step, so with several replicas they
+ * meet at a barrier after each step's activations: an engine holds at most
+ * EMB_RING steps in flight per core, and a replica may not run that far
+ * ahead of another. */
+#include <math.h>
+#include <sha2.h>
+#include <string.h>
+
+#include "estimator_int.h"
+
+/* Ids travel as float32 in the features: exact up to 2^24. */
+#define EMB_MAX_FLOAT_ID ((int64_t)1 << 24)
+
+static int width_of(const tl_emb_feature_config *f)
+{
+    return f->max_sequence_length > 0 ? f->max_sequence_length : 1;
+}
+
+tl_status tl_est_emb_check(const tl_estimator *est)
+{
+    const tl_estimator_options *o = &est->opt;
+    if (o->embedding == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(o->embedding);
+    if (c->num_tensor_cores != est->R)
+        return tl_error(TL_EINVAL, "the embedding engine has num_tensor_cores %d; the estimator runs %d replicas, one "
+                                   "tensor core each: they must be equal", c->num_tensor_cores, est->R);
+    if (c->mode != TL_EMB_MODE_TRAINING)
+        return tl_error(TL_EINVAL, "the embedding engine's mode must be TRAINING for the estimator (it enqueues "
+                                   "evaluation and prediction steps as inference itself)");
+    if (c->pipeline_execution_with_tensor_core)
+        return tl_error(TL_EINVAL, "pipeline_execution_with_tensor_core is not supported by the estimator: its "
+                                   "one-step staleness would hold an update across a checkpoint, and a resumed run "
+                                   "would not repeat the uninterrupted one; set it false");
+    for (int t = 0; t < c->num_tables; t++)
+        if (c->tables[t].vocabulary_size > EMB_MAX_FLOAT_ID)
+            return tl_error(TL_EINVAL, "embedding table \"%s\": vocabulary_size %lld is above 16777216, the largest the "
+                                       "estimator's id columns carry exactly (as float32); hash the ids into at "
+                                       "most 2^24 rows", c->tables[t].name, (long long)c->tables[t].vocabulary_size);
+    if (o->embedding_first_column < -1)
+        return tl_error(TL_EINVAL, "tl_estimator_options.embedding_first_column must be >= 0, or -1 for the last "
+                                   "columns; got %lld", (long long)o->embedding_first_column);
+    int nd = tl_emb_num_dynamic(o->embedding);
+    if (nd > 0 && o->embedding_learning_rates == NULL)
+        return tl_error(TL_EINVAL, "the embedding tables use %d dynamic learning rate or hyperparameter tag%s: set "
+                                   "tl_estimator_options.embedding_learning_rates", nd, nd == 1 ? "" : "s");
+    return TL_OK;
+}
+
+tl_status tl_est_emb_plan(tl_estimator *est, tl_mode mode, tl_mode_prog *m)
+{
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL) {
+        for (int i = 0; i < m->g->n; i++)
+            if (m->g->nodes[i].op == TL_OP_EMBEDDING)
+                return tl_error(TL_EINVAL, "model_fn (%s) asked for the activations of embedding feature %lld, but "
+                                           "the estimator has no embedding engine (tl_estimator_options.embedding)",
+                                tl_mode_name(mode), (long long)m->g->nodes[i].iattr[0]);
+        return TL_OK;
+    }
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    int F = c->num_features;
+    int64_t W = 0;
+    for (int f = 0; f < F; f++)
+        W += width_of(&c->features[f]);
+    int64_t first = est->opt.embedding_first_column >= 0 ? est->opt.embedding_first_column : est->D - W;
+    if (first < 0 || first + W > est->D)
+        return tl_error(TL_EINVAL, "the embedding's %d features need %lld id columns from column %lld, but the "
+                                   "examples have %lld feature values", F, (long long)W, (long long)first,
+                        (long long)est->D);
+    est->emb_first = first;
+    est->emb_width = W;
+    m->emb_leaf = tl_calloc((size_t)(F ? F : 1), sizeof *m->emb_leaf);
+    if (m->emb_leaf == NULL)
+        return tl_error_oom();
+    for (int f = 0; f < F; f++)
+        m->emb_leaf[f] = TL_T_INVALID;
+    const tl_graph *g = m->g;
+    for (int i = 0; i < g->n; i++) {
+        const tl_node *nd = &g->nodes[i];
+        if (nd->op != TL_OP_EMBEDDING)
+            continue;
+        int f = (int)nd->iattr[0];
+        if (f >= F)
+            return tl_error(TL_EINVAL, "model_fn (%s) asked for the activations of embedding feature %d; the engine "
+                                       "has %d features", tl_mode_name(mode), f, F);
+        const tl_emb_feature_config *fc = &c->features[f];
+        int64_t want[3] = {m->batch, fc->max_sequence_length, c->tables[fc->table].dim};
+        int rank = fc->max_sequence_length > 0 ? 3 : 2;
+        if (rank == 2)
+            want[1] = want[2];
+        bool same = nd->rank == rank;
+        for (int d = 0; same && d < rank; d++)
+            same = nd->shape[d] == want[d];
+        if (!same)
+            return tl_error(TL_EINVAL, "model_fn (%s): embedding feature %d (\"%s\") activations must be shaped "
+                                       "[%lld, %s%lld] (batch, %sdim); the model asked for rank %d starting "
+                                       "[%lld, ...]", tl_mode_name(mode), f, fc->name, (long long)m->batch,
+                            rank == 3 ? "S, " : "", (long long)want[rank - 1], rank == 3 ? "max_sequence_length, " : "",
+                            nd->rank, (long long)nd->shape[0]);
+        m->emb_leaf[f] = (tl_t)i;
+    }
+    return TL_OK;
+}
+
+void tl_est_emb_plan_free(tl_mode_prog *m)
+{
+    tl_free(m->emb_leaf);
+    m->emb_leaf = NULL;
+}
+
+/* Floats of feature f's activations at batch b. */
+static int64_t out_floats(const tl_emb_config *c, int f, int64_t b)
+{
+    return b * width_of(&c->features[f]) * c->tables[c->features[f].table].dim;
+}
+
+tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
+{
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    int F = c->num_features;
+    int64_t maxb = est->train.batch;
+    if (est->have_eval && est->eval.batch > maxb)
+        maxb = est->eval.batch;
+    if (est->have_predict && est->predict.batch > maxb)
+        maxb = est->predict.batch;
+    int64_t scratch = 0;
+    for (int f = 0; f < F; f++)
+        scratch = out_floats(c, f, maxb) > scratch ? out_floats(c, f, maxb) : scratch;
+    tl_est_emb *e = &w->emb;
+    e->ids = tl_malloc((size_t)(maxb * est->emb_width + 1) * sizeof *e->ids);
+    e->coo = tl_malloc((size_t)(maxb * est->emb_width * 2 + 1) * sizeof *e->coo);
+    e->in = tl_calloc((size_t)F + 1, sizeof *e->in);
+    e->out = tl_calloc((size_t)F + 1, sizeof *e->out);
+    e->grad = tl_calloc((size_t)F + 1, sizeof *e->grad);
+    /* Outputs the model does not read, and the zero gradients of features
+     * the loss does not reach. */
+    e->scratch = tl_malloc((size_t)(scratch + 1) * sizeof *e->scratch);
+    e->zeros = tl_calloc((size_t)(scratch + 1), sizeof *e->zeros);
+    e->nlr = tl_emb_num_dynamic(eng);
+    e->lrs = tl_calloc((size_t)e->nlr + 1, sizeof *e->lrs);
+    if (e->ids == NULL || e->coo == NULL || e->in == NULL || e->out == NULL || e->grad == NULL ||
+        e->scratch == NULL || e->zeros == NULL || e->lrs == NULL)
+        return tl_error_oom();
+    return TL_OK;
+}
+
+void tl_est_emb_worker_free(tl_worker *w)
+{
+    tl_est_emb *e = &w->emb;
+    tl_free(e->ids);
+    tl_free(e->coo);
+    tl_free(e->in);
+    tl_free(e->out);
+    tl_free(e->grad);
+    tl_free(e->scratch);
+    tl_free(e->zeros);
+    tl_free(e->lrs);
+    memset(e, 0, sizeof *e);
+}
+
+/* The id in features' row r at column col: an integer, or an error naming
+ * the feature, the example and the value. */
+static tl_status id_at(const float *row, int64_t col, const tl_emb_feature_config *fc, int64_t r, int64_t *id)
+{
+    float v = row[col];
+    if (!(v == floorf(v)) || fabsf(v) > (float)EMB_MAX_FLOAT_ID)
+        return tl_error(TL_EINVAL, "embedding feature \"%s\": example %lld holds %g in feature column %lld, not an "
+                                   "integer id in [-16777216, 16777216]", fc->name, (long long)r, (double)v,
+                        (long long)col);
+    *id = (int64_t)v;
+    return TL_OK;
+}
+
+tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
+{
+    tl_estimator *est = w->est;
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    tl_est_emb *e = &w->emb;
+    int F = c->num_features;
+    int64_t B = m->batch, D = est->D;
+    const float *feat = tl_exec_value(m->p, x, m->features);
+    int64_t *ids = e->ids, *coo = e->coo, col = est->emb_first;
+    tl_status st;
+    for (int f = 0; f < F; f++) {
+        const tl_emb_feature_config *fc = &c->features[f];
+        int S = fc->max_sequence_length;
+        tl_emb_input *in = &e->in[f];
+        if (S == 0) {
+            /* One id per example: dense. */
+            for (int64_t r = 0; r < B; r++)
+                if ((st = id_at(feat + r * D, col, fc, r, &ids[r])) != TL_OK)
+                    return st;
+            *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = B};
+            ids += B;
+        } else {
+            /* Positions of a sequence, -1 where absent: COO (sample, position). */
+            int64_t n = 0;
+            for (int64_t r = 0; r < B; r++)
+                for (int j = 0; j < S; j++) {
+                    int64_t id = 0;
+                    if ((st = id_at(feat + r * D, col + j, fc, r, &id)) != TL_OK)
+                        return st;
+                    if (id == -1)
+                        continue;
+                    ids[n] = id;
+                    coo[2 * n] = r;
+                    coo[2 * n + 1] = j;
+                    n++;
+                }
+            *in = (tl_emb_input){.kind = TL_EMB_INPUT_COO, .ids = ids, .n = n, .indices = coo};
+            ids += n;
+            coo += 2 * n;
+        }
+        col += S > 0 ? S : 1;
+    }
+    const char *emode = mode == TL_MODE_TRAIN ? "training" : "inference";
+    if ((st = tl_emb_enqueue_batch(eng, w->rank, e->in, F, emode, B)) != TL_OK ||
+        (st = tl_emb_recv_dedup(eng, w->rank, &e->dd)) != TL_OK)
+        return st;
+    for (int f = 0; f < F; f++)
+        e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;
+    if ((st = tl_emb_recv_activations(eng, w->rank, &e->dd, e->out, F)) != TL_OK)
+        return st;
+    /* See the file's comment: inference steps keep the replicas within the
+     * engine's steps in flight. */
+    if (mode != TL_MODE_TRAIN && est->R > 1)
+        return tl_comm_barrier(est->comm, w->rank);
+    return TL_OK;
+}
+
+tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step)
+{
+    tl_estimator *est = w->est;
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    tl_est_emb *e = &w->emb;
+    int F = c->num_features;
+    for (int f = 0; f < F; f++) {
+        const float *g = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_grad(m->p, x, m->emb_leaf[f]) : NULL;
+        e->grad[f] = g != NULL ? g : e->zeros;
+    }
+    if (e->nlr > 0) {
+        tl_status st = est->opt.embedding_learning_rates(step, e->lrs, e->nlr, est->opt.embedding_user);
+        if (st != TL_OK)
+            return tl_callback_failed(st, "embedding_learning_rates");
+    }
+    return tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
+}
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Table t's state as checkpoint tensors: [0] the parameters, [1..] the
+ * slots, each (vocabulary_size, dim). */
+static int table_tensors(const tl_emb_config *c, int t)
+{
+    return 1 + tl_emb_num_slots(c->tables[t].optimizer);
+}
+
+static char *tensor_name(const tl_emb_config *c, int t, int k)
+{
+    return tl_asprintf("embedding/%s/%s", c->tables[t].name,
+                       k == 0 ? "parameters" : tl_emb_slot_name(c->tables[t].optimizer, k - 1));
+}
+
+void tl_est_emb_ckpt_free(tl_estimator *est)
+{
+    tl_free(est->emb_ckpt);
+    est->emb_ckpt = NULL;
+}
+
+tl_status tl_est_emb_save(tl_estimator *est, tl_ckpt_writer *wr)
+{
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    /* The writer borrows the bytes until it is written: one buffer holds a
+     * copy of every table's state (retrieve's order is the ids' with one
+     * shard), freed after the save. */
+    int64_t floats = 0;
+    for (int t = 0; t < c->num_tables; t++)
+        floats += table_tensors(c, t) * c->tables[t].vocabulary_size * c->tables[t].dim;
+    tl_est_emb_ckpt_free(est);
+    est->emb_ckpt = tl_malloc((size_t)(floats ? floats : 1) * sizeof(float));
+    if (est->emb_ckpt == NULL)
+        return tl_error(TL_ENOMEM, "checkpoint: cannot hold a copy of the embedding tables (%lld bytes)",
+                        (long long)floats * 4);
+    float *cur = est->emb_ckpt;
+    tl_status st = TL_OK;
+    for (int t = 0; t < c->num_tables && st == TL_OK; t++) {
+        int n = table_tensors(c, t);
+        int64_t V = c->tables[t].vocabulary_size, dim = c->tables[t].dim;
+        float *state[TL_EMB_MAX_SLOTS + 1];
+        for (int k = 0; k < n; k++)
+            state[k] = cur + k * V * dim;
+        if ((st = tl_emb_retrieve(eng, t, NULL, 1, 0, state, n, V)) != TL_OK)
+            break;
+        int64_t shape[2] = {V, dim};
+        for (int k = 0; k < n && st == TL_OK; k++) {
+            char *name = tensor_name(c, t, k);
+            st = name != NULL ? tl_ckpt_writer_add(wr, name, TL_CKPT_F32, shape, 2, state[k]) : tl_error_oom();
+            tl_free(name);
+        }
+        cur += n * V * dim;
+    }
+    return st;
+}
+
+tl_status tl_est_emb_restore(tl_estimator *est, const tl_ckpt_reader *r, const char *what, bool load)
+{
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    tl_status st = TL_OK;
+    for (int t = 0; t < c->num_tables && st == TL_OK; t++) {
+        int n = table_tensors(c, t);
+        int64_t V = c->tables[t].vocabulary_size, dim = c->tables[t].dim;
+        const float *state[TL_EMB_MAX_SLOTS + 1];
+        for (int k = 0; k < n && st == TL_OK; k++) {
+            char *name = tensor_name(c, t, k);
+            tl_ckpt_tensor_info ti;
+            if (name == NULL)
+                st = tl_error_oom();
+            else if (tl_ckpt_find(r, name, &ti) != TL_OK)
+                st = tl_error(TL_EINVAL, "%s: embedding tensor '%s' is missing (table \"%s\" with optimizer %s has "
+                                         "%d tensors of [%lld, %lld])", what, name, c->tables[t].name,
+                              tl_emb_algorithm_name(c->tables[t].optimizer->algorithm), n, (long long)V,
+                              (long long)dim);
+            else if (ti.dtype != TL_CKPT_F32 || ti.rank != 2 || ti.shape[0] != V || ti.shape[1] != dim)
+                st = tl_error(TL_EINVAL, "%s: embedding tensor '%s' is not float32 [%lld, %lld] (the table's shape)",
+                              what, name, (long long)V, (long long)dim);
+            else
+                state[k] = ti.data;
+            tl_free(name);
+        }
+        if (st == TL_OK && load)
+            st = tl_emb_load(eng, t, NULL, 1, 0, state, n, V);
+    }
+    return st;
+}
+
+tl_status tl_est_emb_digest(const tl_estimator *est, void *sha256_ctx)
+{
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    for (int t = 0; t < c->num_tables; t++) {
+        int n = table_tensors(c, t);
+        int64_t V = c->tables[t].vocabulary_size, dim = c->tables[t].dim;
+        float *buf = tl_malloc((size_t)(n * V * dim) * sizeof *buf);
+        if (buf == NULL)
+            return tl_error_oom();
+        float *state[TL_EMB_MAX_SLOTS + 1];
+        for (int k = 0; k < n; k++)
+            state[k] = buf + k * V * dim;
+        tl_status st = tl_emb_retrieve(eng, t, NULL, 1, 0, state, n, V);
+        /* The parameters, as the dense variables' digest: little-endian float bits. */
+        for (int64_t i = 0; st == TL_OK && i < V * dim; i++) {
+            uint32_t bits;
+            memcpy(&bits, &buf[i], sizeof bits);
+            uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
+            SHA256Update(sha256_ctx, le, sizeof le);
+        }
+        tl_free(buf);
+        if (st != TL_OK)
+            return st;
+    }
+    return TL_OK;
+}
