@@ -175,14 +175,15 @@ void tl_est_emb_worker_free(tl_worker *w)
 }
 
 /* The id in features' row r at column col: an integer, or an error naming
- * the feature, the example and the value. */
-static tl_status id_at(const float *row, int64_t col, const tl_emb_feature_config *fc, int64_t r, int64_t *id)
+ * the feature, the row of the replica's batch, the step and the value. */
+static tl_status id_at(const float *row, int64_t col, const tl_emb_feature_config *fc, int64_t r, int64_t step,
+                       int64_t *id)
 {
     float v = row[col];
     if (!(v == floorf(v)) || fabsf(v) > (float)EMB_MAX_FLOAT_ID)
-        return tl_error(TL_EINVAL, "embedding feature \"%s\": example %lld holds %g in feature column %lld, not an "
-                                   "integer id in [-16777216, 16777216]", fc->name, (long long)r, (double)v,
-                        (long long)col);
+        return tl_error(TL_EINVAL, "embedding feature \"%s\": row %lld of the batch of step %lld holds %g in feature "
+                                   "column %lld, not an integer id in [-16777216, 16777216]", fc->name, (long long)r,
+                        (long long)step, (double)v, (long long)col);
     *id = (int64_t)v;
     return TL_OK;
 }
@@ -207,7 +208,7 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
         if (S == 0) {
             /* One id per example: dense. */
             for (int64_t r = 0; r < B; r++)
-                if ((st = id_at(feat + r * D, col, fc, r, &ids[r])) != TL_OK)
+                if ((st = id_at(feat + r * D, col, fc, r, x->step, &ids[r])) != TL_OK)
                     return st;
             *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = B};
             ids += B;
@@ -217,7 +218,7 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
             for (int64_t r = 0; r < B; r++)
                 for (int j = 0; j < S; j++) {
                     int64_t id = 0;
-                    if ((st = id_at(feat + r * D, col + j, fc, r, &id)) != TL_OK)
+                    if ((st = id_at(feat + r * D, col + j, fc, r, x->step, &id)) != TL_OK)
                         return st;
                     if (id == -1)
                         continue;

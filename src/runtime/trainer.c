@@ -126,6 +126,7 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     if (st != TL_OK)
         return st;
     const int32_t *y = (const int32_t *)tl_exec_value(m->p, x, m->labels);
+    x->step = step; /* eval step: errors name it */
     if ((st = tl_est_emb_forward(w, m, x, TL_MODE_EVAL)) != TL_OK)
         return st;
     st = tl_program_forward(m->p, x);
@@ -177,6 +178,7 @@ static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
     if (st != TL_OK)
         return st;
     *stop = info.stopping;
+    x->step = step;
     if ((st = tl_est_emb_forward(w, m, x, TL_MODE_PREDICT)) != TL_OK || (st = tl_program_forward(m->p, x)) != TL_OK)
         return st;
     int64_t slot = (step - est->loop_start) * est->R + w->rank;

@@ -1,0 +1,435 @@
+/* The estimator with an embedding engine (tl_estimator_options.embedding):
+ * the tables' update is the gradient of the replicas' mean loss, summed
+ * over the replicas' examples (TPUEstimator's CrossShardOptimizer MEAN and
+ * TPUEmbedding's summed gradients); the same bits whatever
+ * iterations_per_loop and across a stop and a resume through a checkpoint
+ * that holds the tables and slots; evaluation in inference mode at its own
+ * batch, with the AUC of a one-logit model; and the errors of a
+ * configuration the estimator cannot run. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_mt_ckpt_util.h"
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Examples: 2 dense values, then the ids of feature 0 (table "a", vocab 50)
+ * and feature 1 (table "b", vocab 30); the label depends on both ids. */
+#define NDENSE 2
+#define VA 50
+#define VB 30
+
+static tl_labeled_data *emb_data(int64_t n)
+{
+    tl_labeled_data *d = calloc(1, sizeof *d);
+    d->num_examples = n;
+    d->num_features = NDENSE + 2;
+    d->num_classes = 2;
+    d->feature_rank = 1;
+    d->feature_shape[0] = d->num_features;
+    d->features = calloc((size_t)(n * d->num_features), sizeof(float));
+    d->labels = calloc((size_t)n, sizeof(int32_t));
+    uint64_t s = 12345;
+    for (int64_t i = 0; i < n; i++) {
+        float *row = d->features + i * d->num_features;
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        int64_t a = (int64_t)((s >> 33) % VA), b = (int64_t)((s >> 13) % VB);
+        row[0] = (float)((s >> 40) & 255) / 255.0f;
+        row[1] = (float)((s >> 20) & 255) / 255.0f;
+        row[2] = (float)a;
+        row[3] = (float)b;
+        d->labels[i] = (a % 3 == 0) != (b % 2 == 0);
+    }
+    return d;
+}
+
+static void free_data(tl_labeled_data *d)
+{
+    free(d->features);
+    free(d->labels);
+    free(d);
+}
+
+/* Two tables of dim 4 (Adagrad 0.1 by default), two features. */
+static tl_emb_engine *emb_engine(int cores, int batch, tl_emb_algorithm algo)
+{
+    tl_emb_table_config t[2] = {
+        {.name = "a", .vocabulary_size = VA, .dim = 4, .combiner = TL_EMB_COMBINER_SUM},
+        {.name = "b", .vocabulary_size = VB, .dim = 4, .combiner = TL_EMB_COMBINER_SUM},
+    };
+    tl_emb_feature_config f[2] = {{.name = "fa", .table = 0}, {.name = "fb", .table = 1}};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = t;
+    c.num_tables = 2;
+    c.features = f;
+    c.num_features = 2;
+    c.num_tensor_cores = cores;
+    c.batch_size_per_tensor_core = batch;
+    c.num_shards = 2;
+    c.seed = 3;
+    tl_emb_optimizer_default(algo, &c.optimizer);
+    c.optimizer.learning_rate = 0.1f;
+    tl_emb_engine *eng = NULL;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    return eng;
+}
+
+/* dense(x) + <fa, fb> summed over the dim: one logit, sigmoid loss. */
+static tl_status emb_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    int64_t B = a->batch_size, s2[2] = {B, 4}, s1[2] = {B, 1};
+    tl_t x = tl_slice(g, a->features, 1, 0, NDENSE);
+    tl_t ea = tl_embedding_activations(g, 0, s2, 2);
+    tl_t eb = tl_embedding_activations(g, 1, s2, 2);
+    tl_t parts[3] = {x, ea, eb};
+    tl_t h = tl_dense(g, tl_concat(g, parts, 3, 1), 8, TL_ACT_RELU, "dense");
+    tl_t z = tl_dense(g, h, 1, TL_ACT_NONE, "logits");
+    (void)s1;
+    spec->logits = spec->predictions = z;
+    if (a->mode != TL_MODE_PREDICT)
+        spec->loss = tl_mean(g, tl_sigmoid_xent(g, z, a->labels));
+    return tl_graph_status(g);
+}
+
+/* Only feature 0's activation (B, 1) is the logit: no dense variables. */
+static tl_status logit_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    int64_t s[2] = {a->batch_size, 1};
+    tl_t z = tl_embedding_activations(g, 0, s, 2);
+    spec->logits = spec->predictions = z;
+    if (a->mode != TL_MODE_PREDICT)
+        spec->loss = tl_mean(g, tl_sigmoid_xent(g, z, a->labels));
+    return tl_graph_status(g);
+}
+
+static tl_estimator *make_est(int argc, const char *const *argv, tl_emb_engine *eng, tl_model_fn fn,
+                              tl_config **cfg)
+{
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = fn;
+    o.optimizer.lr.learning_rate = 0.01;
+    o.embedding = eng;
+    return mtck_estimator(argc, argv, &o, cfg);
+}
+
+static float table_value(tl_emb_engine *eng, int table, int64_t V, int dim, int nslots, int64_t id)
+{
+    float *buf = calloc((size_t)(V * dim * (1 + nslots)), sizeof *buf);
+    float *state[4];
+    for (int k = 0; k <= nslots; k++)
+        state[k] = buf + k * V * dim;
+    cr_assert_eq(tl_emb_retrieve(eng, table, NULL, 1, 0, state, 1 + nslots, V), TL_OK, "%s", tl_last_error());
+    float v = buf[id * dim];
+    free(buf);
+    return v;
+}
+
+/* One step by hand: table "a" of dim 1 starts at zeros, the logit is the
+ * row, so dL/dz_i = (σ(0) - y_i) / (B R) under MEAN, and SGD moves row r by
+ * -lr Σ over every replica's examples with id r. */
+static void one_step_by_hand(int R)
+{
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
+                             .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "fa", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.num_tensor_cores = R;
+    c.batch_size_per_tensor_core = 4;
+    c.optimizer.learning_rate = 0.5f; /* SGD */
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    static const float ids[8] = {3, 3, 5, 7, 3, 9, 5, 1};
+    static const int32_t labels[8] = {1, 1, 0, 1, 0, 1, 0, 0};
+    /* One global batch is the whole data: the epoch's permutation only
+     * reorders the sum. */
+    tl_labeled_data d = {.num_examples = 4 * R, .num_features = 1, .num_classes = 2, .feature_rank = 1,
+                         .feature_shape = {1}, .features = (float *)ids, .labels = (int32_t *)labels};
+    char dev[32], gb[40];
+    snprintf(dev, sizeof dev, "--devices=%d", R);
+    snprintf(gb, sizeof gb, "--train_batch_size=%d", 4 * R);
+    const char *argv[] = {dev, gb, "--train_steps=1", "--iterations_per_loop=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, logit_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, &d, &tr), TL_OK, "%s", tl_last_error());
+    double want[10] = {0};
+    for (int i = 0; i < 4 * R; i++)
+        want[(int)ids[i]] -= 0.5 * (0.5 - labels[i]) / (4.0 * R);
+    for (int r = 0; r < 10; r++) {
+        float got = table_value(eng, 0, 10, 1, 0, r);
+        cr_assert(fabs(got - want[r]) < 1e-7, "R=%d row %d: %.9g, want %.9g", R, r, (double)got, want[r]);
+    }
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}
+
+Test(mt_estimator_embedding, the_tables_update_is_the_mean_losss_summed_gradient)
+{
+    one_step_by_hand(1);
+    one_step_by_hand(2);
+}
+
+/* Trains to max_steps with the flags; digest after. */
+static void run(const char *const *argv, int argc, const tl_labeled_data *d, char digest[65], int64_t *gs)
+{
+    tl_emb_engine *eng = emb_engine(2, 16, TL_EMB_ADAGRAD);
+    tl_config *cfg;
+    tl_estimator *est = make_est(argc, argv, eng, emb_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    *gs = tr.global_step;
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}
+
+Test(mt_estimator_embedding, same_bits_for_any_iterations_per_loop_and_across_a_resume)
+{
+    tl_labeled_data *d = emb_data(320);
+    char a[65], b[65], c[65], e[65];
+    int64_t gs;
+    const char *one[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=1",
+                         "--tf_random_seed=5"};
+    run(one, ARGC(one), d, a, &gs);
+    const char *four[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=5",
+                          "--tf_random_seed=5"};
+    run(four, ARGC(four), d, b, &gs);
+    cr_assert_str_eq(a, b, "iterations_per_loop 1 and 5 differ");
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *first[] = {"--devices=2", "--train_batch_size=32", "--max_steps=11", "--iterations_per_loop=3",
+                           "--tf_random_seed=5", md};
+    run(first, ARGC(first), d, c, &gs);
+    cr_assert_eq(gs, 11);
+    cr_assert_str_neq(c, a, "11 steps are not 24");
+    /* A new engine (fresh tables): only the checkpoint can give it step 11's. */
+    const char *second[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=7",
+                            "--tf_random_seed=5", md};
+    run(second, ARGC(second), d, e, &gs);
+    cr_assert_eq(gs, 24);
+    cr_assert_str_eq(e, a, "stopped at 11 and resumed: other bits than the uninterrupted run");
+    mtck_rmtree(dir);
+    free(dir);
+    free_data(d);
+}
+
+Test(mt_estimator_embedding, training_learns_and_evaluation_gives_auc_at_its_own_batch)
+{
+    tl_labeled_data *d = emb_data(4096);
+    tl_emb_engine *eng = emb_engine(2, 32, TL_EMB_ADAGRAD);
+    const char *argv[] = {"--devices=2", "--train_batch_size=64", "--eval_batch_size=48", "--eval_steps=20",
+                          "--predict_batch_size=20", "--train_steps=400", "--iterations_per_loop=50",
+                          "--tf_random_seed=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    tl_eval_result before, after;
+    cr_assert_eq(tl_estimator_evaluate(est, d, &before), TL_OK, "%s", tl_last_error());
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_evaluate(est, d, &after), TL_OK, "%s", tl_last_error());
+    cr_assert(after.has_auc, "a one-logit model has an AUC");
+    cr_assert_eq(after.examples, 20 * 48);
+    /* The label is a function of the two ids: the embeddings learn it. */
+    cr_assert(after.auc > 0.9, "auc %.4f after training (before %.4f)", after.auc, before.auc);
+    cr_assert(after.loss < before.loss * 0.75, "loss %.4f -> %.4f", before.loss, after.loss);
+    cr_assert(after.accuracy > 0.8, "accuracy %.4f", after.accuracy);
+    tl_emb_stats st;
+    tl_emb_get_stats(eng, &st);
+    cr_assert_eq(st.steps_applied, 400, "evaluation applies nothing: %lld", (long long)st.steps_applied);
+    tl_predict_result pr;
+    tl_labeled_data few = *d;
+    few.num_examples = 50;
+    cr_assert_eq(tl_estimator_predict(est, &few, &pr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(pr.num_examples, 50);
+    cr_assert_eq(pr.width, 1);
+    tl_predict_result_free(&pr);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    free_data(d);
+}
+
+static tl_status create_with(tl_emb_engine *eng, tl_model_fn fn, const char *devices)
+{
+    const char *argv[] = {devices, "--train_batch_size=32", "--train_steps=2"};
+    tl_config *cfg = mtck_config(ARGC(argv), argv);
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = fn;
+    o.embedding = eng;
+    tl_estimator *est = NULL;
+    tl_status st = tl_estimator_create(cfg, &o, &est);
+    if (st == TL_OK) {
+        tl_labeled_data *d = emb_data(64);
+        tl_train_result tr;
+        st = tl_estimator_train(est, d, &tr);
+        free_data(d);
+    }
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    return st;
+}
+
+static bool has(const char *needle)
+{
+    return strstr(tl_last_error(), needle) != NULL;
+}
+
+Test(mt_estimator_embedding, configurations_it_cannot_run_are_named_errors)
+{
+    tl_emb_engine *eng = emb_engine(2, 16, TL_EMB_SGD);
+    cr_assert_eq(create_with(eng, emb_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("num_tensor_cores 2; the estimator runs 1 replicas"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* The model asks for activations the estimator cannot give. */
+    cr_assert_eq(create_with(NULL, emb_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("no embedding engine"), "%s", tl_last_error());
+    /* Vocabularies beyond float32's exact integers. */
+    tl_emb_table_config t = {.name = "huge", .vocabulary_size = (1 << 24) + 1, .dim = 1};
+    tl_emb_feature_config f = {.name = "f", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.num_shards = 64;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("vocabulary_size 16777217 is above 16777216"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* Pipelining's staleness would not survive a checkpoint. */
+    t.vocabulary_size = 100;
+    c.num_shards = 1;
+    c.pipeline_execution_with_tensor_core = true;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("pipeline_execution_with_tensor_core is not supported"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* A dynamic learning rate needs its callback. */
+    c.pipeline_execution_with_tensor_core = false;
+    c.optimizer.lr_tag = 0;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("embedding_learning_rates"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+}
+
+static tl_status dynamic_lr(int64_t step, float *v, int n, void *user)
+{
+    (void)user;
+    for (int i = 0; i < n; i++)
+        v[i] = 0.5f / (float)(1 + step); /* a schedule of the global step */
+    return TL_OK;
+}
+
+Test(mt_estimator_embedding, dynamic_learning_rates_come_from_the_callback)
+{
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
+                             .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "fa", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 2;
+    c.optimizer.lr_tag = 0;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    static const float ids[4] = {2, 2, 2, 2};
+    static const int32_t labels[4] = {1, 1, 1, 1};
+    tl_labeled_data d = {.num_examples = 4, .num_features = 1, .num_classes = 2, .feature_rank = 1,
+                         .feature_shape = {1}, .features = (float *)ids, .labels = (int32_t *)labels};
+    const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
+    tl_config *cfg = mtck_config(ARGC(argv), argv);
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = logit_model;
+    o.embedding = eng;
+    o.embedding_learning_rates = dynamic_lr;
+    tl_estimator *est = NULL;
+    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, &d, &tr), TL_OK, "%s", tl_last_error());
+    /* step 0: lr 0.5; two examples of id 2, each dL/dz = (0.5 - 1) / 2 */
+    float got = table_value(eng, 0, 10, 1, 0, 2);
+    cr_assert(fabsf(got - 0.25f) < 1e-7f, "row 2 = %.9g, want 0.25", (double)got);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}
+
+Test(mt_estimator_embedding, bad_ids_in_the_batch_name_the_feature)
+{
+    tl_labeled_data *d = emb_data(64);
+    d->features[5 * d->num_features + 2] = 2.5f; /* feature fa of example 5 */
+    tl_emb_engine *eng = emb_engine(1, 32, TL_EMB_SGD);
+    cr_assert_eq(create_with(eng, emb_model, "--devices=1"), TL_OK, "%s", tl_last_error());
+    const char *argv[] = {"--devices=1", "--train_batch_size=32", "--train_steps=2"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("embedding feature \"fa\": row "), "%s", tl_last_error());
+    cr_assert(has("holds 2.5 in feature column 2, not an integer id"), "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    d->features[5 * d->num_features + 2] = 77; /* vocab 50 */
+    eng = emb_engine(1, 32, TL_EMB_SGD);
+    est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("id 77"), "%s", tl_last_error());
+    cr_assert(has("vocabulary size is 50"), "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    free_data(d);
+}
+
+Test(mt_estimator_embedding, a_checkpoint_without_the_tables_is_refused)
+{
+    tl_labeled_data *d = emb_data(64);
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *argv[] = {"--devices=1", "--train_batch_size=32", "--max_steps=2", md};
+    tl_emb_engine *eng = emb_engine(1, 32, TL_EMB_ADAGRAD);
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    /* The same tables under another optimizer: SGD has no accumulator, but
+     * Adam's slots are missing from the checkpoint. */
+    eng = emb_engine(1, 32, TL_EMB_ADAM);
+    const char *more[] = {"--devices=1", "--train_batch_size=32", "--max_steps=4", md};
+    est = make_est(ARGC(more), more, eng, emb_model, &cfg);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("embedding tensor 'embedding/a/momenta' is missing"), "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    mtck_rmtree(dir);
+    free(dir);
+    free_data(d);
+}
