@@ -152,6 +152,14 @@ Test(models_dlrm, most_features_and_none)
         cr_assert_neq(leaf(t.g, f), TL_T_INVALID, "feature %d", f);
     untrace(&t);
 
+    /* num_dense 0: the width less one id column per feature. */
+    c = small();
+    c.num_dense = 0;
+    t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
+    cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
+    assert_var(t.vars, "bottom_mlp/dense/kernel", ND, c.bottom[0]);
+    untrace(&t);
+
     /* No features: no interaction, the top MLP sees the bottom's output. */
     c = small();
     c.num_features = 0;
@@ -170,8 +178,10 @@ Test(models_dlrm, configuration_errors)
         int which;
         const char *frag;
     } cases[] = {
-        {0, "dlrm: num_dense must be in [1, 6] (the features' width), got 0"},
-        {1, "dlrm: num_dense must be in [1, 6] (the features' width), got 7"},
+        {0, "dlrm: num_dense must be in [1, 6] (the features' width), or 0 for the width less one id column per "
+            "feature (3); got -1"},
+        {1, "dlrm: num_dense must be in [1, 6] (the features' width), or 0 for the width less one id column per "
+            "feature (3); got 7"},
         {2, "dlrm: num_bottom must be in [1, 16], got 0"},
         {3, "dlrm: num_bottom must be in [1, 16], got 17"},
         {4, "dlrm: num_top must be in [0, 16], got 17"},
@@ -188,7 +198,7 @@ Test(models_dlrm, configuration_errors)
         tl_dlrm_config c = small();
         const tl_dlrm_config *user = &c;
         switch (cases[i].which) {
-        case 0: c.num_dense = 0; break;
+        case 0: c.num_dense = -1; break;
         case 1: c.num_dense = 7; break;
         case 2: c.num_bottom = 0; break;
         case 3: c.num_bottom = 17; break;

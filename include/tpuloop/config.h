@@ -112,6 +112,9 @@ typedef struct tl_model_config {
     const char *model_name;       /* "mlp" */
     int num_hidden;
     int64_t hidden_units[TL_MAX_HIDDEN_LAYERS];
+    int num_bottom, num_top;      /* dlrm */
+    int64_t bottom_mlp[TL_MAX_HIDDEN_LAYERS];
+    int64_t top_mlp[TL_MAX_HIDDEN_LAYERS];
     const char *activation;       /* "relu", "sigmoid" or "tanh" */
     double dropout;               /* [0, 1) */
     const char *optimizer;        /* "sgd", "momentum", "adagrad", "adam", "rmsprop" */
@@ -135,6 +138,9 @@ typedef struct tl_input_config {
     const char *dataset;          /* "fashion_mnist", "synthetic", "tfrecord", "criteo", "csv" or "idx" */
     const char *data_dir;         /* NULL: the Debian package's directory */
     tl_opt_int epochs;
+    tl_opt_int synthetic_examples;      /* criteo_synthetic; unset: 1048576 */
+    tl_opt_int synthetic_eval_examples; /* criteo_synthetic; unset: 131072 */
+    tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic; unset: 100000 */
     const char *const *files;     /* (num_files) paths or glob patterns; NULL when None */
     int num_files;
     const char *const *eval_files;/* (num_eval_files); NULL when None (evaluate reads files) */

@@ -61,6 +61,7 @@
 #define TPULOOP_CRITEO_SYNTH_H
 
 #include "tpuloop/base.h"
+#include "tpuloop/data.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,6 +139,17 @@ TL_API tl_status tl_criteo_synth_generate(const tl_criteo_synth *g, int64_t firs
  */
 TL_API tl_status tl_criteo_synth_write_tsv(const tl_criteo_synth *g, const char *path, int64_t first,
                                            int64_t count);
+
+/*
+ * Examples [first, first + count) as labeled data in memory, what a DLRM
+ * reads of Criteo (the Criteo reader's transform): each row is the
+ * num_dense values log(1 + x), then the num_categorical ids as float32
+ * (exact: every vocabulary must be at most 2^24); labels 0 or 1,
+ * num_classes 2. Free *out with tl_labeled_data_destroy.
+ * Errors: TL_EINVAL g or out NULL, a range outside [0, N), a vocabulary
+ * above 2^24; TL_ENOMEM.
+ */
+TL_API tl_status tl_criteo_synth_load(const tl_criteo_synth *g, int64_t first, int64_t count, tl_labeled_data **out);
 
 /*
  * *auc = the ROC AUC of the true probabilities against the drawn labels of

@@ -60,7 +60,7 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
  * naming the field, its value and the allowed range): user NULL; features not
  * of rank 2; num_features outside [0, TL_DLRM_MAX_FEATURES]; num_bottom
  * outside [1, TL_DLRM_MAX_LAYERS]; num_top outside [0, TL_DLRM_MAX_LAYERS];
- * num_dense outside [1, the features' width]; a width or dim < 1; a feature
+ * num_dense outside [1, the features' width] (or 0 leaving no dense column); a width or dim < 1; a feature
  * whose dim differs from the bottom MLP's last width ("dlrm: bottom_mlp's
  * last width 64 must equal feature 3's embedding dim 16"). In TRAIN and EVAL,
  * an int32 label other than 0 or 1 fails the step (tl_sigmoid_xent).
@@ -68,7 +68,8 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
 #define TL_DLRM_MAX_LAYERS 16
 #define TL_DLRM_MAX_FEATURES 64
 typedef struct tl_dlrm_config {
-    int num_dense;                          /* the first num_dense columns of features are the dense inputs, >= 1 */
+    int num_dense;                          /* the first num_dense columns of features are the dense inputs, >= 1;
+                                               0: the width less one id column per feature */
     int num_bottom;                         /* [1, TL_DLRM_MAX_LAYERS] */
     int64_t bottom[TL_DLRM_MAX_LAYERS];     /* (num_bottom) bottom MLP widths; the last equals every feature's dim */
     int num_top;                            /* [0, TL_DLRM_MAX_LAYERS] */

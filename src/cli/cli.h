@@ -58,6 +58,11 @@ typedef struct cli_job {
     tl_input train_input;       /* files; set when the job trains */
     tl_input eval_input;        /* eval_files (files when null) */
     struct cli_files *files[2]; /* their input_fn's user data */
+    /* A recommendation job (job_dlrm.c). */
+    tl_emb_engine *emb;         /* the embedding section's tables; NULL without one */
+    tl_dlrm_config dlrm;        /* model_name dlrm's, borrowed by the estimator */
+    double oracle_auc;          /* criteo_synthetic: the planted model's AUC on the eval examples */
+    bool has_oracle;
 } cli_job;
 
 /* ---- job_input.c: the file datasets (tfrecord, criteo, csv, idx) ---------- */
@@ -73,6 +78,17 @@ tl_status cli_files_count(cli_job *job, int64_t *count);
 tl_status cli_job_train(cli_job *job, tl_train_result *tr);
 tl_status cli_job_evaluate(cli_job *job, tl_eval_result *er);
 tl_status cli_job_predict(cli_job *job, tl_predict_result *pr);
+
+/* ---- job_dlrm.c: Criteo-shaped synthetic data, the embedding engine, DLRM - */
+
+/* The criteo_synthetic dataset in memory: synthetic_examples to train (when
+ * need_train) and synthetic_eval_examples to evaluate, as 13 log(1 + x)
+ * dense values and 26 ids; sets job->oracle_auc. */
+tl_status cli_criteo_synthetic(const tl_run_config *rc, bool need_train, cli_job *job);
+/* The engine of the embedding section (one tensor core per replica, the
+ * replica's training batch) into job->emb and o->embedding, and for
+ * model_name dlrm the model. Returns an exit status. */
+int cli_job_embedding(cli_job *job, tl_estimator_options *o);
 
 /* Loads the configuration: cli_load_config with allow_file, into job->cfg
  * and job->r. Returns an exit status; close the job in any case. */
@@ -95,9 +111,12 @@ void cli_job_close(cli_job *job);
  * there. */
 int cli_restore(cli_job *job, const char *checkpoint, bool required, char *used, size_t cap, int64_t *step);
 
-/* The evaluation as the summary line shows it: loss, accuracy, examples,
- * global_step. A new reference. */
-json_t *cli_eval_json(const tl_eval_result *er);
+/* The evaluation as the summary line shows it: loss, accuracy, auc (a
+ * binary model), oracle_auc (criteo_synthetic), examples, global_step. A
+ * new reference. */
+json_t *cli_eval_json(const cli_job *job, const tl_eval_result *er);
+/* "evaluation at step N: ..." on stderr. */
+void cli_eval_log(const cli_job *job, const tl_eval_result *er);
 
 /* Writes one row per example: its index, the argmax class and the softmax
  * probabilities of its logits; CSV when the path ends in ".csv", else JSON

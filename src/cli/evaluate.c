@@ -28,9 +28,8 @@ int cli_evaluate(int argc, char **argv)
         if (st != TL_OK) {
             rc = cli_fail(st);
         } else {
-            fprintf(stderr, "evaluation at step %lld: accuracy %.4f, loss %.4f over %lld examples\n",
-                    (long long)er.global_step, er.accuracy, er.loss, (long long)er.examples);
-            json_t *summary = cli_eval_json(&er);
+            cli_eval_log(&job, &er);
+            json_t *summary = cli_eval_json(&job, &er);
             json_object_set_new(summary, "checkpoint", json_string(used));
             json_object_set_new(summary, "model_dir", job.r->model_dir ? json_string(job.r->model_dir) : json_null());
             rc = cli_print_summary(&job, summary, cli_flag_value(argc, argv, "--summary_json="));

@@ -56,6 +56,8 @@ static void on_log(int64_t step, double loss, double steps_per_sec, double examp
  * test examples are the same ones train tests on). */
 static tl_status load_data(const tl_run_config *rc, bool need_train, cli_job *job)
 {
+    if (strcmp(rc->input.dataset, "criteo_synthetic") == 0)
+        return cli_criteo_synthetic(rc, need_train, job);
     if (strcmp(rc->input.dataset, "fashion_mnist") == 0) {
         tl_status st = need_train ? tl_mnist_load(rc->input.data_dir, "train", &job->owned[0]) : TL_OK;
         if (st == TL_OK)
@@ -163,6 +165,8 @@ int cli_job_build(cli_job *job, bool need_train)
     o.user = (void *)&r->model;
     if (optimizer_of(&r->model, &o.optimizer) != TL_OK)
         return cli_fail(TL_EINVAL);
+    if ((rc = cli_job_embedding(job, &o)) != 0)
+        return rc;
     job->prog.final_step = r->train_steps.set ? r->train_steps.value : r->max_steps.set ? r->max_steps.value : 0;
     job->prog.tty = isatty(STDERR_FILENO) != 0;
     o.on_log = on_log;
@@ -175,6 +179,7 @@ int cli_job_build(cli_job *job, bool need_train)
 void cli_job_close(cli_job *job)
 {
     tl_estimator_destroy(job->est);
+    tl_emb_engine_destroy(job->emb); /* after the estimator that borrows it */
     cli_files_close(job);
     tl_labeled_data_destroy(job->owned[0]);
     tl_labeled_data_destroy(job->owned[1]);
@@ -225,10 +230,29 @@ int cli_restore(cli_job *job, const char *checkpoint, bool required, char *used,
     return 0;
 }
 
-json_t *cli_eval_json(const tl_eval_result *er)
+json_t *cli_eval_json(const cli_job *job, const tl_eval_result *er)
 {
-    return json_pack("{s:f, s:f, s:I, s:I}", "loss", er->loss, "accuracy", er->accuracy, "examples",
-                     (json_int_t)er->examples, "global_step", (json_int_t)er->global_step);
+    json_t *j = json_pack("{s:f, s:f}", "loss", er->loss, "accuracy", er->accuracy);
+    if (j != NULL && er->has_auc)
+        json_object_set_new(j, "auc", json_real(er->auc));
+    if (j != NULL && job->has_oracle)
+        json_object_set_new(j, "oracle_auc", json_real(job->oracle_auc));
+    if (j != NULL) {
+        json_object_set_new(j, "examples", json_integer(er->examples));
+        json_object_set_new(j, "global_step", json_integer(er->global_step));
+    }
+    return j;
+}
+
+void cli_eval_log(const cli_job *job, const tl_eval_result *er)
+{
+    char auc[96] = "";
+    if (er->has_auc && job->has_oracle)
+        snprintf(auc, sizeof auc, ", auc %.4f (the planted model's: %.4f)", er->auc, job->oracle_auc);
+    else if (er->has_auc)
+        snprintf(auc, sizeof auc, ", auc %.4f", er->auc);
+    fprintf(stderr, "evaluation at step %lld: accuracy %.4f, loss %.4f%s over %lld examples\n",
+            (long long)er->global_step, er->accuracy, er->loss, auc, (long long)er->examples);
 }
 
 int cli_write_predictions(const char *path, const tl_predict_result *pr)

@@ -173,9 +173,8 @@ int cli_train(int argc, char **argv)
             cli_job_close(&job);
             return rc;
         }
-        json_object_set_new(summary, "eval", cli_eval_json(&er));
-        fprintf(stderr, "evaluation at step %lld: accuracy %.4f, loss %.4f over %lld examples\n",
-                (long long)er.global_step, er.accuracy, er.loss, (long long)er.examples);
+        json_object_set_new(summary, "eval", cli_eval_json(&job, &er));
+        cli_eval_log(&job, &er);
     }
     if (!tr.stopped && predict) {
         const char *out = cli_flag_value(argc, argv, "--predictions_out=");

@@ -72,6 +72,17 @@ static json_t *resolved_value(const tl_config *cfg, int id)
             json_array_append_new(a, json_integer(rc->model.hidden_units[i]));
         return a;
     }
+    case TL_OPT_ID_bottom_mlp:
+    case TL_OPT_ID_top_mlp: {
+        bool bottom = id == TL_OPT_ID_bottom_mlp;
+        json_t *a = json_array();
+        for (int i = 0; a && i < (bottom ? rc->model.num_bottom : rc->model.num_top); i++)
+            json_array_append_new(a, json_integer(bottom ? rc->model.bottom_mlp[i] : rc->model.top_mlp[i]));
+        return a;
+    }
+    case TL_OPT_ID_synthetic_examples: return opt_int(rc->input.synthetic_examples);
+    case TL_OPT_ID_synthetic_eval_examples: return opt_int(rc->input.synthetic_eval_examples);
+    case TL_OPT_ID_synthetic_vocab_cap: return opt_int(rc->input.synthetic_vocab_cap);
     case TL_OPT_ID_activation: return json_string(rc->model.activation);
     case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
     case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);

@@ -543,30 +543,42 @@ static tl_status get_real(const tl_config *cfg, tl_opt_id id, double lo, bool lo
     return TL_OK;
 }
 
+/* A list of layer widths: min..TL_MAX_HIDDEN_LAYERS ints in [1, 2^20]. */
+static tl_status widths(tl_config *cfg, tl_opt_id id, int min, int64_t *out, int *n)
+{
+    const json_t *h = cfg->raw[id];
+    const char *name = tl_options[id].name;
+    if (!json_is_array(h) || json_array_size(h) > TL_MAX_HIDDEN_LAYERS || (int)json_array_size(h) < min)
+        return rerr(cfg, id, TL_EINVAL, "%s must be %s; got %s%s", name, tl_options[id].allowed, tl_py_type(h),
+                    json_is_array(h) ? " of another length" : "");
+    *n = (int)json_array_size(h);
+    for (int i = 0; i < *n; i++) {
+        const json_t *u = json_array_get(h, (size_t)i);
+        if (!json_is_integer(u) || json_integer_value(u) < 1 || json_integer_value(u) > (1 << 20))
+            return rerr(cfg, id, TL_EINVAL, "%s[%d] must be an int in [1, 1048576]", name, i);
+        out[i] = json_integer_value(u);
+    }
+    return TL_OK;
+}
+
 static tl_status resolve_sections(tl_config *cfg)
 {
     tl_model_config *m = &cfg->rc.model;
     tl_input_config *in = &cfg->rc.input;
-    static const char *const models[] = {"mlp", NULL};
+    static const char *const models[] = {"mlp", "dlrm", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
-    static const char *const sets[] = {"fashion_mnist", "synthetic", "tfrecord", "criteo", "csv", "idx", NULL};
+    static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "tfrecord", "criteo", "csv",
+                                       "idx", NULL};
     static const char *const reductions[] = {"MEAN", "SUM", NULL};
     const char *reduction = NULL;
     tl_status st;
     if ((st = one_of(cfg, TL_OPT_ID_model_name, models, &m->model_name)) != TL_OK)
         return st;
-    const json_t *h = RAW(hidden_units);
-    if (!json_is_array(h) || json_array_size(h) > TL_MAX_HIDDEN_LAYERS)
-        return rerr(cfg, TL_OPT_ID_hidden_units, TL_EINVAL, "hidden_units must be %s; got %s",
-                    tl_options[TL_OPT_ID_hidden_units].allowed, tl_py_type(h));
-    m->num_hidden = (int)json_array_size(h);
-    for (int i = 0; i < m->num_hidden; i++) {
-        const json_t *u = json_array_get(h, (size_t)i);
-        if (!json_is_integer(u) || json_integer_value(u) < 1 || json_integer_value(u) > (1 << 20))
-            return rerr(cfg, TL_OPT_ID_hidden_units, TL_EINVAL, "hidden_units[%d] must be an int in [1, 1048576]", i);
-        m->hidden_units[i] = json_integer_value(u);
-    }
+    if ((st = widths(cfg, TL_OPT_ID_hidden_units, 0, m->hidden_units, &m->num_hidden)) != TL_OK ||
+        (st = widths(cfg, TL_OPT_ID_bottom_mlp, 1, m->bottom_mlp, &m->num_bottom)) != TL_OK ||
+        (st = widths(cfg, TL_OPT_ID_top_mlp, 0, m->top_mlp, &m->num_top)) != TL_OK)
+        return st;
     if ((st = one_of(cfg, TL_OPT_ID_activation, acts, &m->activation)) != TL_OK ||
         (st = get_real(cfg, TL_OPT_ID_dropout, 0.0, false, 1.0, &m->dropout)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_optimizer, opts, &m->optimizer)) != TL_OK ||
@@ -597,6 +609,18 @@ static tl_status resolve_sections(tl_config *cfg)
     free(emb_text);
     if (st != TL_OK || (st = keep_string(emb_path, &cfg->s_embedding_config, &cfg->rc.embedding_config)) != TL_OK)
         return st;
+    if ((st = opt_bounded(cfg, TL_OPT_ID_synthetic_examples, 1, &in->synthetic_examples)) != TL_OK ||
+        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_eval_examples, 1, &in->synthetic_eval_examples)) != TL_OK ||
+        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_vocab_cap, 1, &in->synthetic_vocab_cap)) != TL_OK)
+        return st;
+    if (strcmp(in->dataset, "criteo_synthetic") != 0) {
+        static const tl_opt_id synth[] = {TL_OPT_ID_synthetic_examples, TL_OPT_ID_synthetic_eval_examples,
+                                          TL_OPT_ID_synthetic_vocab_cap};
+        for (size_t i = 0; i < sizeof synth / sizeof synth[0]; i++)
+            if (!json_is_null(cfg->raw[synth[i]]))
+                return rerr(cfg, synth[i], TL_EINVAL, "%s is only read by dataset criteo_synthetic; dataset is %s "
+                                                      "(set it to null)", tl_options[synth[i]].name, in->dataset);
+    }
     if ((st = opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs)) != TL_OK)
         return st;
     return tl_config_resolve_input(cfg);

@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "../base/base_int.h"
+#include "data_int.h"
 #include "tpuloop/criteo_synth.h"
 #include "tpuloop/rng.h"
 
@@ -474,3 +475,41 @@ tl_status tl_criteo_synth_oracle_auc(const tl_criteo_synth *g, int64_t first, in
     return isnan(*auc) ? tl_last_status() : TL_OK;
 }
 
+
+tl_status tl_criteo_synth_load(const tl_criteo_synth *g, int64_t first, int64_t count, tl_labeled_data **out)
+{
+    if (out == NULL)
+        return tl_error(TL_EINVAL, "tl_criteo_synth_load: out is NULL");
+    *out = NULL;
+    if (g == NULL || first < 0 || count < 0 || first > g->c.num_examples - count)
+        return tl_error(TL_EINVAL, "tl_criteo_synth_load: examples [%lld, %lld + %lld) are not in [0, %lld)",
+                        (long long)first, (long long)first, (long long)count,
+                        (long long)(g ? g->c.num_examples : 0));
+    int nd = g->c.num_dense, nc = g->c.num_categorical;
+    for (int k = 0; k < nc; k++)
+        if (g->c.vocab_sizes[k] > ((int64_t)1 << 24))
+            return tl_error(TL_EINVAL, "tl_criteo_synth_load: vocab_sizes[%d] is %lld; ids above 2^24 are not exact "
+                                       "as float32 features", k, (long long)g->c.vocab_sizes[k]);
+    int64_t D = nd + nc, shape[1] = {D};
+    tl_labeled_data *d = tl_labeled_data_alloc(count, shape, 1, 2);
+    float *dense = tl_alloc_array((size_t)count, (size_t)(nd ? nd : 1) * sizeof *dense);
+    int64_t *ids = tl_alloc_array((size_t)count, (size_t)(nc ? nc : 1) * sizeof *ids);
+    tl_status st = d == NULL || dense == NULL || ids == NULL ? tl_error_oom() : TL_OK;
+    if (st == TL_OK)
+        st = tl_criteo_synth_generate(g, first, count, dense, ids, d->labels, NULL);
+    for (int64_t i = 0; st == TL_OK && i < count; i++) {
+        float *row = d->features + i * D;
+        for (int j = 0; j < nd; j++)
+            row[j] = logf(dense[i * nd + j] + 1.0f);
+        for (int k = 0; k < nc; k++)
+            row[nd + k] = (float)ids[i * nc + k];
+    }
+    tl_free(dense);
+    tl_free(ids);
+    if (st != TL_OK) {
+        tl_labeled_data_destroy(d);
+        return st;
+    }
+    *out = d;
+    return TL_OK;
+}
