@@ -5,10 +5,12 @@
  * run are named errors. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test_cli_util.h"
+#include "tpuloop/criteo_synth.h"
 
 #define EXAMPLE "examples/dlrm_synthetic.json"
 
@@ -84,4 +86,39 @@ Test(cli_dlrm, configurations_it_cannot_run)
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(strstr(r.err, "is out of range: the vocabulary size is 1000") != NULL, "%s", r.err);
     tc_done(&r);
+}
+
+/* The same model from Criteo TSV files (dataset criteo): the reader's dense
+ * and cat tensors are the features, the ids the last 26 columns. */
+Test(cli_dlrm, trains_from_criteo_tsv)
+{
+    static const int64_t tables[26] = {1000, 583, 1000, 1000, 305, 24, 1000, 633, 3,  1000, 1000, 1000, 1000,
+                                       27,   1000, 1000, 10,   1000, 1000, 4,   1000, 18, 15,   1000, 105,  1000};
+    tl_criteo_synth_config c;
+    tl_criteo_synth_config_default(&c);
+    c.num_examples = 4096;
+    memcpy(c.vocab_sizes, tables, sizeof tables);
+    tl_criteo_synth *g;
+    cr_assert_eq(tl_criteo_synth_create(&c, &g), TL_OK, "%s", tl_last_error());
+    char *dir = tc_tmpdir();
+    char path[300], vocab[400];
+    snprintf(path, sizeof path, "%s/day_0.tsv", dir);
+    cr_assert_eq(tl_criteo_synth_write_tsv(g, path, 0, 4096), TL_OK, "%s", tl_last_error());
+    tl_criteo_synth_destroy(g);
+    int n = snprintf(vocab, sizeof vocab, "[");
+    for (int k = 0; k < 26; k++)
+        n += snprintf(vocab + n, sizeof vocab - (size_t)n, "%s%lld", k ? "," : "", (long long)tables[k]);
+    snprintf(vocab + n, sizeof vocab - (size_t)n, "]");
+    tc_result r = tc_runf("train " EXAMPLE " --dataset=criteo --files=%s --vocab_sizes='%s' --synthetic_examples=null "
+                          "--synthetic_eval_examples=null --synthetic_vocab_cap=null --train_steps=4 --eval_steps=2 "
+                          "--devices=2", path, vocab);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *j = tc_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 4);
+    cr_assert(eval_num(j, "auc") > 0 && eval_num(j, "auc") <= 1);
+    cr_assert_null(json_object_get(json_object_get(j, "eval"), "oracle_auc"), "files have no planted model");
+    json_decref(j);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
 }
