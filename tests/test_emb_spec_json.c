@@ -489,3 +489,30 @@ Test(emb_spec_json, every_allocation_failure_unwinds)
     cr_assert_gt(tu_oom_sweep(json_and_free, text, "tl_emb_spec_from_json"), 5);
     free(text);
 }
+
+/* FeatureConfig.output_shape as TensorFlow writes it: the per-replica batch,
+ * then each sample's bags; the batch must agree with the section's. */
+Test(emb_spec_json, output_shape)
+{
+    tl_emb_spec *s = json_ok("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'features': ["
+                             "{'table': 't', 'output_shape': [32, 3, 2]}, {'table': 't'}]}");
+    const tl_emb_config *c = tl_emb_spec_config(s);
+    cr_assert_eq(c->batch_size_per_tensor_core, 32, "the batch comes from output_shape");
+    cr_assert_eq(c->features[0].num_output_dims, 2);
+    cr_assert_eq(c->features[0].output_shape[0], 3);
+    cr_assert_eq(c->features[0].output_shape[1], 2);
+    cr_assert_eq(c->features[1].num_output_dims, 0);
+    tl_emb_spec_destroy(s);
+    json_fails("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'batch_size_per_tensor_core': 16, "
+               "'features': [{'table': 't', 'output_shape': [32, 3]}]}",
+               TL_EINVAL, "features[0].output_shape[0] is 32 but batch_size_per_tensor_core is 16");
+    json_fails("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'features': ["
+               "{'table': 't', 'output_shape': [32, 3]}, {'table': 't', 'output_shape': [8, 3]}]}",
+               TL_EINVAL, "features[1].output_shape[0] is 8 but features[0]'s is 32");
+    json_fails("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'features': ["
+               "{'table': 't', 'output_shape': [32]}]}",
+               TL_EINVAL, "output_shape has 1 dims; it must have 2 to 5");
+    json_fails("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'features': ["
+               "{'table': 't', 'output_shape': [32, 0]}]}",
+               TL_EINVAL, "output_shape[1]");
+}

@@ -645,3 +645,57 @@ Test(embedding, step_batch_differs_from_config)
     cr_assert_eq(tl_emb_enqueue(eng, 0, &in, 1, NULL), TL_OK, "%s", tl_last_error());
     tl_emb_engine_destroy(eng);
 }
+
+/* FeatureConfig.output_shape: each sample has Π output_shape bags, the
+ * output is [B, output_shape..., D], and a COO or ragged input's rows are
+ * the bags in row-major order. */
+Test(embedding, output_shape_bags)
+{
+    tl_emb_table_config t = {.name = "t", .vocabulary_size = 9, .dim = 2,
+                             .initializer = {.kind = TL_EMB_INIT_ROW_ID}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "pairs", .table = 0, .num_output_dims = 2, .output_shape = {1, 2}};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 2;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    float out[8], g[8];
+    float *outs[1] = {out};
+    const float *gs[1] = {g};
+    /* dense: 4 bags of one id */
+    int64_t ids[4] = {3, 5, 5, 8};
+    tl_emb_input dense = {.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = 2};
+    expect(tl_emb_enqueue(eng, 0, &dense, 1, NULL), TL_EINVAL, "a dense input has one id per sample: 4 ids, got 2");
+    dense.n = 4;
+    for (int k = 0; k < 8; k++)
+        g[k] = 1.0f;
+    step1(eng, 0, &dense, 1, outs, gs, NULL, 0);
+    for (int k = 0; k < 4; k++)
+        NEAR(out[2 * k], (double)ids[k]);
+    float rows[18];
+    get_rows(eng, 0, rows, 9, 0);
+    NEAR(rows[5 * 2], 5 - 0.01 * 2); /* two bags of id 5: summed */
+    /* ragged: rows are the 4 bags; bag 2 is empty */
+    int64_t rids[5] = {1, 2, 4, 6, 7}, splits[5] = {0, 2, 3, 3, 5};
+    tl_emb_input ragged = {.kind = TL_EMB_INPUT_RAGGED, .ids = rids, .n = 5, .row_splits = splits};
+    step1(eng, 0, &ragged, 1, outs, gs, NULL, 0);
+    NEAR(out[0], 1 + 2);
+    NEAR(out[2], 4);
+    NEAR(out[4], 0);
+    NEAR(out[6], 6 + 7);
+    /* COO: (bag, position); a bag beyond 4 is an error */
+    int64_t cids[2] = {0, 3}, idx[4] = {1, 0, 4, 0};
+    tl_emb_input coo = {.kind = TL_EMB_INPUT_COO, .ids = cids, .n = 2, .indices = idx};
+    expect(tl_emb_enqueue(eng, 0, &coo, 1, NULL), TL_EINVAL, "the sample must be in [0, 4)");
+    tl_emb_engine_destroy(eng);
+    /* not with a sequence; dims >= 1 */
+    f.max_sequence_length = 3;
+    expect(tl_emb_engine_create(&c, &eng), TL_EINVAL, "output_shape and max_sequence_length 3 are both set");
+    f.max_sequence_length = 0;
+    f.output_shape[1] = 0;
+    expect(tl_emb_engine_create(&c, &eng), TL_EINVAL, "output_shape[2] must be in [1,");
+}

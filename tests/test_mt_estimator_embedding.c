@@ -433,3 +433,50 @@ Test(mt_estimator_embedding, a_checkpoint_without_the_tables_is_refused)
     free(dir);
     free_data(d);
 }
+
+/* A feature with output_shape {2}: two id columns per example, activations
+ * [B, 2, 1]; the logit reads bag 0 only, so only column 0's ids move. */
+static tl_status pair_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    int64_t s3[3] = {a->batch_size, 2, 1}, s2[2] = {a->batch_size, 2};
+    tl_t e = tl_embedding_activations(g, 0, s3, 3);
+    tl_t z = tl_slice(g, tl_reshape(g, e, s2, 2), 1, 0, 1);
+    spec->logits = spec->predictions = z;
+    if (a->mode != TL_MODE_PREDICT)
+        spec->loss = tl_mean(g, tl_sigmoid_xent(g, z, a->labels));
+    return tl_graph_status(g);
+}
+
+Test(mt_estimator_embedding, output_shape_features_take_a_column_per_bag)
+{
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
+                             .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "pair", .table = 0, .num_output_dims = 1, .output_shape = {2}};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 2;
+    c.optimizer.learning_rate = 1.0f;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    static const float ids[4] = {1, 7, 2, 8}; /* (bag 0, bag 1) per example */
+    static const int32_t labels[2] = {1, 0};
+    tl_labeled_data d = {.num_examples = 2, .num_features = 2, .num_classes = 2, .feature_rank = 1,
+                         .feature_shape = {2}, .features = (float *)ids, .labels = (int32_t *)labels};
+    const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, pair_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, &d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert(fabsf(table_value(eng, 0, 10, 1, 0, 1) - 0.25f) < 1e-7f, "id 1: -(0.5 - 1) / 2");
+    cr_assert(fabsf(table_value(eng, 0, 10, 1, 0, 2) + 0.25f) < 1e-7f, "id 2: -(0.5 - 0) / 2");
+    cr_assert_eq(table_value(eng, 0, 10, 1, 0, 7), 0.0f, "bag 1 does not reach the loss");
+    cr_assert_eq(table_value(eng, 0, 10, 1, 0, 8), 0.0f, "bag 1 does not reach the loss");
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}

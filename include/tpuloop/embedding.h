@@ -13,7 +13,8 @@
  *     tl_emb_send_gradients(eng, core, &dd, grads, n, lrs, n_lr);  // XlaSendTPUEmbeddingGradients
  *
  * There is one output per feature, in feature order, of shape [B, D] (or
- * [B, S, D] for a sequence feature with max_sequence_length S), where B is
+ * [B, S, D] for a sequence feature with max_sequence_length S, or
+ * [B, output_shape..., D] for a feature with an output_shape), where B is
  * batch_size_per_tensor_core (or the step's batch, tl_emb_enqueue_batch) and
  * D the table's dim; the gradients have the
  * same list and shapes. Ids are int64.
@@ -85,6 +86,9 @@ typedef struct tl_emb_table_config {
     tl_emb_combiner combiner;     /* MEAN by default, as TensorFlow */
 } tl_emb_table_config;
 
+/* Dims of an output_shape after the batch. */
+#define TL_EMB_MAX_OUTPUT_DIMS 4
+
 /* FeatureConfig. */
 typedef struct tl_emb_feature_config {
     const char *name;            /* NULL: "feature_<i>" */
@@ -92,6 +96,11 @@ typedef struct tl_emb_feature_config {
     int max_sequence_length;     /* >= 0; > 0 makes a sequence feature [B, S, D] */
     bool has_combiner;           /* the enqueue's per-input combiner instead of the table's */
     tl_emb_combiner combiner;
+    /* FeatureConfig.output_shape without its batch dimension: each sample
+     * has P = Π output_shape bags and the output is [B, output_shape..., D]
+     * (0 dims: one bag per sample, [B, D]). Not with max_sequence_length. */
+    int num_output_dims;         /* 0..TL_EMB_MAX_OUTPUT_DIMS */
+    int64_t output_shape[TL_EMB_MAX_OUTPUT_DIMS]; /* (num_output_dims) each >= 1 */
 } tl_emb_feature_config;
 
 /* TPUEmbeddingConfiguration.Mode and the enqueue's mode_override. */
@@ -182,8 +191,11 @@ TL_API int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng);
 
 /* ---- inputs (§6.2, §6.3) ---------------------------------------------------- */
 
+/* For a feature with an output_shape (P bags per sample) a "sample" below
+ * is a bag: B * P of them, in row-major order of [B, output_shape...]
+ * (TensorFlow's bag key of a higher-rank SparseTensor, flattened). */
 typedef enum {
-    TL_EMB_INPUT_DENSE = 0,  /* ids[n]: one id per bag; n = B (or B*S for a sequence feature) */
+    TL_EMB_INPUT_DENSE = 0,  /* ids[n]: one id per bag; n = B (B*S for a sequence feature, B*P with an output_shape) */
     TL_EMB_INPUT_COO = 1,    /* indices[n][2] = (sample, position), ids[n], weights[n] or NULL */
     TL_EMB_INPUT_RAGGED = 2  /* row_splits[B + 1], ids[row_splits[B]], weights or NULL */
 } tl_emb_input_kind;

@@ -182,8 +182,9 @@ typedef struct tl_estimator_options {
      * The ids come from the features: feature f of F takes columns
      * [first + Σ_{g<f} W_g, first + Σ_{g<=f} W_g) of each example's flattened
      * features, W_f = max_sequence_length for a sequence feature (position j
-     * of the sequence; -1 marks an absent position) and 1 otherwise (one id
-     * per example). first = embedding_first_column, or with -1 the last
+     * of the sequence; -1 marks an absent position), Π output_shape for a
+     * feature with an output_shape (one id per bag, row-major) and 1
+     * otherwise (one id per example). first = embedding_first_column, or with -1 the last
      * Σ W_f columns. An id travels as float32, exact up to 2^24: every
      * table's vocabulary_size must be at most 16777216.
      *

@@ -36,13 +36,14 @@ typedef struct emb_feature {
     char *name;
     int table;
     int seq;                 /* max_sequence_length S, 0 for none */
+    int64_t per;             /* bags per sample: S, Π output_shape, or 1 */
     tl_emb_combiner combiner;
 } emb_feature;
 
-/* Bags of feature fe in a step of batch B: B, or B * S. */
+/* Bags of feature fe in a step of batch B: B, B * S or B * Π output_shape. */
 static inline int64_t emb_bags(const emb_feature *fe, int64_t B)
 {
-    return B * (fe->seq > 0 ? fe->seq : 1);
+    return B * fe->per;
 }
 
 /* A growable array of n elements of size bytes, kept between steps. */

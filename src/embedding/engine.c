@@ -152,11 +152,28 @@ static tl_status check_config(const tl_emb_config *c)
             fc->combiner != TL_EMB_COMBINER_SQRTN)
             return tl_error(TL_EINVAL, "Argument `combiner` must be one of ('mean', 'sum', 'sqrtn'); feature %d has %d",
                             f, (int)fc->combiner);
-        int64_t bags = (int64_t)c->batch_size_per_tensor_core * (fc->max_sequence_length > 0 ? fc->max_sequence_length : 1);
+        if (fc->num_output_dims < 0 || fc->num_output_dims > TL_EMB_MAX_OUTPUT_DIMS)
+            return tl_error(TL_EINVAL, "feature %d (\"%s\"): output_shape has %d dims after the batch; at most %d are "
+                                       "allowed", f, fc->name ? fc->name : "", fc->num_output_dims,
+                            TL_EMB_MAX_OUTPUT_DIMS);
+        if (fc->num_output_dims > 0 && fc->max_sequence_length > 0)
+            return tl_error(TL_EINVAL, "feature %d (\"%s\"): output_shape and max_sequence_length %d are both set; a "
+                                       "sequence feature's output is [B, S, D]", f, fc->name ? fc->name : "",
+                            fc->max_sequence_length);
+        int64_t per = fc->max_sequence_length > 0 ? fc->max_sequence_length : 1;
+        for (int d = 0; d < fc->num_output_dims; d++) {
+            if (fc->output_shape[d] < 1 || fc->output_shape[d] > INT32_MAX)
+                return tl_error(TL_EINVAL, "feature %d (\"%s\"): output_shape[%d] must be in [1, %d] (got %lld)", f,
+                                fc->name ? fc->name : "", d + 1, INT32_MAX, (long long)fc->output_shape[d]);
+            per *= fc->output_shape[d];
+            if (per > INT32_MAX)
+                break;
+        }
+        int64_t bags = per > INT32_MAX ? per : (int64_t)c->batch_size_per_tensor_core * per;
         if (bags > INT32_MAX)
-            return tl_error(TL_EINVAL, "feature %d (\"%s\"): batch_size_per_tensor_core x max_sequence_length = %lld "
-                                       "bags; at most %d are allowed", f, fc->name ? fc->name : "", (long long)bags,
-                            INT32_MAX);
+            return tl_error(TL_EINVAL, "feature %d (\"%s\"): batch_size_per_tensor_core x %s = %lld bags; at most %d "
+                                       "are allowed", f, fc->name ? fc->name : "",
+                            fc->num_output_dims ? "output_shape" : "max_sequence_length", (long long)bags, INT32_MAX);
         if (fc->max_sequence_length < 0)
             return tl_error(TL_EINVAL, "feature %d (\"%s\"): max_sequence_length must be >= 0 (got %d)", f,
                             fc->name ? fc->name : "", fc->max_sequence_length);
@@ -357,6 +374,9 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         emb_feature *fe = &eng->features[f];
         fe->table = cfg->features[f].table;
         fe->seq = cfg->features[f].max_sequence_length;
+        fe->per = fe->seq > 0 ? fe->seq : 1;
+        for (int d = 0; d < cfg->features[f].num_output_dims; d++)
+            fe->per *= cfg->features[f].output_shape[d];
         fe->combiner = cfg->features[f].has_combiner ? cfg->features[f].combiner : eng->tables[fe->table].combiner;
         fe->name = cfg->features[f].name != NULL ? tl_strdup(cfg->features[f].name) : tl_asprintf("feature_%d", f);
         eng->feature_cfgs[f].name = NULL;

@@ -395,9 +395,35 @@ static tl_status parse_table(tl_emb_spec *s, int i, const json_t *v, bool has_gl
     return TL_OK;
 }
 
-static tl_status parse_feature(tl_emb_spec *s, int j, const json_t *v)
+/* FeatureConfig.output_shape: TensorFlow's, the per-replica batch first
+ * (into *batch), then the per-sample dims. */
+static tl_status get_output_shape(const json_t *x, const char *w, tl_emb_feature_config *f, int64_t *batch)
 {
-    static const char *const keys[] = {"name", "table", "max_sequence_length", "combiner", NULL};
+    if (!json_is_array(x))
+        return emb_json_wrong_type(x, w, "a list of ints (the batch, then each sample's dims)");
+    size_t n = json_array_size(x);
+    if (n < 2 || n > 1 + TL_EMB_MAX_OUTPUT_DIMS)
+        return tl_error(TL_EINVAL, "%s has %zu dims; it must have 2 to %d: the batch, then each sample's bags (an "
+                                   "output of [batch, 1] is the default)", w, n, 1 + TL_EMB_MAX_OUTPUT_DIMS);
+    char e[EMB_WHERE_MAX + 8];
+    for (size_t i = 0; i < n; i++) {
+        int64_t d;
+        snprintf(e, sizeof e, "%s[%zu]", w, i);
+        tl_status st = emb_json_int(json_array_get(x, i), e, 1, INT32_MAX, &d);
+        if (st != TL_OK)
+            return st;
+        if (i == 0)
+            *batch = d;
+        else
+            f->output_shape[i - 1] = d;
+    }
+    f->num_output_dims = (int)n - 1;
+    return TL_OK;
+}
+
+static tl_status parse_feature(tl_emb_spec *s, int j, const json_t *v, int64_t *out_batch)
+{
+    static const char *const keys[] = {"name", "table", "max_sequence_length", "combiner", "output_shape", NULL};
     char where[EMB_WHERE_MAX], w[EMB_WHERE_MAX];
     snprintf(where, sizeof where, ROOT ".features[%d]", j);
     tl_status st = emb_json_object(v, where, "an object (a FeatureConfig)");
@@ -446,6 +472,12 @@ static tl_status parse_feature(tl_emb_spec *s, int j, const json_t *v)
         if ((st = get_combiner(x, w, &f->combiner)) != TL_OK)
             return st;
         f->has_combiner = true;
+    }
+    *out_batch = 0;
+    if ((x = json_object_get(v, "output_shape")) != NULL) {
+        emb_json_path(w, where, ".output_shape");
+        if ((st = get_output_shape(x, w, f, out_batch)) != TL_OK)
+            return st;
     }
     return TL_OK;
 }
@@ -552,8 +584,30 @@ static tl_status parse_section(const json_t *root, tl_emb_spec **out)
         st = parse_top(s, root);
     for (int i = 0; st == TL_OK && i < s->cfg.num_tables; i++)
         st = parse_table(s, i, json_array_get(tables, (size_t)i), g != NULL);
-    for (int j = 0; st == TL_OK && j < s->cfg.num_features; j++)
-        st = parse_feature(s, j, json_array_get(features, (size_t)j));
+    /* The output shapes' batch: every feature's the same, and the section's. */
+    int64_t batch = 0;
+    int batch_from = -1;
+    for (int j = 0; st == TL_OK && j < s->cfg.num_features; j++) {
+        int64_t b = 0;
+        if ((st = parse_feature(s, j, json_array_get(features, (size_t)j), &b)) != TL_OK || b == 0)
+            continue;
+        if (batch_from < 0) {
+            batch = b;
+            batch_from = j;
+        } else if (b != batch) {
+            st = tl_error(TL_EINVAL, ROOT ".features[%d].output_shape[0] is %lld but features[%d]'s is %lld: the "
+                                     "batch (per replica) must be the same", j, (long long)b, batch_from,
+                          (long long)batch);
+        }
+    }
+    if (st == TL_OK && batch_from >= 0) {
+        if (json_object_get(root, "batch_size_per_tensor_core") == NULL)
+            s->cfg.batch_size_per_tensor_core = (int)batch;
+        else if (s->cfg.batch_size_per_tensor_core != batch)
+            st = tl_error(TL_EINVAL, ROOT ".features[%d].output_shape[0] is %lld but batch_size_per_tensor_core is "
+                                     "%d: they must be the same", batch_from, (long long)batch,
+                          s->cfg.batch_size_per_tensor_core);
+    }
     if (st == TL_OK)
         st = emb_spec_finish(s);
     /* A global optimizer no table uses is still checked: it was written. */

@@ -194,7 +194,9 @@ static inline void prefetch_id(const builder *b, int32_t table, const int64_t *i
 static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
 {
     const emb_feature *fe = &b->eng->features[f];
-    int64_t B = b->batch, S = fe->seq, bags = emb_bags(fe, B);
+    /* Rows of a COO or ragged input: the samples, or with an output_shape
+     * each sample's bags (a sequence feature's positions are columns). */
+    int64_t S = fe->seq, bags = emb_bags(fe, b->batch), B = S > 0 ? b->batch : bags;
     if (in->n < 0 || (in->n > 0 && in->ids == NULL))
         return tl_error(TL_EINVAL, "feature \"%s\": %lld ids%s", fe->name, (long long)in->n,
                         in->n > 0 ? " but ids is NULL" : "");

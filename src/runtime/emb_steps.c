@@ -15,6 +15,7 @@
  * EMB_RING steps in flight per core, and a replica may not run that far
  * ahead of another. */
 #include <math.h>
+#include <stdio.h>
 #include <sha2.h>
 #include <string.h>
 
@@ -23,9 +24,13 @@
 /* Ids travel as float32 in the features: exact up to 2^24. */
 #define EMB_MAX_FLOAT_ID ((int64_t)1 << 24)
 
-static int width_of(const tl_emb_feature_config *f)
+/* Id columns of feature f: its bags per sample (S, or Π output_shape, or 1). */
+static int64_t width_of(const tl_emb_feature_config *f)
 {
-    return f->max_sequence_length > 0 ? f->max_sequence_length : 1;
+    int64_t w = f->max_sequence_length > 0 ? f->max_sequence_length : 1;
+    for (int d = 0; d < f->num_output_dims; d++)
+        w *= f->output_shape[d];
+    return w;
 }
 
 tl_status tl_est_emb_check(const tl_estimator *est)
@@ -97,19 +102,31 @@ tl_status tl_est_emb_plan(tl_estimator *est, tl_mode mode, tl_mode_prog *m)
             return tl_error(TL_EINVAL, "model_fn (%s) asked for the activations of embedding feature %d; the engine "
                                        "has %d features", tl_mode_name(mode), f, F);
         const tl_emb_feature_config *fc = &c->features[f];
-        int64_t want[3] = {m->batch, fc->max_sequence_length, c->tables[fc->table].dim};
-        int rank = fc->max_sequence_length > 0 ? 3 : 2;
-        if (rank == 2)
-            want[1] = want[2];
+        /* [B, D], [B, S, D] or [B, output_shape..., D] */
+        int64_t want[2 + TL_EMB_MAX_OUTPUT_DIMS] = {m->batch};
+        int rank = 1;
+        if (fc->max_sequence_length > 0)
+            want[rank++] = fc->max_sequence_length;
+        for (int d = 0; d < fc->num_output_dims; d++)
+            want[rank++] = fc->output_shape[d];
+        want[rank++] = c->tables[fc->table].dim;
         bool same = nd->rank == rank;
         for (int d = 0; same && d < rank; d++)
             same = nd->shape[d] == want[d];
-        if (!same)
-            return tl_error(TL_EINVAL, "model_fn (%s): embedding feature %d (\"%s\") activations must be shaped "
-                                       "[%lld, %s%lld] (batch, %sdim); the model asked for rank %d starting "
-                                       "[%lld, ...]", tl_mode_name(mode), f, fc->name, (long long)m->batch,
-                            rank == 3 ? "S, " : "", (long long)want[rank - 1], rank == 3 ? "max_sequence_length, " : "",
-                            nd->rank, (long long)nd->shape[0]);
+        if (!same) {
+            char ws[160], gs[160];
+            size_t a = 0, b = 0;
+            for (int d = 0; d < rank; d++)
+                a += (size_t)snprintf(ws + a, sizeof ws - a, "%s%lld", d ? ", " : "", (long long)want[d]);
+            for (int d = 0; d < nd->rank && b < sizeof gs; d++)
+                b += (size_t)snprintf(gs + b, sizeof gs - b, "%s%lld", d ? ", " : "", (long long)nd->shape[d]);
+            return tl_error(TL_EINVAL, "model_fn (%s): embedding feature %d (\"%s\") activations must be shaped [%s] "
+                                       "(batch, %sdim); the model asked for [%s]", tl_mode_name(mode), f, fc->name, ws,
+                            fc->max_sequence_length > 0 ? "max_sequence_length, "
+                            : fc->num_output_dims > 0   ? "output_shape..., "
+                                                        : "",
+                            gs);
+        }
         m->emb_leaf[f] = (tl_t)i;
     }
     return TL_OK;
@@ -205,13 +222,15 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
         const tl_emb_feature_config *fc = &c->features[f];
         int S = fc->max_sequence_length;
         tl_emb_input *in = &e->in[f];
+        int64_t P = width_of(fc);
         if (S == 0) {
-            /* One id per example: dense. */
+            /* One id per bag, P bags per example: dense. */
             for (int64_t r = 0; r < B; r++)
-                if ((st = id_at(feat + r * D, col, fc, r, x->step, &ids[r])) != TL_OK)
-                    return st;
-            *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = B};
-            ids += B;
+                for (int64_t j = 0; j < P; j++)
+                    if ((st = id_at(feat + r * D, col + j, fc, r, x->step, &ids[r * P + j])) != TL_OK)
+                        return st;
+            *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = B * P};
+            ids += B * P;
         } else {
             /* Positions of a sequence, -1 where absent: COO (sample, position). */
             int64_t n = 0;
@@ -231,7 +250,7 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
             ids += n;
             coo += 2 * n;
         }
-        col += S > 0 ? S : 1;
+        col += P;
     }
     const char *emode = mode == TL_MODE_TRAIN ? "training" : "inference";
     if ((st = tl_emb_enqueue_batch(eng, w->rank, e->in, F, emode, B)) != TL_OK ||
