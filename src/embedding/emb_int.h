@@ -8,7 +8,7 @@
 #include "../base/base_int.h"
 #include "tpuloop/embedding.h"
 
-/* An entry of the dedup and accumulation hashes (table -1: empty). */
+/* An entry of the apply's accumulation hash (table -1: empty). */
 typedef struct emb_hent {
     int64_t id;
     int32_t table;
@@ -55,7 +55,9 @@ typedef struct emb_buf {
 typedef enum { CS_FREE = 0, CS_ENQUEUED, CS_RECEIVED, CS_ACTIVATED, CS_SENT } core_state;
 
 /* One core's step. Occurrences are in input order: feature ascending, then
- * the input's order; unique rows in order of first occurrence. */
+ * the input's order; unique rows in order of first occurrence. Each
+ * occurrence's bag and unique row live in the dedup data's integers
+ * (emb_occ), which the forward and the gradients read back. */
 typedef struct emb_core_step {
     core_state state;
     int64_t step;
@@ -63,24 +65,33 @@ typedef struct emb_core_step {
     int64_t batch;     /* B of this step */
     int64_t n_occ, n_unique;
     emb_buf feat_off;  /* int64 (F + 1): each feature's first occurrence */
-    emb_buf occ_bag;   /* int32 (n_occ): the bag within the feature's output */
-    emb_buf occ_uniq;  /* int32 (n_occ) */
     emb_buf occ_gain;  /* float (n_occ) */
     emb_buf u_table;   /* int32 (n_unique) */
     emb_buf u_id;      /* int64 (n_unique) */
     emb_buf u_ptr;     /* float * (n_unique): the row, found once at enqueue */
     emb_buf u_goff;    /* int64 (n_unique + 1): offset of the unique row's gradient */
     emb_buf grad;      /* float (u_goff[n_unique]) */
-    emb_buf ints;      /* int32: the dedup data's integers */
+    emb_buf ints;      /* int32 (T + 2 n_occ): the dedup data's integers */
+    emb_buf in_order;  /* bool (F): the feature's bags never decrease over its occurrences */
 } emb_core_step;
+
+/* Occurrence k's (bag, unique row) pair in the dedup data's integers, which
+ * open with the T tables' unique counts. */
+static inline int32_t *emb_occ(const emb_core_step *s, int T)
+{
+    return (int32_t *)s->ints.p + T;
+}
 
 typedef struct emb_core {
     emb_core_step ring[EMB_RING];
     int64_t next_enqueue, next_recv; /* step numbers */
     int64_t last_received;           /* -1 */
-    /* the dedup hash: (table, id) -> unique index, cleared per step */
-    emb_buf hash; /* emb_hent (hcap) */
-    size_t hcap;
+    /* The dedup hash, one open-addressing region per table: id -> unique
+     * index (-1 empty), the id itself read back from u_id; cleared per step.
+     * Four bytes a slot, and a table's probes stay in its own region. */
+    emb_buf hash;      /* int32 (Σ regions) */
+    emb_buf h_base;    /* size_t (T): the table's region's first slot */
+    emb_buf h_shift;   /* int (T): 64 - log2 of its slots */
     emb_buf bagsum;    /* double (bags): Σw or Σw² per bag while enqueuing */
 } emb_core;
 
@@ -127,12 +138,46 @@ tl_status emb_reserve(emb_buf *b, size_t bytes);
 void emb_buf_free(emb_buf *b);
 
 /* The row id of table t (a pointer to its parameters; the slots follow). */
-float *emb_row(const tl_emb_engine *eng, const emb_table *t, int64_t id);
+static inline float *emb_row(const tl_emb_engine *eng, const emb_table *t, int64_t id)
+{
+    if (eng->cfg.num_shards == 1)
+        return t->shard[0] + id * t->stride;
+    int s;
+    int64_t local;
+    tl_emb_shard_of(eng->cfg.sharding_strategy, t->vocab, eng->cfg.num_shards, id, &s, &local);
+    return t->shard[s] + local * t->stride;
+}
 
-/* step.c: the workspace of step's update (under mu), then the update from
+/* Core c's slot holding step, or NULL. */
+static inline emb_core_step *emb_find_slot(emb_core *c, int64_t step)
+{
+    for (int k = 0; k < EMB_RING; k++)
+        if (c->ring[k].state != CS_FREE && c->ring[k].step == step)
+            return &c->ring[k];
+    return NULL;
+}
+
+/* Prefetches the n floats at p, a cache line at a time, into every level
+ * (emb_prefetch) or into L2 (emb_prefetch_l2: for many lines ahead, as the
+ * update's rows with their slots, which would crowd L1's misses). */
+static inline void emb_prefetch(const float *p, int64_t n)
+{
+    for (int64_t k = 0; k < n; k += 16)
+        __builtin_prefetch(p + k, 0, 3);
+}
+
+static inline void emb_prefetch_l2(const float *p, int64_t n)
+{
+    for (int64_t k = 0; k < n; k += 16)
+        __builtin_prefetch(p + k, 0, 2);
+}
+
+/* update.c: the workspace of step's update (under mu), then the update from
  * every core's sent gradients, which cannot fail. */
 tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step);
 void emb_apply_step(tl_emb_engine *eng, int64_t step);
+
+/* step.c */
 void emb_core_free(emb_core *c);
 
 #endif /* TL_EMB_INT_H */

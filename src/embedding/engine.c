@@ -47,14 +47,6 @@ void tl_emb_config_default(tl_emb_config *c)
     c->num_shards = 1;
 }
 
-float *emb_row(const tl_emb_engine *eng, const emb_table *t, int64_t id)
-{
-    int s;
-    int64_t local;
-    tl_emb_shard_of(eng->cfg.sharding_strategy, t->vocab, eng->cfg.num_shards, id, &s, &local);
-    return t->shard[s] + local * t->stride;
-}
-
 /* ---- checks ------------------------------------------------------------------ */
 
 static tl_status check_init(const tl_emb_table_config *t, const char *name)
@@ -470,12 +462,12 @@ tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, in
         total += t->vocabulary_size * t->dim * (int64_t)sizeof(float) * (1 + tl_emb_num_slots(o));
         max_dim = t->dim > max_dim ? t->dim : max_dim;
     }
-    /* per occurrence: bag, unique, gain, two dedup ints; per unique row:
-     * table, id, row pointer, gradient offset, the gradient; the dedup hash
-     * (two entries per id); the step's accumulation: hash, offsets, the
-     * gradient again, table, id, row. */
-    int64_t occ = 4 + 4 + 4 + 8, uniq = 4 + 8 + 8 + 8 + 4 * max_dim, hash = 2 * (int64_t)sizeof(emb_hent);
-    int64_t acc = hash + 8 + 4 * max_dim + 4 + 8 + 8;
+    /* per occurrence: gain, the two dedup ints (bag, unique); per unique
+     * row: table, id, row pointer, gradient offset, the gradient; the dedup
+     * hash (under four 4-byte slots per id); the step's accumulation: hash
+     * (two entries per id), offsets, the gradient again, table, id, row. */
+    int64_t occ = 4 + 8, uniq = 4 + 8 + 8 + 8 + 4 * max_dim, hash = 4 * 4;
+    int64_t acc = 2 * (int64_t)sizeof(emb_hent) + 8 + 4 * max_dim + 4 + 8 + 8;
     *table_bytes = total;
     *bytes_per_id = occ + uniq + hash + acc;
     return TL_OK;
@@ -494,11 +486,11 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
     int64_t n = 0;
     for (int c = 0; eng != NULL && c < eng->cfg.num_tensor_cores; c++) {
         const emb_core *co = &eng->cores[c];
-        n += (int64_t)(co->hash.cap + co->bagsum.cap);
+        n += (int64_t)(co->hash.cap + co->h_base.cap + co->h_shift.cap + co->bagsum.cap);
         for (int k = 0; k < EMB_RING; k++) {
             const emb_core_step *s = &co->ring[k];
-            const emb_buf *b[] = {&s->feat_off, &s->occ_bag, &s->occ_uniq, &s->occ_gain, &s->u_table,
-                                  &s->u_id,     &s->u_ptr,    &s->u_goff,   &s->grad,     &s->ints};
+            const emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id, &s->u_ptr,
+                                  &s->u_goff,   &s->grad,     &s->ints,    &s->in_order};
             for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
                 n += (int64_t)b[j]->cap;
         }

@@ -1,6 +1,6 @@
 /* step.c — one step of the engine: enqueue (inputs into bags, gains and
- * unique rows), the dedup data, activations, gradient send, and the update
- * applied once per touched row by the row's owner.
+ * unique rows), the dedup data, activations and the gradient send (the
+ * update it completes is update.c's).
  *
  * Determinism. Every sum has a fixed order: a bag's activation adds its
  * occurrences in input order; a unique row's gradient on a core adds its
@@ -19,103 +19,53 @@ void emb_core_free(emb_core *c)
 {
     for (int k = 0; k < EMB_RING; k++) {
         emb_core_step *s = &c->ring[k];
-        emb_buf *b[] = {&s->feat_off, &s->occ_bag, &s->occ_uniq, &s->occ_gain, &s->u_table,
-                        &s->u_id,     &s->u_ptr,   &s->u_goff,   &s->grad,     &s->ints};
+        emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id, &s->u_ptr,
+                        &s->u_goff,   &s->grad,     &s->ints,    &s->in_order};
         for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
             emb_buf_free(b[j]);
     }
-    emb_buf_free(&c->hash);
-    emb_buf_free(&c->bagsum);
+    emb_buf *b[] = {&c->hash, &c->h_base, &c->h_shift, &c->bagsum};
+    for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
+        emb_buf_free(b[j]);
 }
 
 /* ---- the dedup hash ----------------------------------------------------------- */
 
-/* Open addressing over one array of entries, so a probe is one cache miss. */
-static inline uint64_t hash_key(int32_t table, int64_t id)
+/* Fibonacci hashing: the top bits of id times 2^64/φ, so ids that differ in
+ * any bit spread over the region. */
+static inline size_t dedup_slot(int64_t id, int shift)
 {
-    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)table * 0xc2b2ae3d27d4eb4full);
-    return h ^ (h >> 29);
+    return (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> shift);
 }
 
-/* Room for n keys at load <= 1/2, every entry empty (table -1). */
-static tl_status hash_prepare(emb_buf *h, size_t *cap, int64_t n)
+/* One region per table of at least twice the table's ids in this step (load
+ * <= 1/2), every slot empty. A region of 4-byte slots sized to its table
+ * stays in the caches where one hash of 16-byte (table, id) entries over
+ * the whole step would not. */
+static tl_status dedup_prepare(const tl_emb_engine *eng, emb_core *c, const tl_emb_input *inputs)
 {
-    size_t want = 64;
-    while (want < (size_t)n * 2)
-        want *= 2;
-    tl_status st = emb_reserve(h, want * sizeof(emb_hent));
-    if (st != TL_OK)
+    int T = eng->cfg.num_tables, F = eng->cfg.num_features;
+    tl_status st;
+    if ((st = emb_reserve(&c->h_base, (size_t)T * sizeof(size_t))) != TL_OK ||
+        (st = emb_reserve(&c->h_shift, (size_t)T * sizeof(int))) != TL_OK)
         return st;
-    *cap = want;
-    memset(h->p, 0xff, want * sizeof(emb_hent));
+    size_t *base = c->h_base.p, total = 0;
+    int *shift = c->h_shift.p;
+    memset(base, 0, (size_t)T * sizeof *base); /* the tables' ids first */
+    for (int f = 0; f < F; f++)
+        base[eng->features[f].table] += inputs[f].n > 0 ? (size_t)inputs[f].n : 0;
+    for (int t = 0; t < T; t++) {
+        int lg = 4;
+        while (((size_t)1 << lg) < 2 * base[t])
+            lg++;
+        base[t] = total;
+        shift[t] = 64 - lg;
+        total += (size_t)1 << lg;
+    }
+    if ((st = emb_reserve(&c->hash, total * sizeof(int32_t))) != TL_OK)
+        return st;
+    memset(c->hash.p, 0xff, total * sizeof(int32_t));
     return TL_OK;
-}
-
-/* The value of (table, id), or a new entry holding `fresh` when absent
- * (*added true). */
-static inline int32_t hash_find_or_add(emb_hent *h, size_t cap, int32_t table, int64_t id, int32_t fresh, bool *added)
-{
-    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
-    for (;; i = (i + 1) & mask) {
-        if (h[i].table < 0) {
-            h[i] = (emb_hent){id, table, fresh};
-            *added = true;
-            return fresh;
-        }
-        if (h[i].table == table && h[i].id == id) {
-            *added = false;
-            return h[i].val;
-        }
-    }
-}
-
-static inline int32_t hash_get(const emb_hent *h, size_t cap, int32_t table, int64_t id)
-{
-    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
-    for (;; i = (i + 1) & mask) {
-        if (h[i].table < 0)
-            return -1;
-        if (h[i].table == table && h[i].id == id)
-            return h[i].val;
-    }
-}
-
-/* Core c's slot holding step, or NULL. */
-static emb_core_step *find_slot(emb_core *c, int64_t step)
-{
-    for (int k = 0; k < EMB_RING; k++)
-        if (c->ring[k].state != CS_FREE && c->ring[k].step == step)
-            return &c->ring[k];
-    return NULL;
-}
-
-/* Prefetches the n floats at p (for writing when w). */
-static inline void prefetch_row(const float *p, int64_t n, int w)
-{
-    for (int64_t k = 0; k < n; k += 16) {
-        if (w)
-            __builtin_prefetch(p + k, 1, 3);
-        else
-            __builtin_prefetch(p + k, 0, 3);
-    }
-}
-
-TL_VECTOR_CLONES static void axpy(float *restrict y, const float *restrict x, float a, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
-TL_VECTOR_CLONES static void scale_into(float *restrict y, const float *restrict x, float a, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] = a * x[i];
-}
-
-TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += x[i];
 }
 
 /* ---- enqueue ------------------------------------------------------------------ */
@@ -143,57 +93,87 @@ typedef struct builder {
     emb_core_step *s;
     int64_t dropped;
     int64_t batch;  /* the step's B */
+    int32_t *pair;  /* (2 n_occ) the dedup data's (bag, unique) per occurrence */
+    int32_t *per_table; /* (T) the dedup data's unique rows per table */
+    /* the current feature's table and its region of the dedup hash */
+    const emb_feature *fe;
+    const emb_table *t;
+    int32_t table;
+    int32_t *h;
+    size_t mask;
+    int shift;
 } builder;
 
-static tl_status add_occ(builder *b, int f, int64_t pos, int64_t bag, int64_t id, float w)
+static void builder_feature(builder *b, int f)
+{
+    const emb_core *c = b->core;
+    b->fe = &b->eng->features[f];
+    b->table = b->fe->table;
+    b->t = &b->eng->tables[b->table];
+    b->shift = ((const int *)c->h_shift.p)[b->table];
+    b->h = (int32_t *)c->hash.p + ((const size_t *)c->h_base.p)[b->table];
+    b->mask = ((size_t)1 << (64 - b->shift)) - 1;
+}
+
+/* An id outside its table's vocabulary: an error (FATAL), or dropped. */
+static tl_status drop_id(builder *b, int64_t pos, int64_t id)
 {
     const tl_emb_engine *eng = b->eng;
-    const emb_feature *fe = &eng->features[f];
-    const emb_table *t = &eng->tables[fe->table];
-    if (id < 0 || id >= t->vocab) {
-        if (eng->cfg.bounds_check_mode == TL_EMB_BOUNDS_FATAL)
-            return tl_error(TL_EINVAL, "feature \"%s\" (table \"%s\"): id %lld at position %lld is out of range: the "
-                                       "vocabulary size is %lld (bounds_check_mode FATAL; WARNING or IGNORE drop it)",
-                            fe->name, t->name, (long long)id, (long long)pos, (long long)t->vocab);
-        if (eng->cfg.bounds_check_mode == TL_EMB_BOUNDS_WARNING && b->dropped == 0)
-            tl_log(TL_LOG_WARN, "embedding: feature \"%s\": id %lld at position %lld is outside [0, %lld); dropped",
-                   fe->name, (long long)id, (long long)pos, (long long)t->vocab);
-        b->dropped++;
-        return TL_OK;
-    }
-    emb_core_step *s = b->s;
-    emb_core *c = b->core;
-    bool added;
-    int32_t u = hash_find_or_add(c->hash.p, c->hcap, fe->table, id, (int32_t)s->n_unique, &added);
-    if (added) {
-        ((int32_t *)s->u_table.p)[u] = fe->table;
-        ((int64_t *)s->u_id.p)[u] = id;
-        ((float **)s->u_ptr.p)[u] = emb_row(eng, t, id);
-        s->n_unique++;
-    }
-    int64_t k = s->n_occ++;
-    ((int32_t *)s->occ_bag.p)[k] = (int32_t)bag;
-    ((int32_t *)s->occ_uniq.p)[k] = u;
-    ((float *)s->occ_gain.p)[k] = w;
+    const emb_feature *fe = b->fe;
+    const emb_table *t = b->t;
+    if (eng->cfg.bounds_check_mode == TL_EMB_BOUNDS_FATAL)
+        return tl_error(TL_EINVAL, "feature \"%s\" (table \"%s\"): id %lld at position %lld is out of range: the "
+                                   "vocabulary size is %lld (bounds_check_mode FATAL; WARNING or IGNORE drop it)",
+                        fe->name, t->name, (long long)id, (long long)pos, (long long)t->vocab);
+    if (eng->cfg.bounds_check_mode == TL_EMB_BOUNDS_WARNING && b->dropped == 0)
+        tl_log(TL_LOG_WARN, "embedding: feature \"%s\": id %lld at position %lld is outside [0, %lld); dropped",
+               fe->name, (long long)id, (long long)pos, (long long)t->vocab);
+    b->dropped++;
     return TL_OK;
 }
 
-/* The dedup hash's entry for an id PF occurrences ahead, fetched early:
- * the hash outgrows the caches at large batches and each probe would miss. */
-enum { PF = 8 };
+/* The dedup hash's slot for an id PF occurrences ahead, fetched early: the
+ * region of a large step's table outgrows the inner caches. */
+enum { PF = 32 };
 
-static inline void prefetch_id(const builder *b, int32_t table, const int64_t *ids, int64_t k, int64_t n)
+/* Occurrence k of ids (n of them), in bag with weight w: its unique row,
+ * found or added, then its (bag, unique) and gain. */
+static inline tl_status add_occ(builder *b, const int64_t *ids, int64_t k, int64_t n, int64_t bag, float w)
 {
-    if (k + PF < n) {
-        const emb_hent *h = b->core->hash.p;
-        __builtin_prefetch(&h[(size_t)hash_key(table, ids[k + PF]) & (b->core->hcap - 1)], 1, 3);
+    if (k + PF < n)
+        __builtin_prefetch(&b->h[dedup_slot(ids[k + PF], b->shift)], 1, 3);
+    int64_t id = ids[k];
+    if (id < 0 || id >= b->t->vocab)
+        return drop_id(b, k, id);
+    emb_core_step *s = b->s;
+    int64_t *uid = s->u_id.p;
+    int32_t u;
+    for (size_t i = dedup_slot(id, b->shift);; i = (i + 1) & b->mask) {
+        u = b->h[i];
+        if (u < 0) { /* a new unique row */
+            u = (int32_t)s->n_unique++;
+            b->h[i] = u;
+            ((int32_t *)s->u_table.p)[u] = b->table;
+            uid[u] = id;
+            ((float **)s->u_ptr.p)[u] = emb_row(b->eng, b->t, id);
+            b->per_table[b->table]++;
+            break;
+        }
+        if (uid[u] == id) /* the region is the table's: the id is the key */
+            break;
     }
+    int64_t o = s->n_occ++;
+    b->pair[2 * o] = (int32_t)bag;
+    b->pair[2 * o + 1] = u;
+    ((float *)s->occ_gain.p)[o] = w;
+    return TL_OK;
 }
 
 /* Feature f's input into occurrences with weights (gains come after). */
 static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
 {
-    const emb_feature *fe = &b->eng->features[f];
+    builder_feature(b, f);
+    const emb_feature *fe = b->fe;
     /* Rows of a COO or ragged input: the samples, or with an output_shape
      * each sample's bags (a sequence feature's positions are columns). */
     int64_t S = fe->seq, bags = emb_bags(fe, b->batch), B = S > 0 ? b->batch : bags;
@@ -209,10 +189,7 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
             return tl_error(TL_EINVAL, "feature \"%s\": a dense input has one id per %s: %lld ids, got %lld", fe->name,
                             S > 0 ? "(sample, position)" : "sample", (long long)bags, (long long)in->n);
         for (int64_t k = 0; k < in->n && st == TL_OK; k++)
-        {
-            prefetch_id(b, fe->table, in->ids, k, in->n);
-            st = add_occ(b, f, k, k, in->ids[k], 1.0f);
-        }
+            st = add_occ(b, in->ids, k, in->n, k, 1.0f);
         return st;
     case TL_EMB_INPUT_COO:
         if (in->n > 0 && in->indices == NULL)
@@ -225,8 +202,7 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
                                 (long long)pos, (long long)B);
             if (S > 0 && pos >= S)
                 continue; /* truncated to max_sequence_length */
-            prefetch_id(b, fe->table, in->ids, k, in->n);
-            st = add_occ(b, f, k, S > 0 ? smp * S + pos : smp, in->ids[k], in->weights ? in->weights[k] : 1.0f);
+            st = add_occ(b, in->ids, k, in->n, S > 0 ? smp * S + pos : smp, in->weights ? in->weights[k] : 1.0f);
         }
         return st;
     case TL_EMB_INPUT_RAGGED: {
@@ -245,8 +221,7 @@ static tl_status add_feature(builder *b, int f, const tl_emb_input *in)
                 int64_t j = k - rs[r];
                 if (S > 0 && j >= S)
                     break;
-                prefetch_id(b, fe->table, in->ids, k, in->n);
-                st = add_occ(b, f, k, S > 0 ? r * S + j : r, in->ids[k], in->weights ? in->weights[k] : 1.0f);
+                st = add_occ(b, in->ids, k, in->n, S > 0 ? r * S + j : r, in->weights ? in->weights[k] : 1.0f);
             }
         }
         return st;
@@ -261,7 +236,7 @@ static tl_status gains(builder *b, int f, int64_t from, int64_t to)
     const emb_feature *fe = &b->eng->features[f];
     tl_emb_combiner comb = fe->combiner;
     float *g = (float *)b->s->occ_gain.p + from;
-    const int32_t *bag = (const int32_t *)b->s->occ_bag.p + from;
+    const int32_t *pair = b->pair + 2 * from; /* bag k is pair[2 k] */
     int64_t n = to - from;
     if (fe->seq > 0) { /* a sequence position is its own bag, gain 1 */
         for (int64_t k = 0; k < n; k++)
@@ -277,16 +252,16 @@ static tl_status gains(builder *b, int f, int64_t from, int64_t to)
     double *sum = b->core->bagsum.p;
     memset(sum, 0, (size_t)bags * sizeof *sum);
     for (int64_t k = 0; k < n; k++)
-        sum[bag[k]] += comb == TL_EMB_COMBINER_MEAN ? (double)g[k] : (double)g[k] * g[k];
+        sum[pair[2 * k]] += comb == TL_EMB_COMBINER_MEAN ? (double)g[k] : (double)g[k] * g[k];
     for (int64_t k = 0; k < n; k++) {
-        double d = comb == TL_EMB_COMBINER_MEAN ? sum[bag[k]] : sqrt(sum[bag[k]]);
+        double d = comb == TL_EMB_COMBINER_MEAN ? sum[pair[2 * k]] : sqrt(sum[pair[2 * k]]);
         g[k] = d != 0 ? (float)(g[k] / d) : 0.0f;
     }
     int64_t zero = 0;
     for (int64_t k = 0; k < n; k++)
-        if (sum[bag[k]] == 0) {
+        if (sum[pair[2 * k]] == 0) {
             zero++;
-            sum[bag[k]] = -1; /* count each bag once */
+            sum[pair[2 * k]] = -1; /* count each bag once */
         }
     if (zero > 0) {
         pthread_mutex_lock(&b->eng->mu);
@@ -350,37 +325,34 @@ tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input 
     if (total >= INT32_MAX / 2) /* occurrences and unique rows are numbered in int32, the dedup data too */
         return tl_error(TL_EINVAL, "embedding: core %d enqueued %lld ids in one step; at most %d are allowed", core,
                         (long long)total, INT32_MAX / 2 - 1);
-    if ((st = hash_prepare(&c->hash, &c->hcap, total)) != TL_OK ||
+    int T = eng->cfg.num_tables;
+    if ((st = dedup_prepare(eng, c, inputs)) != TL_OK ||
         (st = emb_reserve(&s->feat_off, (size_t)(F + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&s->occ_bag, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
-        (st = emb_reserve(&s->occ_uniq, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
+        (st = emb_reserve(&s->ints, (size_t)(T + 2 * total) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&s->occ_gain, (size_t)(total + 1) * sizeof(float))) != TL_OK ||
+        (st = emb_reserve(&s->in_order, (size_t)F * sizeof(bool))) != TL_OK ||
         (st = emb_reserve(&s->u_table, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&s->u_id, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&s->u_ptr, (size_t)(total + 1) * sizeof(float *))) != TL_OK)
         return st;
     s->n_occ = s->n_unique = 0;
-    builder b = {eng, c, s, 0, batch};
+    /* The dedup data's integers are written as the occurrences come: unique
+     * rows per table, then (bag, unique) per occurrence. */
+    memset(s->ints.p, 0, (size_t)T * sizeof(int32_t));
+    builder b = {.eng = eng, .core = c, .s = s, .batch = batch, .pair = emb_occ(s, T), .per_table = s->ints.p};
     s->batch = batch;
     int64_t *off = s->feat_off.p;
     for (int f = 0; f < F; f++) {
         off[f] = s->n_occ;
         if ((st = add_feature(&b, f, &inputs[f])) != TL_OK || (st = gains(&b, f, off[f], s->n_occ)) != TL_OK)
             return st;
+        bool in_order = true; /* dense and ragged inputs come bag by bag; COO may not */
+        if (inputs[f].kind == TL_EMB_INPUT_COO)
+            for (int64_t k = off[f] + 1; k < s->n_occ && in_order; k++)
+                in_order = b.pair[2 * k] >= b.pair[2 * (k - 1)];
+        ((bool *)s->in_order.p)[f] = in_order;
     }
     off[F] = s->n_occ;
-    /* The dedup data's integers: unique rows per table, then (bag, unique) per occurrence. */
-    int T = eng->cfg.num_tables;
-    if ((st = emb_reserve(&s->ints, (size_t)(T + 2 * s->n_occ) * sizeof(int32_t))) != TL_OK)
-        return st;
-    int32_t *ints = s->ints.p;
-    memset(ints, 0, (size_t)T * sizeof *ints);
-    for (int64_t u = 0; u < s->n_unique; u++)
-        ints[((int32_t *)s->u_table.p)[u]]++;
-    for (int64_t k = 0; k < s->n_occ; k++) {
-        ints[T + 2 * k] = ((int32_t *)s->occ_bag.p)[k];
-        ints[T + 2 * k + 1] = ((int32_t *)s->occ_uniq.p)[k];
-    }
     pthread_mutex_lock(&eng->mu);
     emb_step_rec *r = &eng->recs[step % EMB_RING];
     if (r->step != step) {
@@ -414,14 +386,6 @@ tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input 
 
 /* ---- receive --------------------------------------------------------------------- */
 
-/* Releases core c's slot of step (an INFERENCE step's, at its next receive). */
-static void release_slot(emb_core *c, int64_t step)
-{
-    emb_core_step *s = find_slot(c, step);
-    if (s != NULL)
-        s->state = CS_FREE;
-}
-
 tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *out)
 {
     if (eng == NULL || out == NULL)
@@ -431,7 +395,7 @@ tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *out)
     emb_core *c = &eng->cores[core];
     pthread_mutex_lock(&eng->mu);
     if (c->last_received >= 0) {
-        emb_core_step *p = find_slot(c, c->last_received);
+        emb_core_step *p = emb_find_slot(c, c->last_received);
         if (p != NULL && p->mode != TL_EMB_MODE_INFERENCE && p->state != CS_SENT) {
             pthread_mutex_unlock(&eng->mu);
             return tl_error(TL_ERUNTIME, "embedding: core %d has not sent the gradients of step %lld (mode "
@@ -440,12 +404,12 @@ tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *out)
         }
     }
     int64_t step = c->next_recv;
-    emb_core_step *s = find_slot(c, step);
+    emb_core_step *s = emb_find_slot(c, step);
     if (s == NULL || s->state != CS_ENQUEUED) {
         pthread_mutex_unlock(&eng->mu);
         return tl_error(TL_ERUNTIME, "embedding: core %d has nothing enqueued for step %lld", core, (long long)step);
     }
-    emb_core_step *prev = c->last_received >= 0 ? find_slot(c, c->last_received) : NULL;
+    emb_core_step *prev = c->last_received >= 0 ? emb_find_slot(c, c->last_received) : NULL;
     if (prev != NULL && prev->mode == TL_EMB_MODE_INFERENCE)
         prev->state = CS_FREE;
     s->state = CS_RECEIVED;
@@ -464,7 +428,7 @@ static tl_status check_dedup(const tl_emb_engine *eng, int core, const tl_emb_de
     if (core < 0 || core >= eng->cfg.num_tensor_cores)
         return tl_error(TL_EINVAL, "embedding: core %d is not in [0, %d)", core, eng->cfg.num_tensor_cores);
     emb_core *c = (emb_core *)&eng->cores[core];
-    emb_core_step *s = dd->step >= 0 ? find_slot(c, dd->step) : NULL;
+    emb_core_step *s = dd->step >= 0 ? emb_find_slot(c, dd->step) : NULL;
     if (dd->core != core || s == NULL || s->ints.p != (const void *)dd->ints || dd->step != c->last_received)
         return tl_error(TL_ERUNTIME, "embedding: core %d was given stale or foreign dedup data (core %d, step %lld; the "
                                      "core's current step is %lld)", core, dd->core, (long long)dd->step,
@@ -485,6 +449,47 @@ static void maybe_apply_pending(tl_emb_engine *eng)
         eng->pending = -1;
         emb_apply_step(eng, p);
     }
+}
+
+/* Rows of the forward fetched this many occurrences ahead (across
+ * features), so that many of the rows' misses are in flight. */
+enum { FWD_AHEAD = 16 };
+
+/* Occurrences [from, to) of a feature of dim D into its output out (bags
+ * rows): each bag adds its occurrences in order onto zeros. When the bags
+ * come in order, a bag's first occurrence writes 0 + g x (the bits of adding
+ * onto zeros) and the bags between are zeroed then, so the output is written
+ * once rather than cleared first. One call per feature, so the rows' loops
+ * are inlined in each vector width's clone. */
+TL_VECTOR_CLONES static void forward_feature(float *restrict out, int64_t bags, int D, const int32_t *restrict pair,
+                                             const float *restrict gain, float *const *restrict rows, int64_t from,
+                                             int64_t to, int64_t n_occ, bool in_order)
+{
+    int64_t next = 0; /* the bags below are written */
+    if (!in_order) {
+        memset(out, 0, (size_t)bags * (size_t)D * sizeof *out);
+        next = bags;
+    }
+    for (int64_t k = from; k < to; k++) {
+        if (k + FWD_AHEAD < n_occ)
+            emb_prefetch(rows[pair[2 * (k + FWD_AHEAD) + 1]], D);
+        int64_t b = pair[2 * k];
+        float *restrict o = out + b * D;
+        const float *restrict x = rows[pair[2 * k + 1]];
+        float g = gain[k];
+        if (b >= next) {
+            if (b > next)
+                memset(out + next * D, 0, (size_t)(b - next) * (size_t)D * sizeof *out);
+            for (int d = 0; d < D; d++)
+                o[d] = 0.0f + g * x[d];
+            next = b + 1;
+        } else {
+            for (int d = 0; d < D; d++)
+                o[d] += g * x[d];
+        }
+    }
+    if (next < bags)
+        memset(out + next * D, 0, (size_t)(bags - next) * (size_t)D * sizeof *out);
 }
 
 tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, float *const *outputs, int n)
@@ -522,28 +527,29 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
         }
     }
     pthread_mutex_unlock(&eng->mu);
+    const int32_t *pair = emb_occ(s, eng->cfg.num_tables);
+    const int64_t *off = s->feat_off.p;
+    const float *gain = s->occ_gain.p;
+    float *const *rows = s->u_ptr.p;
     for (int f = 0; f < n; f++) {
         const emb_feature *fe = &eng->features[f];
         const emb_table *t = &eng->tables[fe->table];
         int D = t->dim;
         float *out = outputs[f];
-        memset(out, 0, (size_t)emb_bags(fe, s->batch) * (size_t)D * sizeof *out);
-        const int64_t *off = s->feat_off.p;
-        const int32_t *bag = s->occ_bag.p, *uq = s->occ_uniq.p;
-        const float *gain = s->occ_gain.p;
-        float *const *rows = s->u_ptr.p;
-        bool quant = t->opt.simulated_quantization.enabled;
+        int64_t bags = emb_bags(fe, s->batch);
+        if (!t->opt.simulated_quantization.enabled) {
+            forward_feature(out, bags, D, pair, gain, rows, off[f], off[f + 1], s->n_occ,
+                            ((const bool *)s->in_order.p)[f]);
+            continue;
+        }
+        memset(out, 0, (size_t)bags * (size_t)D * sizeof *out);
         float tmp[256];
         for (int64_t k = off[f]; k < off[f + 1]; k++) {
-            if (k + 16 < off[f + 1])
-                prefetch_row(rows[uq[k + 16]], D, 0);
-            float *o = out + (int64_t)bag[k] * D;
-            const float *row = rows[uq[k]];
+            if (k + FWD_AHEAD < s->n_occ)
+                emb_prefetch(rows[pair[2 * (k + FWD_AHEAD) + 1]], D);
+            float *o = out + (int64_t)pair[2 * k] * D;
+            const float *row = rows[pair[2 * k + 1]];
             float gk = gain[k];
-            if (!quant) {
-                axpy(o, row, gk, D);
-                continue;
-            }
             for (int d0 = 0; d0 < D; d0 += 256) { /* quantize a copy, in chunks */
                 int m = D - d0 < 256 ? D - d0 : 256;
                 memcpy(tmp, row + d0, (size_t)m * sizeof *tmp);
@@ -566,6 +572,57 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
 }
 
 /* ---- send --------------------------------------------------------------------------- */
+
+/* Occurrences [from, to) of a feature of dim D, with dL/d(out) dy, into the
+ * unique rows' sums g (row u at goff[u]). Unique rows were numbered in this
+ * very order of occurrences, so a row's first occurrence is the one whose
+ * number is the next new one: it writes, later ones add. Returns the next
+ * new number. */
+TL_VECTOR_CLONES static int64_t gradient_feature(float *restrict g, const int64_t *restrict goff,
+                                                 const float *restrict dy, int D, const int32_t *restrict pair,
+                                                 const float *restrict gain, int64_t from, int64_t to, int64_t next_new)
+{
+    for (int64_t k = from; k < to; k++) {
+        int32_t u = pair[2 * k + 1];
+        float *restrict gu = g + goff[u];
+        const float *restrict d = dy + (int64_t)pair[2 * k] * D;
+        float a = gain[k];
+        if (u == next_new) {
+            for (int i = 0; i < D; i++)
+                gu[i] = a * d[i];
+            next_new++;
+        } else {
+            for (int i = 0; i < D; i++)
+                gu[i] += a * d[i];
+        }
+    }
+    return next_new;
+}
+
+/* The step's gradients per unique row on the core (s->grad): Σ gain ·
+ * dL/d(out), occurrences in order. */
+static tl_status gradients_summed(tl_emb_engine *eng, emb_core_step *s, const float *const *grads)
+{
+    const int32_t *ut = s->u_table.p;
+    tl_status st;
+    if ((st = emb_reserve(&s->u_goff, (size_t)(s->n_unique + 1) * sizeof(int64_t))) != TL_OK)
+        return st;
+    int64_t *goff = s->u_goff.p;
+    goff[0] = 0;
+    for (int64_t u = 0; u < s->n_unique; u++)
+        goff[u + 1] = goff[u] + eng->tables[ut[u]].dim;
+    if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
+        return st;
+    float *g = s->grad.p;
+    const int64_t *off = s->feat_off.p;
+    const int32_t *pair = emb_occ(s, eng->cfg.num_tables);
+    const float *gain = s->occ_gain.p;
+    int64_t next_new = 0;
+    for (int f = 0; f < eng->cfg.num_features; f++)
+        next_new = gradient_feature(g, goff, grads[f], eng->tables[eng->features[f].table].dim, pair, gain, off[f],
+                                    off[f + 1], next_new);
+    return TL_OK;
+}
 
 tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *const *grads, int n,
                                 const float *learning_rates, int n_lr)
@@ -600,37 +657,8 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
         if ((st = tl_emb_step_prepare(&eng->tables[i].opt, learning_rates, n_lr, &es)) != TL_OK)
             return tl_error(st, "table \"%s\": %s", eng->tables[i].name, tl_last_error());
     }
-    /* Per unique row: Σ gain · dL/d(out), occurrences in order. */
-    const int32_t *ut = s->u_table.p;
-    if ((st = emb_reserve(&s->u_goff, (size_t)(s->n_unique + 1) * sizeof(int64_t))) != TL_OK)
+    if ((st = gradients_summed(eng, s, grads)) != TL_OK)
         return st;
-    int64_t *goff = s->u_goff.p;
-    goff[0] = 0;
-    for (int64_t u = 0; u < s->n_unique; u++)
-        goff[u + 1] = goff[u] + eng->tables[ut[u]].dim;
-    if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
-        return st;
-    float *g = s->grad.p;
-    const int64_t *off = s->feat_off.p;
-    const int32_t *bag = s->occ_bag.p, *uq = s->occ_uniq.p;
-    const float *gain = s->occ_gain.p;
-    /* Unique rows were numbered in this very order of occurrences, so a row's
-     * first occurrence is the one whose number is the next new one: it
-     * writes, later ones add (0 + x is x: the same bits as zeroing first). */
-    int64_t next_new = 0;
-    for (int f = 0; f < n; f++) {
-        int D = eng->tables[eng->features[f].table].dim;
-        for (int64_t k = off[f]; k < off[f + 1]; k++) {
-            float *gu = g + goff[uq[k]];
-            const float *d = grads[f] + (int64_t)bag[k] * D;
-            if (uq[k] == next_new) {
-                scale_into(gu, d, gain[k], D);
-                next_new++;
-            } else {
-                axpy(gu, d, gain[k], D);
-            }
-        }
-    }
     pthread_mutex_lock(&eng->mu);
     emb_step_rec *r = &eng->recs[s->step % EMB_RING];
     if (r->sent == 0 && n_lr > 0) {
@@ -680,140 +708,4 @@ tl_status tl_emb_flush(tl_emb_engine *eng)
     }
     pthread_mutex_unlock(&eng->mu);
     return TL_OK;
-}
-
-/* ---- the update ------------------------------------------------------------------------ */
-
-/* Under mu, before the send that completes `step` is committed (its slot
- * already marked sent): the workspace of its update, so that the update
- * itself cannot fail. */
-tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
-{
-    int C = eng->cfg.num_tensor_cores;
-    int64_t total = 0, gtotal = 0;
-    for (int c = 0; c < C; c++) {
-        const emb_core_step *s = find_slot(&eng->cores[c], step);
-        TL_ASSERT(s != NULL);
-        total += s->n_unique;
-        gtotal += s->n_unique > 0 ? ((const int64_t *)s->u_goff.p)[s->n_unique] : 0;
-    }
-    size_t hcap = 64;
-    while (!emb_direct(eng) && hcap < (size_t)total * 2)
-        hcap *= 2;
-    tl_status st;
-    if (emb_direct(eng)) /* no accumulation workspace: the core's sums are the step's */
-        total = gtotal = 0;
-    if ((st = emb_reserve(&eng->acc_h, hcap * sizeof(emb_hent))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK)
-        return st;
-    eng->acc_hcap = hcap;
-    return TL_OK;
-}
-
-/* Table t's pipeline on one row (its slots follow it), from gradient g. */
-static inline void update(const emb_table *t, const tl_emb_step *es, float *row, float *g)
-{
-    float *slots[TL_EMB_MAX_SLOTS];
-    for (int k = 0; k < t->slots; k++)
-        slots[k] = row + (int64_t)(k + 1) * t->dim;
-    tl_emb_update_row(&t->opt, es, row, g, slots, t->dim);
-}
-
-enum { AHEAD = 8 }; /* rows prefetched ahead of the update */
-
-/* Under mu, after emb_apply_reserve. Sums every core's gradients per row in
- * ascending core order, then runs each table's pipeline once per touched
- * row (every row for non-lazy tables); tables without accumulation take
- * each core's sum in turn. With one core and only lazy tables the core's
- * sums are the step's and are applied in place. Frees the cores' slots of
- * the step. */
-void emb_apply_step(tl_emb_engine *eng, int64_t step)
-{
-    emb_step_rec *r = &eng->recs[step % EMB_RING];
-    int T = eng->cfg.num_tables, C = eng->cfg.num_tensor_cores;
-    tl_emb_step *pes = eng->acc_steps.p;
-    for (int i = 0; i < T; i++)
-        (void)tl_emb_step_prepare(&eng->tables[i].opt, r->lrs, r->n_lr, &pes[i]); /* checked at send */
-    if (emb_direct(eng)) {
-        emb_core_step *s = find_slot(&eng->cores[0], step);
-        const int32_t *ut = s->u_table.p;
-        const int64_t *goff = s->u_goff.p;
-        float *const *uptr = s->u_ptr.p;
-        float *g = s->grad.p;
-        for (int64_t u = 0; u < s->n_unique; u++) {
-            if (u + AHEAD < s->n_unique)
-                prefetch_row(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride, 1);
-            update(&eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
-        }
-        goto done;
-    }
-    emb_hent *h = eng->acc_h.p;
-    int32_t *a_table = eng->acc_at.p;
-    int64_t *aoff = eng->acc_off.p, *a_id = eng->acc_aid.p;
-    float *ag = eng->acc_g.p, **a_row = eng->acc_arow.p;
-    int64_t na = 0, used = 0;
-    memset(h, 0xff, eng->acc_hcap * sizeof *h);
-    for (int c = 0; c < C; c++) {
-        emb_core_step *s = find_slot(&eng->cores[c], step);
-        const int32_t *ut = s->u_table.p;
-        const int64_t *uid = s->u_id.p, *goff = s->u_goff.p;
-        float *const *uptr = s->u_ptr.p;
-        float *g = s->grad.p;
-        for (int64_t u = 0; u < s->n_unique; u++) {
-            const emb_table *t = &eng->tables[ut[u]];
-            float *gu = g + goff[u];
-            if (!tl_emb_optimizer_accumulates(&t->opt)) {
-                update(t, &pes[ut[u]], uptr[u], gu);
-                continue;
-            }
-            bool added;
-            int32_t a = hash_find_or_add(h, eng->acc_hcap, ut[u], uid[u], (int32_t)na, &added);
-            if (added) {
-                a_table[na] = ut[u];
-                a_id[na] = uid[u];
-                a_row[na] = uptr[u];
-                aoff[na] = used;
-                memcpy(ag + used, gu, (size_t)t->dim * sizeof *ag);
-                used += t->dim;
-                na++;
-            } else {
-                add_into(ag + aoff[a], gu, t->dim);
-            }
-        }
-    }
-    for (int64_t a = 0; a < na; a++) {
-        if (a + AHEAD < na)
-            prefetch_row(a_row[a + AHEAD], eng->tables[a_table[a + AHEAD]].stride, 1);
-        const emb_table *t = &eng->tables[a_table[a]];
-        if (tl_emb_optimizer_is_lazy(&t->opt))
-            update(t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
-    }
-    /* Non-lazy tables: every row, g = 0 where nothing arrived. */
-    for (int i = 0; i < T; i++) {
-        const emb_table *t = &eng->tables[i];
-        if (tl_emb_optimizer_is_lazy(&t->opt))
-            continue;
-        float *zero = eng->zero_g.p;
-        for (int64_t id = 0; id < t->vocab; id++) {
-            int32_t a = hash_get(h, eng->acc_hcap, i, id);
-            float *row = emb_row(eng, t, id);
-            if (a >= 0) {
-                update(t, &pes[i], row, ag + aoff[a]);
-            } else {
-                memset(zero, 0, (size_t)t->dim * sizeof *zero); /* the update clips g in place */
-                update(t, &pes[i], row, zero);
-            }
-        }
-    }
-done:
-    eng->stats.steps_applied++;
-    for (int c = 0; c < C; c++)
-        release_slot(&eng->cores[c], step);
-    eng->applied_through = step;
-    r->step = -1;
 }

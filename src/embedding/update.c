@@ -1,0 +1,195 @@
+/* update.c — the update of a step, applied once per touched row by the
+ * row's owner, inside the send that completes the step (or, pipelined,
+ * after the next step's activations). With one core and only lazy tables
+ * ("direct") the core's sums are the step's and are read in place; with
+ * several cores, or a non-lazy table, every core's sums are added per
+ * (table, id) in ascending core order first. */
+#include <string.h>
+
+#include "emb_int.h"
+
+/* ---- the accumulation hash ------------------------------------------------------ */
+
+/* Open addressing over one array of entries, so a probe is one cache miss. */
+static inline uint64_t hash_key(int32_t table, int64_t id)
+{
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)table * 0xc2b2ae3d27d4eb4full);
+    return h ^ (h >> 29);
+}
+
+/* The value of (table, id), or a new entry holding `fresh` when absent
+ * (*added true). */
+static inline int32_t hash_find_or_add(emb_hent *h, size_t cap, int32_t table, int64_t id, int32_t fresh, bool *added)
+{
+    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
+    for (;; i = (i + 1) & mask) {
+        if (h[i].table < 0) {
+            h[i] = (emb_hent){id, table, fresh};
+            *added = true;
+            return fresh;
+        }
+        if (h[i].table == table && h[i].id == id) {
+            *added = false;
+            return h[i].val;
+        }
+    }
+}
+
+static inline int32_t hash_get(const emb_hent *h, size_t cap, int32_t table, int64_t id)
+{
+    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
+    for (;; i = (i + 1) & mask) {
+        if (h[i].table < 0)
+            return -1;
+        if (h[i].table == table && h[i].id == id)
+            return h[i].val;
+    }
+}
+
+TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+/* ---- the workspace ---------------------------------------------------------------- */
+
+/* Under mu, before the send that completes `step` is committed (its slot
+ * already marked sent): the workspace of its update, so that the update
+ * itself cannot fail. */
+tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
+{
+    int C = eng->cfg.num_tensor_cores;
+    int64_t total = 0, gtotal = 0;
+    for (int c = 0; c < C; c++) {
+        const emb_core_step *s = emb_find_slot(&eng->cores[c], step);
+        TL_ASSERT(s != NULL);
+        total += s->n_unique;
+        gtotal += s->n_unique > 0 ? ((const int64_t *)s->u_goff.p)[s->n_unique] : 0;
+    }
+    size_t hcap = 64;
+    while (!emb_direct(eng) && hcap < (size_t)total * 2)
+        hcap *= 2;
+    tl_status st;
+    if (emb_direct(eng)) /* no accumulation workspace: the core's sums are the step's */
+        total = gtotal = 0;
+    if ((st = emb_reserve(&eng->acc_h, hcap * sizeof(emb_hent))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
+        (st = emb_reserve(&eng->acc_steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK)
+        return st;
+    eng->acc_hcap = hcap;
+    return TL_OK;
+}
+
+/* ---- the update -------------------------------------------------------------------- */
+
+/* Table t's pipeline on one row (its slots follow it), from gradient g. */
+static inline void update(const emb_table *t, const tl_emb_step *es, float *row, float *g)
+{
+    float *slots[TL_EMB_MAX_SLOTS];
+    for (int k = 0; k < t->slots; k++)
+        slots[k] = row + (int64_t)(k + 1) * t->dim;
+    tl_emb_update_row(&t->opt, es, row, g, slots, t->dim);
+}
+
+/* Rows (with their slots) prefetched ahead of the update, into L2. */
+enum { AHEAD = 16 };
+
+/* Under mu, after emb_apply_reserve. Sums every core's gradients per row in
+ * ascending core order, then runs each table's pipeline once per touched
+ * row (every row for non-lazy tables); tables without accumulation take
+ * each core's sum in turn. With one core and only lazy tables the core's
+ * sums are the step's and are applied in place. Frees the cores' slots of
+ * the step. */
+void emb_apply_step(tl_emb_engine *eng, int64_t step)
+{
+    emb_step_rec *r = &eng->recs[step % EMB_RING];
+    int T = eng->cfg.num_tables, C = eng->cfg.num_tensor_cores;
+    tl_emb_step *pes = eng->acc_steps.p;
+    for (int i = 0; i < T; i++)
+        (void)tl_emb_step_prepare(&eng->tables[i].opt, r->lrs, r->n_lr, &pes[i]); /* checked at send */
+    if (emb_direct(eng)) {
+        emb_core_step *s = emb_find_slot(&eng->cores[0], step);
+        const int32_t *ut = s->u_table.p;
+        const int64_t *goff = s->u_goff.p;
+        float *const *uptr = s->u_ptr.p;
+        float *g = s->grad.p;
+        for (int64_t u = 0; u < s->n_unique; u++) {
+            if (u + AHEAD < s->n_unique)
+                emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
+            update(&eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
+        }
+        goto done;
+    }
+    emb_hent *h = eng->acc_h.p;
+    int32_t *a_table = eng->acc_at.p;
+    int64_t *aoff = eng->acc_off.p, *a_id = eng->acc_aid.p;
+    float *ag = eng->acc_g.p, **a_row = eng->acc_arow.p;
+    int64_t na = 0, used = 0;
+    memset(h, 0xff, eng->acc_hcap * sizeof *h);
+    for (int c = 0; c < C; c++) {
+        emb_core_step *s = emb_find_slot(&eng->cores[c], step);
+        const int32_t *ut = s->u_table.p;
+        const int64_t *uid = s->u_id.p, *goff = s->u_goff.p;
+        float *const *uptr = s->u_ptr.p;
+        float *g = s->grad.p;
+        for (int64_t u = 0; u < s->n_unique; u++) {
+            const emb_table *t = &eng->tables[ut[u]];
+            float *gu = g + goff[u];
+            if (!tl_emb_optimizer_accumulates(&t->opt)) {
+                update(t, &pes[ut[u]], uptr[u], gu);
+                continue;
+            }
+            bool added;
+            int32_t a = hash_find_or_add(h, eng->acc_hcap, ut[u], uid[u], (int32_t)na, &added);
+            if (added) {
+                a_table[na] = ut[u];
+                a_id[na] = uid[u];
+                a_row[na] = uptr[u];
+                aoff[na] = used;
+                memcpy(ag + used, gu, (size_t)t->dim * sizeof *ag);
+                used += t->dim;
+                na++;
+            } else {
+                add_into(ag + aoff[a], gu, t->dim);
+            }
+        }
+    }
+    for (int64_t a = 0; a < na; a++) {
+        if (a + AHEAD < na)
+            emb_prefetch_l2(a_row[a + AHEAD], eng->tables[a_table[a + AHEAD]].stride);
+        const emb_table *t = &eng->tables[a_table[a]];
+        if (tl_emb_optimizer_is_lazy(&t->opt))
+            update(t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
+    }
+    /* Non-lazy tables: every row, g = 0 where nothing arrived. */
+    for (int i = 0; i < T; i++) {
+        const emb_table *t = &eng->tables[i];
+        if (tl_emb_optimizer_is_lazy(&t->opt))
+            continue;
+        float *zero = eng->zero_g.p;
+        for (int64_t id = 0; id < t->vocab; id++) {
+            int32_t a = hash_get(h, eng->acc_hcap, i, id);
+            float *row = emb_row(eng, t, id);
+            if (a >= 0) {
+                update(t, &pes[i], row, ag + aoff[a]);
+            } else {
+                memset(zero, 0, (size_t)t->dim * sizeof *zero); /* the update clips g in place */
+                update(t, &pes[i], row, zero);
+            }
+        }
+    }
+done:
+    eng->stats.steps_applied++;
+    for (int c = 0; c < C; c++) {
+        emb_core_step *s = emb_find_slot(&eng->cores[c], step);
+        if (s != NULL)
+            s->state = CS_FREE;
+    }
+    eng->applied_through = step;
+    r->step = -1;
+}
