@@ -3,7 +3,7 @@
 # `make bench` so that every ratio compares figures taken on this machine at
 # the same moment. Prints the peers' own JSON lines (one per figure, with the
 # median of their repetitions) and one line of peak resident memory per
-# PyTorch MLP or EmbeddingBag process. The peers live outside the
+# PyTorch MLP, EmbeddingBag or DLRM process. The peers live outside the
 # repository, in the shared folder beside it (shared/bench/); where they or
 # Debian's python3-torch are missing, one "skipped" line says so and the
 # script still succeeds.
@@ -24,6 +24,12 @@
 # held against is not run here (this script builds no C peers):
 # bench_embedding measures it in its own processes, as shared/bench/gather.c's
 # mode 0 does.
+#
+# DLRM: torch_dlrm.py (13 dense features, 26 tables of 100,000 x 64, dot
+# interaction, batch 2048) against bench/bench_dlrm.c, one process per
+# optimizer (Adagrad, SGD) so that each peak RSS is its own, at one thread
+# (torch 1 + OpenBLAS 1) and at both two-thread splits, as for the MLP;
+# summary.py takes the faster split as PyTorch's two-thread figure.
 #
 # Environment: TPULOOP_BENCH_PYTHON (default /usr/bin/python3, Debian's, which
 # has torch), TPULOOP_BENCH_PEERS (default: shared/bench beside the repository,
@@ -76,4 +82,9 @@ RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
 peer 1 1 torch_overhead.py --steps=5000 --reps=5
 RSS=1 peer 1 1 torch_embbag.py --opts=sgd --dists=zipf --bags=1,20
 RSS=1 peer 1 1 torch_embbag.py --opts=adagrad --dists=zipf --bags=1,20
+for opt in adagrad sgd; do
+    RSS=1 peer 1 1 torch_dlrm.py --opts="$opt"
+    RSS=1 peer 1 2 torch_dlrm.py --opts="$opt"
+    RSS=1 peer 2 1 torch_dlrm.py --opts="$opt"
+done
 exit 0

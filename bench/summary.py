@@ -21,6 +21,11 @@
 #                lookup share, lookups/s over gathered rows/s, beside it);
 #                peak RSS over tables + slots per optimizer (target 1.10,
 #                the whole process; the engine's own share beside it)
+#   dlrm_*       bench_dlrm against torch_dlrm.py, per optimizer (adagrad,
+#                sgd) and thread count ("1": 1 device / torch 1 + OpenBLAS 1;
+#                "2": 2 devices / PyTorch's faster two-thread split):
+#                examples/s of both, their ratio, the split taken, and the
+#                peak RSS of each process
 import json
 import sys
 
@@ -86,6 +91,7 @@ def main():
     }
     out.update(input_figures(pick, med, ratio))
     out.update(embedding_figures(recs, pick, med, ratio))
+    out.update(dlrm_figures(recs, pick, med, ratio))
     print(json.dumps(out), flush=True)
 
 
@@ -168,6 +174,41 @@ def embedding_figures(recs, pick, med, ratio):
         "emb_target_met": {"fraction_of_gather": all_at_least(frac, 0.5),
                            "ratio_vs_torch": all_at_least(vs_torch, 10),
                            "rss_over_tables": all_at_most(rss, 1.10)},
+    }
+
+
+def dlrm_figures(recs, pick, med, ratio):
+    """The DLRM's figures (bench/bench_dlrm.c, torch_dlrm.py)."""
+    def field(r, key):
+        return None if r is None else r.get(key)
+
+    def torch_runs(opt):
+        """PyTorch's 1-thread record and its faster two-thread split."""
+        runs = [r for r in recs if r.get("bench") == "torch_dlrm" and r.get("opt") == opt]
+        one = [r for r in runs if r.get("torch_threads") == 1 and r.get("OPENBLAS_NUM_THREADS") == "1"]
+        two = [r for r in runs if r.get("torch_threads", 0) + int(r.get("OPENBLAS_NUM_THREADS", "0")) == 3]
+        return (one[0] if one else None), (max(two, key=lambda r: r["median"]) if two else None)
+
+    def torch_rss(opt, tt, bt):
+        for r in recs:
+            if (r.get("bench") == "torch_dlrm_maxrss" and "--opts=%s" % opt in r.get("args", []) and
+                    r.get("torch_threads") == tt and r.get("OPENBLAS_NUM_THREADS") == bt):
+                return r.get("maxrss_mib")
+        return None
+
+    opts = ("adagrad", "sgd")
+    tl = {o: {d: pick("tpuloop_dlrm", opt=o, devices=d) for d in (1, 2)} for o in opts}
+    pt = {o: torch_runs(o) for o in opts}
+    tl_eps = {o: {str(d): med(tl[o][d]) for d in (1, 2)} for o in opts}
+    pt_eps = {o: {"1": med(pt[o][0]), "2": med(pt[o][1])} for o in opts}
+    split = {o: None if pt[o][1] is None else
+             "torch %d + OpenBLAS %s" % (pt[o][1]["torch_threads"], pt[o][1]["OPENBLAS_NUM_THREADS"]) for o in opts}
+    return {
+        "dlrm_examples_per_s": {"tpuloop": tl_eps, "torch": pt_eps},
+        "dlrm_ratio_vs_torch": {o: {k: ratio(tl_eps[o][k], pt_eps[o][k]) for k in ("1", "2")} for o in opts},
+        "dlrm_torch_2_threads_split": split,
+        "dlrm_maxrss_mib": {"tpuloop": {o: {str(d): field(tl[o][d], "maxrss_mib") for d in (1, 2)} for o in opts},
+                            "torch": {o: {"1": torch_rss(o, 1, "1")} for o in opts}},
     }
 
 

@@ -271,3 +271,22 @@ Test(graph, layout_is_in_name_order)
     }
     tl_vars_destroy(vars);
 }
+
+/* An op whose shape is its input's must keep it when adding the op grows the
+ * node array (64, 128, 256 nodes): the sanitizer run catches a read of the
+ * old array, and the shapes here a wrong copy. */
+Test(graph, shapes_survive_the_node_array_growing)
+{
+    traced t = trace_begin(TL_MODE_TRAIN);
+    int64_t bshape[1] = {7};
+    tl_t bias = tl_graph_input(t.g, TL_F32, bshape, 1);
+    tl_t x = input2(t.g, 5, 7);
+    for (int i = 0; i < 300; i++) {
+        x = tl_bias_add(t.g, x, bias); /* shape from x's node */
+        cr_assert_eq(tl_graph_status(t.g), TL_OK, "%s", tl_graph_error(t.g));
+        const tl_node *nd = tl_graph_node(t.g, x);
+        cr_assert(nd->rank == 2 && nd->shape[0] == 5 && nd->shape[1] == 7, "node %d: rank %d [%lld, %lld]", (int)x,
+                  nd->rank, (long long)nd->shape[0], (long long)nd->shape[1]);
+    }
+    trace_end(&t);
+}

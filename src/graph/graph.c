@@ -87,6 +87,12 @@ static tl_t add(tl_graph *g, tl_op_kind op, tl_dtype dtype, const int64_t *shape
         return TL_T_INVALID;
     if (rank < 0 || rank > TL_MAX_RANK)
         return fail(g, TL_EINVAL, "rank %d is outside [0, %d]", rank, TL_MAX_RANK);
+    /* shape may point into g->nodes (an input's shape), which the growth
+     * below moves: copy it first. */
+    int64_t dims[TL_MAX_RANK];
+    if (rank > 0)
+        memcpy(dims, shape, (size_t)rank * sizeof *shape);
+    shape = dims;
     int64_t size = 1;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 1)

@@ -1,0 +1,262 @@
+/* bench_dlrm.c — tpuloop's training throughput on a DLRM, the workload of
+ * PyTorch's peer (shared/bench/torch_dlrm.py, run by run_peers.sh in the
+ * same `make bench`), through the public API only: the embedding engine
+ * (tpuloop/embedding.h), the built-in tl_model_dlrm (tpuloop/models.h) and
+ * the estimator (tpuloop/estimator.h) that drives both, as a TPUEstimator
+ * user with TPUEmbedding would wire them.
+ *
+ * The model, as the peer's: 13 dense features into the bottom MLP
+ * 13-512-256-64 (ReLU after each layer), 26 tables "C1".."C26" of 100,000 ×
+ * 64 float32 with one id per example and the sum combiner, the dot
+ * interaction of the 27 vectors (351 pairwise dots) beside the bottom MLP's
+ * output, the top MLP 415-512-256-1 (ReLU but on the logit), the mean
+ * sigmoid cross-entropy. Global batch 2048 (1024 per replica at 2 devices),
+ * iterations_per_loop 10.
+ *
+ * Optimizers, as the peer's: "adagrad" — Adagrad lr 0.01 on the dense
+ * variables (the estimator's optimizer) and on the tables (the engine's);
+ * "sgd" — SGD lr 0.1 on both. Each keeps TensorFlow's defaults where
+ * PyTorch's differ: Adagrad's accumulators start at 0.1 (PyTorch: 0, with
+ * eps 1e-10), which changes no work. The tables start uniform in
+ * [-1/8, 1/8) (PyTorch's EmbeddingBag: N(0, 1)), the dense kernels Glorot
+ * uniform as tl_dense makes them (PyTorch's Linear: Kaiming uniform):
+ * values change no work either.
+ *
+ * The data: 8 batches' worth (16,384 examples), as the peer's 8
+ * pre-generated batches: per example 13 values log1p(exponential(10)), then
+ * 26 ids uniform in [0, 100000) carried as floats (the estimator's id
+ * columns), and a label 1 with probability 0.25. Drawn from splitmix64, not
+ * numpy's generator: same distributions, other values. The estimator draws
+ * its batches from a permutation of the examples per epoch (the infeed
+ * thread gathers the rows), where the peer cycles its batches in order.
+ *
+ * Each (optimizer, devices) runs in its own child process, so that its peak
+ * resident memory (ru_maxrss: tables, slots, data and all) is its own: the
+ * engine is created (init_s), then one warm-up train of STEPS steps (which
+ * traces, compiles and starts the workers; the peer warms up 3 steps), then
+ * REPS reps of one tl_estimator_train of STEPS steps each (train_steps is
+ * relative: every call trains STEPS more on the same estimator), timed
+ * around the call: examples/s = STEPS × 2048 / seconds, as the peer times
+ * STEPS steps per rep. One JSON line per (optimizer, devices) with the
+ * median of the reps, the median step_ms, the replicas' infeed wait as a
+ * fraction of the rep, and maxrss_mib against tl_emb_table_bytes.
+ *
+ * Runs in about a minute. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tpuloop/tpuloop.h"
+#include "util/bench_util.h"
+
+enum { TABLES = 26, ROWS = 100000, DIM = 64, DENSE = 13, WIDTH = DENSE + TABLES };
+enum { BATCH = 2048, NBATCH = 8, EXAMPLES = NBATCH * BATCH, REPS = 5, STEPS = 10 };
+
+/* ---- data ------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s)
+{
+    return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* features (EXAMPLES, WIDTH): the dense values, then the ids as floats
+ * (exact: ids < 2^24); labels (EXAMPLES) 0/1. */
+static bool make_data(tl_labeled_data *d)
+{
+    memset(d, 0, sizeof *d);
+    d->features = malloc((size_t)EXAMPLES * WIDTH * sizeof *d->features);
+    d->labels = malloc((size_t)EXAMPLES * sizeof *d->labels);
+    if (d->features == NULL || d->labels == NULL)
+        return false;
+    d->num_examples = EXAMPLES;
+    d->num_features = WIDTH;
+    d->num_classes = 2;
+    d->feature_rank = 1;
+    d->feature_shape[0] = WIDTH;
+    uint64_t seed = 20240601;
+    for (int64_t i = 0; i < EXAMPLES; i++) {
+        float *row = d->features + i * WIDTH;
+        for (int k = 0; k < DENSE; k++) /* exponential(scale 10) by inversion; 1 - u is in (0, 1] */
+            row[k] = (float)log1p(-10.0 * log(1.0 - uniform01(&seed)));
+        for (int t = 0; t < TABLES; t++)
+            row[DENSE + t] = (float)(splitmix64(&seed) % ROWS);
+        d->labels[i] = uniform01(&seed) < 0.25 ? 1 : 0;
+    }
+    return true;
+}
+
+/* ---- one (optimizer, devices), in the child ---------------------------------------- */
+
+static tl_status make_config(int devices, tl_config **out)
+{
+    char dev[48], ipl[48], steps[48];
+    snprintf(dev, sizeof dev, "--devices=%d", devices);
+    snprintf(ipl, sizeof ipl, "--iterations_per_loop=%d", STEPS);
+    snprintf(steps, sizeof steps, "--train_steps=%d", STEPS);
+    char batch[] = "--train_batch_size=2048", seed[] = "--tf_random_seed=42";
+    char *const argv[] = {dev, batch, ipl, steps, seed};
+    tl_status st = tl_config_create(out);
+    if (st == TL_OK)
+        st = tl_config_apply_args(*out, (int)(sizeof argv / sizeof argv[0]), argv, NULL, NULL);
+    if (st == TL_OK)
+        st = tl_config_resolve(*out);
+    return st;
+}
+
+static tl_status make_engine(bool adagrad, int devices, tl_emb_engine **out)
+{
+    static char names[TABLES][16];
+    tl_emb_table_config tc[TABLES];
+    tl_emb_feature_config fc[TABLES];
+    for (int t = 0; t < TABLES; t++) {
+        snprintf(names[t], sizeof names[t], "C%d", t + 1);
+        /* Uniform in +-1/sqrt(dim): the default truncated normal takes
+         * three times as long to fill these tables (about 10 s), untimed
+         * but in the bench's run time, and values change no work. */
+        tc[t] = (tl_emb_table_config){.name = names[t], .vocabulary_size = ROWS, .dim = DIM,
+                                      .combiner = TL_EMB_COMBINER_SUM,
+                                      .initializer = {.kind = TL_EMB_INIT_UNIFORM, .minval = -0.125, .maxval = 0.125}};
+        fc[t] = (tl_emb_feature_config){.name = names[t], .table = t};
+    }
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = tc;
+    c.num_tables = TABLES;
+    c.features = fc;
+    c.num_features = TABLES;
+    tl_emb_optimizer_default(adagrad ? TL_EMB_ADAGRAD : TL_EMB_SGD, &c.optimizer);
+    c.optimizer.learning_rate = adagrad ? 0.01f : 0.1f;
+    c.num_tensor_cores = devices; /* one per replica, as the estimator requires */
+    c.batch_size_per_tensor_core = BATCH / devices;
+    c.num_shards = 1;
+    c.seed = 42;
+    return tl_emb_engine_create(&c, out);
+}
+
+static int run(bool adagrad, int devices)
+{
+    const char *oname = adagrad ? "adagrad" : "sgd";
+    tl_labeled_data data;
+    tl_config *cfg = NULL;
+    tl_emb_engine *eng = NULL;
+    tl_estimator *est = NULL;
+    int rc = 1;
+    if (!make_data(&data)) {
+        fprintf(stderr, "bench_dlrm: out of memory for the data\n");
+        free(data.features);
+        free(data.labels);
+        return 1;
+    }
+    tl_status st = make_config(devices, &cfg);
+    double t0 = bench_now();
+    if (st == TL_OK)
+        st = make_engine(adagrad, devices, &eng);
+    double init_s = bench_now() - t0;
+
+    tl_dlrm_config dlrm = {.num_dense = DENSE, .num_bottom = 3, .bottom = {512, 256, DIM},
+                           .num_top = 2, .top = {512, 256}, .num_features = TABLES};
+    for (int f = 0; f < TABLES; f++)
+        dlrm.dims[f] = DIM;
+    if (st == TL_OK) {
+        tl_estimator_options o;
+        tl_estimator_options_init(&o);
+        o.model_fn = tl_model_dlrm;
+        o.user = &dlrm;
+        tl_optimizer_config_default(adagrad ? TL_OPTIM_ADAGRAD : TL_OPTIM_SGD, &o.optimizer);
+        o.optimizer.lr.learning_rate = adagrad ? 0.01 : 0.1;
+        o.on_log = bench_quiet_log;
+        o.embedding = eng;
+        st = tl_estimator_create(cfg, &o, &est);
+    }
+    tl_train_result tr;
+    t0 = bench_now();
+    if (st == TL_OK) /* warm-up: the first call traces, compiles and starts the workers */
+        st = tl_estimator_train(est, &data, &tr);
+    double warm_s = bench_now() - t0;
+    double eps[REPS], ms[REPS], wait[REPS], loss = 0;
+    for (int r = 0; r < REPS && st == TL_OK; r++) {
+        t0 = bench_now();
+        st = tl_estimator_train(est, &data, &tr);
+        double s = bench_now() - t0;
+        eps[r] = (double)STEPS * BATCH / s;
+        ms[r] = s * 1e3 / STEPS;
+        wait[r] = tr.infeed_wait_seconds / s;
+        loss = tr.loss;
+    }
+    if (st != TL_OK) {
+        fprintf(stderr, "bench_dlrm: %s at %d device(s): %s\n", oname, devices, tl_last_error());
+        goto out;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double maxrss = (double)ru.ru_maxrss / 1024.0;
+    double table_mib = (double)tl_emb_table_bytes(eng) / 1048576.0;
+    printf("{\"bench\": \"tpuloop_dlrm\", \"opt\": \"%s\", \"devices\": %d, \"batch\": %d, \"tables\": %d, "
+           "\"rows\": %d, \"dim\": %d, \"bottom\": \"13-512-256-64\", \"top\": \"415-512-256-1\", "
+           "\"iterations_per_loop\": %d, \"steps_per_rep\": %d, \"warmup_steps\": %d, \"warmup_s\": %.2f, "
+           "\"init_s\": %.2f, \"reps\": [",
+           oname, devices, BATCH, TABLES, ROWS, DIM, STEPS, STEPS, STEPS, warm_s, init_s);
+    for (int r = 0; r < REPS; r++)
+        printf("%s%.1f", r ? ", " : "", eps[r]);
+    printf("], \"step_ms\": [");
+    for (int r = 0; r < REPS; r++)
+        printf("%s%.2f", r ? ", " : "", ms[r]);
+    printf("], ");
+    (void)bench_median(eps, REPS); /* sorted: [0] min, [REPS-1] max */
+    (void)bench_median(ms, REPS);
+    (void)bench_median(wait, REPS);
+    printf("\"unit\": \"examples/s\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, \"step_ms_median\": %.2f, "
+           "\"infeed_wait_fraction_median\": %.4f, \"global_step\": %lld, \"last_loss\": %.4f, "
+           "\"maxrss_mib\": %.1f, \"table_mib\": %.1f, \"rss_over_tables\": %.4f}\n",
+           eps[REPS / 2], eps[0], eps[REPS - 1], ms[REPS / 2], wait[REPS / 2], (long long)tr.global_step, loss,
+           maxrss, table_mib, maxrss / table_mib);
+    rc = 0;
+out:
+    fflush(stdout);
+    tl_estimator_destroy(est);
+    tl_emb_engine_destroy(eng); /* after the estimator, which borrows it */
+    tl_config_destroy(cfg);
+    free(data.features);
+    free(data.labels);
+    return rc;
+}
+
+int main(void)
+{
+    tl_set_log_level(TL_LOG_ERROR);
+    static const struct {
+        bool adagrad;
+        int devices;
+    } runs[] = {{true, 1}, {true, 2}, {false, 1}, {false, 2}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("bench_dlrm: fork");
+            return 1;
+        }
+        if (pid == 0)
+            _exit(run(runs[i].adagrad, runs[i].devices));
+        int status;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "bench_dlrm: the %s run at %d device(s) failed\n", runs[i].adagrad ? "adagrad" : "sgd",
+                    runs[i].devices);
+            return 1;
+        }
+    }
+    return 0;
+}
