@@ -64,11 +64,13 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static tl_emb_engine *make(bool pipelined)
+/* Adagrad, or (adam) non-lazy Adam, which updates every row each step. */
+static tl_emb_engine *make_opt(bool pipelined, bool adam)
 {
     static tl_emb_optimizer opt;
-    tl_emb_optimizer_default(TL_EMB_ADAGRAD, &opt);
+    tl_emb_optimizer_default(adam ? TL_EMB_ADAM : TL_EMB_ADAGRAD, &opt);
     opt.learning_rate = 0.1f;
+    opt.use_non_lazy = adam;
     static tl_emb_table_config t;
     t = (tl_emb_table_config){.name = "t", .vocabulary_size = VOCAB, .dim = DIM, .optimizer = &opt,
                               .combiner = TL_EMB_COMBINER_SUM};
@@ -89,11 +91,18 @@ static tl_emb_engine *make(bool pipelined)
     return eng;
 }
 
+static tl_emb_engine *make(bool pipelined)
+{
+    return make_opt(pipelined, false);
+}
+
+/* The parameters, and the slots after them. */
 static void table(tl_emb_engine *eng, float *w)
 {
-    float acc[VOCAB * DIM];
-    float *st[2] = {w, acc};
-    cr_assert_eq(tl_emb_retrieve(eng, 0, NULL, 1, 0, st, 2, VOCAB), TL_OK);
+    float slots[2][VOCAB * DIM];
+    float *st[3] = {w, slots[0], slots[1]};
+    int n = 1 + tl_emb_num_slots(tl_emb_engine_config(eng)->tables[0].optimizer);
+    cr_assert_eq(tl_emb_retrieve(eng, 0, NULL, 1, 0, st, n, VOCAB), TL_OK);
 }
 
 Test(mt_embedding, threads_give_the_single_thread_bits)
@@ -125,4 +134,69 @@ Test(mt_embedding, threads_give_the_single_thread_bits)
         tl_emb_engine_destroy(eng);
         cr_assert(memcmp(got, want, sizeof want) == 0, "pipelined %d: threads changed the bits", pipelined);
     }
+}
+
+/* Owner apply: after every core's send, each core on its own thread
+ * updates the rows it owns; the tables have the serial apply's bits. */
+static void *owner_worker(void *arg)
+{
+    ctx *c = arg;
+    for (int s = 0; s < STEPS; s++) {
+        c->failures += core_step(c->eng, c->core, s);
+        pthread_barrier_wait(c->bar); /* every core has sent */
+        c->failures += tl_emb_apply_owned(c->eng, c->core) != TL_OK;
+        pthread_barrier_wait(c->bar); /* every row is updated */
+    }
+    return NULL;
+}
+
+static void owner_apply(bool adam)
+{
+    tl_emb_engine *ref = make_opt(false, adam);
+    for (int s = 0; s < STEPS; s++)
+        for (int core = 0; core < CORES; core++)
+            cr_assert_eq(core_step(ref, core, s), 0);
+    float want[VOCAB * DIM], got[VOCAB * DIM];
+    table(ref, want);
+    tl_emb_engine_destroy(ref);
+
+    tl_emb_engine *eng = make(false);
+    cr_assert_eq(tl_emb_apply_owned(eng, 0), TL_ERUNTIME, "not in owner apply");
+    cr_assert_eq(tl_emb_set_owner_apply(eng, true), TL_OK);
+    /* before every core sent: an error, not a wait */
+    cr_assert_eq(core_step(eng, 0, 0), 0);
+    cr_assert_eq(tl_emb_apply_owned(eng, 0), TL_ERUNTIME);
+    cr_assert(strstr(tl_last_error(), "not every core has sent step 0 (1 of 4 cores sent)") != NULL, "%s",
+              tl_last_error());
+    cr_assert_eq(tl_emb_set_owner_apply(eng, false), TL_ERUNTIME, "a step is in flight");
+    tl_emb_engine_destroy(eng);
+
+    eng = make_opt(false, adam);
+    cr_assert_eq(tl_emb_set_owner_apply(eng, true), TL_OK);
+    pthread_barrier_t bar;
+    cr_assert_eq(pthread_barrier_init(&bar, NULL, CORES), 0);
+    pthread_t th[CORES];
+    ctx cs[CORES];
+    for (int i = 0; i < CORES; i++) {
+        cs[i] = (ctx){eng, &bar, i, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, owner_worker, &cs[i]), 0);
+    }
+    for (int i = 0; i < CORES; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(cs[i].failures, 0, "core %d", i);
+    }
+    pthread_barrier_destroy(&bar);
+    cr_assert_eq(tl_emb_apply_owned(eng, 1), TL_ERUNTIME, "a second apply of the same step");
+    tl_emb_stats st;
+    tl_emb_get_stats(eng, &st);
+    cr_assert_eq(st.steps_applied, STEPS);
+    table(eng, got);
+    tl_emb_engine_destroy(eng);
+    cr_assert(memcmp(got, want, sizeof want) == 0, "adam %d: owner apply changed the bits", adam);
+}
+
+Test(mt_embedding, owner_apply_gives_the_serial_bits)
+{
+    owner_apply(false);
+    owner_apply(true); /* non-lazy: every row, split by owner */
 }

@@ -276,6 +276,24 @@ TL_API tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_
 TL_API tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *const *grads,
                                        int n, const float *learning_rates, int n_lr);
 
+/*
+ * Owner apply: the update of a step is split over the cores instead of
+ * running in the send that completes it. Each core, once every core has
+ * sent the step (the caller knows: after a collective), calls
+ * tl_emb_apply_owned and updates the rows it owns (ids with id mod C ==
+ * core), in parallel with the others; the last one ends the step. The bits
+ * are the same as the serial apply's: each row is summed over cores in
+ * ascending order and updated once. Set it between steps. Errors:
+ * TL_EINVAL with pipeline_execution_with_tensor_core; TL_ERUNTIME while a
+ * training step is in flight.
+ */
+TL_API tl_status tl_emb_set_owner_apply(tl_emb_engine *eng, bool on);
+
+/* Core's part of its last received training step's update (owner apply).
+ * Errors: TL_ERUNTIME without owner apply, when some core has not sent the
+ * step yet (never a wait), or when core already applied it; TL_ENOMEM. */
+TL_API tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core);
+
 /* Applies a pipelined step's pending update now (before a retrieve or a
  * checkpoint). Does nothing when none is pending. */
 TL_API tl_status tl_emb_flush(tl_emb_engine *eng);

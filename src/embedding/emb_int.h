@@ -95,11 +95,23 @@ typedef struct emb_core {
     emb_buf bagsum;    /* double (bags): Σw or Σw² per bag while enqueuing */
 } emb_core;
 
+/* One apply's accumulation: (table, id) -> summed gradient, and the
+ * tables' prepared steps. The serial apply uses the engine's first; with
+ * owner apply core c uses the c-th. */
+typedef struct emb_apply_ws {
+    emb_buf h;                /* emb_hent (hcap) */
+    emb_buf off, g;
+    emb_buf at, aid, arow, steps; /* the accumulated rows' table, id, row; the tables' steps */
+    emb_buf zero;             /* float (max dim): a non-lazy row's gradient where nothing arrived */
+    size_t hcap;
+} emb_apply_ws;
+
 /* The steps in flight across cores. */
 typedef struct emb_step_rec {
     int64_t step;          /* -1 when free */
     tl_emb_mode mode;
     int enqueued, activated, sent;
+    int parts;             /* owner apply: the cores that applied their rows */
     float *lrs;            /* the learning rates of the step's first send */
     int n_lr;
 } emb_step_rec;
@@ -118,13 +130,9 @@ struct tl_emb_engine {
     pthread_mutex_t mu;
     bool mu_ok;
     tl_emb_stats stats;
-    /* the apply's accumulation: (table, id) -> summed gradient */
-    emb_buf acc_h;            /* emb_hent (acc_hcap) */
-    emb_buf acc_off, acc_g;
-    emb_buf acc_at, acc_aid, acc_arow, acc_steps; /* the accumulated rows' table, id, row; the tables' steps */
-    size_t acc_hcap;
-    int64_t acc_n;
-    emb_buf zero_g;           /* max dim zeros (non-lazy rows) */
+    emb_apply_ws *ws;         /* (C) the applies' workspaces */
+    bool owner_apply;         /* tl_emb_set_owner_apply */
+    int64_t *part_done;       /* (C) owner apply: the last step each core applied, -1 */
     bool direct;              /* one core, only lazy tables: updates read the core's sums in place */
 };
 
@@ -174,8 +182,15 @@ static inline void emb_prefetch_l2(const float *p, int64_t n)
 
 /* update.c: the workspace of step's update (under mu), then the update from
  * every core's sent gradients, which cannot fail. */
-tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step);
+tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, emb_apply_ws *ws);
 void emb_apply_step(tl_emb_engine *eng, int64_t step);
+/* The rows of part `part` of `parts` (id mod parts) with ws, outside mu
+ * (parts touch disjoint rows), then, under mu, the step's end once every
+ * part is done. */
+void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws);
+void emb_apply_finish(tl_emb_engine *eng, int64_t step);
+void emb_apply_ws_free(emb_apply_ws *ws);
+int64_t emb_apply_ws_bytes(const emb_apply_ws *ws);
 
 /* step.c */
 void emb_core_free(emb_core *c);

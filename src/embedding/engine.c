@@ -341,8 +341,10 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
     eng->table_cfgs = tl_calloc((size_t)T, sizeof *eng->table_cfgs);
     eng->feature_cfgs = tl_calloc((size_t)F, sizeof *eng->feature_cfgs);
     eng->cores = tl_calloc((size_t)C, sizeof *eng->cores);
+    eng->ws = tl_calloc((size_t)C, sizeof *eng->ws);
+    eng->part_done = tl_calloc((size_t)C, sizeof *eng->part_done);
     if (eng->tables == NULL || eng->features == NULL || eng->table_cfgs == NULL || eng->feature_cfgs == NULL ||
-        eng->cores == NULL) {
+        eng->cores == NULL || eng->ws == NULL || eng->part_done == NULL) {
         tl_emb_engine_destroy(eng);
         return tl_error_oom();
     }
@@ -355,12 +357,10 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         return tl_error(TL_ERUNTIME, "embedding: cannot make a mutex");
     }
     eng->mu_ok = true;
-    int max_dim = 1;
     for (int i = 0; i < T && st == TL_OK; i++) {
         eng->table_cfgs[i].name = NULL; /* the copies' strings live in emb_table */
         eng->table_cfgs[i].optimizer = NULL;
         st = make_table(eng, i, &cfg->tables[i], &cfg->optimizer);
-        max_dim = eng->tables[i].dim > max_dim ? eng->tables[i].dim : max_dim;
     }
     for (int f = 0; f < F && st == TL_OK; f++) {
         emb_feature *fe = &eng->features[f];
@@ -375,13 +375,13 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         if (fe->name == NULL)
             st = tl_error_oom();
     }
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
         eng->cores[c].last_received = -1;
+        eng->part_done[c] = -1;
+    }
     eng->direct = C == 1;
     for (int i = 0; i < T && st == TL_OK; i++)
         eng->direct = eng->direct && tl_emb_optimizer_is_lazy(&eng->tables[i].opt);
-    if (st == TL_OK && (st = emb_reserve(&eng->zero_g, (size_t)max_dim * sizeof(float))) == TL_OK)
-        memset(eng->zero_g.p, 0, (size_t)max_dim * sizeof(float));
     if (st != TL_OK) {
         tl_emb_engine_destroy(eng);
         return st;
@@ -434,10 +434,10 @@ void tl_emb_engine_destroy(tl_emb_engine *eng)
         emb_core_free(&eng->cores[c]);
     for (int k = 0; k < EMB_RING; k++)
         tl_free(eng->recs[k].lrs);
-    emb_buf *bufs[] = {&eng->acc_h,   &eng->acc_off,  &eng->acc_g,     &eng->acc_at,
-                       &eng->acc_aid, &eng->acc_arow, &eng->acc_steps, &eng->zero_g};
-    for (size_t k = 0; k < TL_ARRAY_LEN(bufs); k++)
-        emb_buf_free(bufs[k]);
+    for (int c = 0; eng->ws != NULL && c < eng->cfg.num_tensor_cores; c++)
+        emb_apply_ws_free(&eng->ws[c]);
+    tl_free(eng->ws);
+    tl_free(eng->part_done);
     if (eng->mu_ok)
         pthread_mutex_destroy(&eng->mu);
     tl_free(eng->tables);
@@ -495,9 +495,8 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
                 n += (int64_t)b[j]->cap;
         }
     }
-    if (eng != NULL)
-        n += (int64_t)(eng->acc_off.cap + eng->acc_g.cap + eng->acc_h.cap + eng->acc_at.cap + eng->acc_aid.cap +
-                       eng->acc_arow.cap + eng->acc_steps.cap);
+    for (int c = 0; eng != NULL && c < eng->cfg.num_tensor_cores; c++)
+        n += emb_apply_ws_bytes(&eng->ws[c]);
     return n;
 }
 

@@ -364,7 +364,7 @@ tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input 
         }
         r->step = step;
         r->mode = mode;
-        r->enqueued = r->activated = r->sent = 0;
+        r->enqueued = r->activated = r->sent = r->parts = 0;
         r->n_lr = 0;
     } else if (r->mode != mode) {
         pthread_mutex_unlock(&eng->mu);
@@ -672,11 +672,11 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     }
     if (r->sent == 0)
         r->n_lr = n_lr;
-    if (r->sent + 1 == eng->cfg.num_tensor_cores) {
+    if (r->sent + 1 == eng->cfg.num_tensor_cores && !eng->owner_apply) {
         /* this send completes the step: its update's workspace first */
         core_state was = s->state;
         s->state = CS_SENT; /* counted by the reserve as sent */
-        if ((st = emb_apply_reserve(eng, s->step)) != TL_OK) {
+        if ((st = emb_apply_reserve(eng, s->step, &eng->ws[0])) != TL_OK) {
             s->state = was;
             pthread_mutex_unlock(&eng->mu);
             return st;
@@ -684,7 +684,7 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     }
     s->state = CS_SENT;
     r->sent++;
-    if (r->sent == eng->cfg.num_tensor_cores) {
+    if (r->sent == eng->cfg.num_tensor_cores && !eng->owner_apply) {
         if (!eng->cfg.pipeline_execution_with_tensor_core || r->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY) {
             emb_apply_step(eng, s->step);
         } else {
@@ -706,6 +706,65 @@ tl_status tl_emb_flush(tl_emb_engine *eng)
         eng->pending = -1;
         emb_apply_step(eng, p);
     }
+    pthread_mutex_unlock(&eng->mu);
+    return TL_OK;
+}
+
+/* ---- owner apply ------------------------------------------------------------------- */
+
+tl_status tl_emb_set_owner_apply(tl_emb_engine *eng, bool on)
+{
+    if (eng == NULL)
+        return tl_error(TL_EINVAL, "embedding: set_owner_apply on a NULL engine");
+    if (on && eng->cfg.pipeline_execution_with_tensor_core)
+        return tl_error(TL_EINVAL, "embedding: owner apply is not available with pipeline_execution_with_tensor_core "
+                                   "(its update runs after the next step's activations)");
+    pthread_mutex_lock(&eng->mu);
+    bool busy = false;
+    for (int k = 0; k < EMB_RING; k++)
+        busy = busy || (eng->recs[k].step >= 0 && eng->recs[k].mode != TL_EMB_MODE_INFERENCE);
+    if (!busy)
+        eng->owner_apply = on;
+    pthread_mutex_unlock(&eng->mu);
+    if (busy)
+        return tl_error(TL_ERUNTIME, "embedding: set_owner_apply while a training step is in flight: finish it first");
+    return TL_OK;
+}
+
+tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core)
+{
+    if (eng == NULL)
+        return tl_error(TL_EINVAL, "embedding: apply_owned on a NULL engine");
+    int C = eng->cfg.num_tensor_cores;
+    if (core < 0 || core >= C)
+        return tl_error(TL_EINVAL, "embedding: core %d is not in [0, %d)", core, C);
+    if (!eng->owner_apply)
+        return tl_error(TL_ERUNTIME, "embedding: apply_owned without owner apply: the send that completes a step "
+                                     "applies it (tl_emb_set_owner_apply)");
+    int64_t step = eng->cores[core].last_received;
+    pthread_mutex_lock(&eng->mu);
+    emb_step_rec *r = step >= 0 ? &eng->recs[step % EMB_RING] : NULL;
+    const char *why = NULL;
+    if (r == NULL || r->step != step || r->mode == TL_EMB_MODE_INFERENCE)
+        why = "has no training step to apply";
+    else if (eng->part_done[core] == step)
+        why = "already applied its rows of";
+    else if (r->sent != C)
+        why = "cannot apply yet: not every core has sent";
+    pthread_mutex_unlock(&eng->mu);
+    if (why != NULL)
+        return tl_error(TL_ERUNTIME, "embedding: core %d %s step %lld (%d of %d cores sent)", core, why,
+                        (long long)step, r != NULL && r->step == step ? r->sent : 0, C);
+    /* Every core sent: the step's slots and gradients no longer change, and
+     * this core's rows are its own. */
+    tl_status st = emb_apply_reserve(eng, step, &eng->ws[core]);
+    if (st != TL_OK)
+        return st;
+    emb_apply_part(eng, step, core, C, &eng->ws[core]);
+    pthread_mutex_lock(&eng->mu);
+    eng->part_done[core] = step;
+    if (++r->parts == C)
+        emb_apply_finish(eng, step);
     pthread_mutex_unlock(&eng->mu);
     return TL_OK;
 }

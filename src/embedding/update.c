@@ -54,10 +54,23 @@ TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x
 
 /* ---- the workspace ---------------------------------------------------------------- */
 
-/* Under mu, before the send that completes `step` is committed (its slot
- * already marked sent): the workspace of its update, so that the update
- * itself cannot fail. */
-tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
+void emb_apply_ws_free(emb_apply_ws *ws)
+{
+    emb_buf *b[] = {&ws->h, &ws->off, &ws->g, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero};
+    for (size_t k = 0; k < TL_ARRAY_LEN(b); k++)
+        emb_buf_free(b[k]);
+}
+
+int64_t emb_apply_ws_bytes(const emb_apply_ws *ws)
+{
+    return (int64_t)(ws->h.cap + ws->off.cap + ws->g.cap + ws->at.cap + ws->aid.cap + ws->arow.cap + ws->steps.cap +
+                     ws->zero.cap);
+}
+
+/* Before the update of `step` (under mu for the serial apply, on the
+ * core's own thread for an owner apply): its workspace in ws, so that the
+ * update itself cannot fail. */
+tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, emb_apply_ws *ws)
 {
     int C = eng->cfg.num_tensor_cores;
     int64_t total = 0, gtotal = 0;
@@ -73,15 +86,20 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step)
     tl_status st;
     if (emb_direct(eng)) /* no accumulation workspace: the core's sums are the step's */
         total = gtotal = 0;
-    if ((st = emb_reserve(&eng->acc_h, hcap * sizeof(emb_hent))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
-        (st = emb_reserve(&eng->acc_steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK)
+    if ((st = emb_reserve(&ws->h, hcap * sizeof(emb_hent))) != TL_OK ||
+        (st = emb_reserve(&ws->off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
+        (st = emb_reserve(&ws->g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
+        (st = emb_reserve(&ws->at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
+        (st = emb_reserve(&ws->aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
+        (st = emb_reserve(&ws->arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
+        (st = emb_reserve(&ws->steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK)
         return st;
-    eng->acc_hcap = hcap;
+    int max_dim = 1;
+    for (int i = 0; i < eng->cfg.num_tables; i++)
+        max_dim = eng->tables[i].dim > max_dim ? eng->tables[i].dim : max_dim;
+    if ((st = emb_reserve(&ws->zero, (size_t)max_dim * sizeof(float))) != TL_OK)
+        return st;
+    ws->hcap = hcap;
     return TL_OK;
 }
 
@@ -99,20 +117,27 @@ static inline void update(const emb_table *t, const tl_emb_step *es, float *row,
 /* Rows (with their slots) prefetched ahead of the update, into L2. */
 enum { AHEAD = 16 };
 
-/* Under mu, after emb_apply_reserve. Sums every core's gradients per row in
- * ascending core order, then runs each table's pipeline once per touched
- * row (every row for non-lazy tables); tables without accumulation take
- * each core's sum in turn. With one core and only lazy tables the core's
- * sums are the step's and are applied in place. Frees the cores' slots of
- * the step. */
-void emb_apply_step(tl_emb_engine *eng, int64_t step)
+/* Part `part` of `parts` owns the ids id mod parts == part. */
+static inline bool owned(int64_t id, int part, int parts)
+{
+    return parts == 1 || (int)((uint64_t)id % (uint64_t)parts) == part;
+}
+
+/* Sums every core's gradients per owned row in ascending core order, then
+ * runs each table's pipeline once per touched owned row (every owned row
+ * for non-lazy tables); tables without accumulation take each core's sum in
+ * turn. With one core and only lazy tables the core's sums are the step's
+ * and are applied in place. Each row sees the same operations in the same
+ * order whatever the parts, so the bits do not depend on them. */
+void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws)
 {
     emb_step_rec *r = &eng->recs[step % EMB_RING];
     int T = eng->cfg.num_tables, C = eng->cfg.num_tensor_cores;
-    tl_emb_step *pes = eng->acc_steps.p;
+    tl_emb_step *pes = ws->steps.p;
     for (int i = 0; i < T; i++)
         (void)tl_emb_step_prepare(&eng->tables[i].opt, r->lrs, r->n_lr, &pes[i]); /* checked at send */
     if (emb_direct(eng)) {
+        TL_ASSERT(parts == 1);
         emb_core_step *s = emb_find_slot(&eng->cores[0], step);
         const int32_t *ut = s->u_table.p;
         const int64_t *goff = s->u_goff.p;
@@ -123,14 +148,14 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
                 emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
             update(&eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
         }
-        goto done;
+        return;
     }
-    emb_hent *h = eng->acc_h.p;
-    int32_t *a_table = eng->acc_at.p;
-    int64_t *aoff = eng->acc_off.p, *a_id = eng->acc_aid.p;
-    float *ag = eng->acc_g.p, **a_row = eng->acc_arow.p;
+    emb_hent *h = ws->h.p;
+    int32_t *a_table = ws->at.p;
+    int64_t *aoff = ws->off.p, *a_id = ws->aid.p;
+    float *ag = ws->g.p, **a_row = ws->arow.p;
     int64_t na = 0, used = 0;
-    memset(h, 0xff, eng->acc_hcap * sizeof *h);
+    memset(h, 0xff, ws->hcap * sizeof *h);
     for (int c = 0; c < C; c++) {
         emb_core_step *s = emb_find_slot(&eng->cores[c], step);
         const int32_t *ut = s->u_table.p;
@@ -138,6 +163,8 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
         float *const *uptr = s->u_ptr.p;
         float *g = s->grad.p;
         for (int64_t u = 0; u < s->n_unique; u++) {
+            if (!owned(uid[u], part, parts))
+                continue;
             const emb_table *t = &eng->tables[ut[u]];
             float *gu = g + goff[u];
             if (!tl_emb_optimizer_accumulates(&t->opt)) {
@@ -145,7 +172,7 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
                 continue;
             }
             bool added;
-            int32_t a = hash_find_or_add(h, eng->acc_hcap, ut[u], uid[u], (int32_t)na, &added);
+            int32_t a = hash_find_or_add(h, ws->hcap, ut[u], uid[u], (int32_t)na, &added);
             if (added) {
                 a_table[na] = ut[u];
                 a_id[na] = uid[u];
@@ -166,14 +193,14 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
         if (tl_emb_optimizer_is_lazy(&t->opt))
             update(t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
     }
-    /* Non-lazy tables: every row, g = 0 where nothing arrived. */
+    /* Non-lazy tables: every owned row, g = 0 where nothing arrived. */
     for (int i = 0; i < T; i++) {
         const emb_table *t = &eng->tables[i];
         if (tl_emb_optimizer_is_lazy(&t->opt))
             continue;
-        float *zero = eng->zero_g.p;
-        for (int64_t id = 0; id < t->vocab; id++) {
-            int32_t a = hash_get(h, eng->acc_hcap, i, id);
+        float *zero = ws->zero.p;
+        for (int64_t id = part; id < t->vocab; id += parts) {
+            int32_t a = hash_get(h, ws->hcap, i, id);
             float *row = emb_row(eng, t, id);
             if (a >= 0) {
                 update(t, &pes[i], row, ag + aoff[a]);
@@ -183,13 +210,25 @@ void emb_apply_step(tl_emb_engine *eng, int64_t step)
             }
         }
     }
-done:
+}
+
+/* Under mu: the step is applied. Frees the cores' slots of the step. */
+void emb_apply_finish(tl_emb_engine *eng, int64_t step)
+{
+    emb_step_rec *r = &eng->recs[step % EMB_RING];
     eng->stats.steps_applied++;
-    for (int c = 0; c < C; c++) {
+    for (int c = 0; c < eng->cfg.num_tensor_cores; c++) {
         emb_core_step *s = emb_find_slot(&eng->cores[c], step);
         if (s != NULL)
             s->state = CS_FREE;
     }
     eng->applied_through = step;
     r->step = -1;
+}
+
+/* Under mu, after emb_apply_reserve(ws[0]): the whole update at once. */
+void emb_apply_step(tl_emb_engine *eng, int64_t step)
+{
+    emb_apply_part(eng, step, 0, 1, &eng->ws[0]);
+    emb_apply_finish(eng, step);
 }

@@ -57,6 +57,11 @@ tl_status tl_est_emb_check(const tl_estimator *est)
     if (o->embedding_first_column < -1)
         return tl_error(TL_EINVAL, "tl_estimator_options.embedding_first_column must be >= 0, or -1 for the last "
                                    "columns; got %lld", (long long)o->embedding_first_column);
+    /* Several replicas split each step's update by row owner (the engine's
+     * owner apply), after the step's collective; one applies it in its send. */
+    tl_status st = tl_emb_set_owner_apply(o->embedding, est->R > 1);
+    if (st != TL_OK)
+        return st;
     int nd = tl_emb_num_dynamic(o->embedding);
     if (nd > 0 && o->embedding_learning_rates == NULL)
         return tl_error(TL_EINVAL, "the embedding tables use %d dynamic learning rate or hyperparameter tag%s: set "
@@ -286,6 +291,18 @@ tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, i
             return tl_callback_failed(st, "embedding_learning_rates");
     }
     return tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
+}
+
+tl_status tl_est_emb_apply(tl_worker *w)
+{
+    tl_estimator *est = w->est;
+    if (est->opt.embedding == NULL || est->R == 1)
+        return TL_OK;
+    /* Every replica has sent once all reach this barrier. */
+    tl_status st = tl_comm_barrier(est->comm, w->rank);
+    if (st == TL_OK)
+        st = tl_emb_apply_owned(est->opt.embedding, w->rank);
+    return st;
 }
 
 /* ---- checkpoints ----------------------------------------------------------- */

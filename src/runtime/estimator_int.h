@@ -411,6 +411,10 @@ void tl_est_emb_worker_free(tl_worker *w);
  * column that is not an integer), the callback's. */
 tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode);
 tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step);
+/* With several replicas, after every replica's send: this replica's rows
+ * of the step's update (the engine's owner apply); the step's closing
+ * barrier then keeps step + 1 from reading a table not yet updated. */
+tl_status tl_est_emb_apply(tl_worker *w);
 
 /* Adds every table's parameters and slots to a checkpoint writer (copies
  * held in est->emb_ckpt until tl_est_emb_ckpt_free). Errors: TL_ENOMEM, the

@@ -102,6 +102,8 @@ static tl_status train_step(tl_worker *w, int64_t step)
             slots[s] = est->slots[s] + w->chunk_off;
         tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, grad, slots, w->chunk_len);
     }
+    if ((st = tl_est_emb_apply(w)) != TL_OK)
+        return st;
     /* Nobody reads the parameters of step + 1 before every chunk is updated. */
     if ((st = tl_comm_barrier(est->comm, w->rank)) != TL_OK)
         return st;
