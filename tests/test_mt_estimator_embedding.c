@@ -321,6 +321,13 @@ Test(mt_estimator_embedding, configurations_it_cannot_run_are_named_errors)
     cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
     cr_assert(has("pipeline_execution_with_tensor_core is not supported"), "%s", tl_last_error());
     tl_emb_engine_destroy(eng);
+    /* The estimator picks each step's mode itself. */
+    c.mode = TL_EMB_MODE_INFERENCE;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
+    cr_assert(has("the embedding engine's mode is INFERENCE; the estimator needs TRAINING"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    c.mode = TL_EMB_MODE_TRAINING;
     /* A dynamic learning rate needs its callback. */
     c.pipeline_execution_with_tensor_core = false;
     c.optimizer.lr_tag = 0;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "graph_int.h"
-#include "tpuloop/embedding.h"
 
 tl_status tl_graph_create(tl_vars *vars, tl_mode mode, tl_graph **out)
 {
@@ -149,10 +148,10 @@ tl_t tl_embedding_activations(tl_graph *g, int feature, const int64_t *shape, in
         return TL_T_INVALID;
     if (feature < 0)
         return fail(g, TL_EINVAL, "embedding_activations: feature must be >= 0 (got %d)", feature);
-    if (shape == NULL || rank < 2 || rank > 2 + TL_EMB_MAX_OUTPUT_DIMS)
+    /* The exact shape is the engine's, checked by the runtime that binds it. */
+    if (shape == NULL || rank < 2)
         return fail(g, TL_EINVAL, "embedding_activations: feature %d needs shape [B, D], [B, S, D] or [B, "
-                                  "output_shape..., D] (rank 2 to %d; got rank %d)", feature, 2 + TL_EMB_MAX_OUTPUT_DIMS,
-                    rank);
+                                  "output_shape..., D] (rank >= 2; got rank %d)", feature, rank);
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == TL_OP_EMBEDDING && g->nodes[i].iattr[0] == feature)
             return fail(g, TL_EINVAL, "embedding_activations: feature %d is already in the graph", feature);

@@ -16,7 +16,6 @@
  * ahead of another. */
 #include <math.h>
 #include <stdio.h>
-#include <sha2.h>
 #include <string.h>
 
 #include "estimator_int.h"
@@ -43,8 +42,11 @@ tl_status tl_est_emb_check(const tl_estimator *est)
         return tl_error(TL_EINVAL, "the embedding engine has num_tensor_cores %d; the estimator runs %d replicas, one "
                                    "tensor core each: they must be equal", c->num_tensor_cores, est->R);
     if (c->mode != TL_EMB_MODE_TRAINING)
-        return tl_error(TL_EINVAL, "the embedding engine's mode must be TRAINING for the estimator (it enqueues "
-                                   "evaluation and prediction steps as inference itself)");
+        return tl_error(TL_EINVAL, "the embedding engine's mode is %s; the estimator needs TRAINING (it enqueues "
+                                   "evaluation and prediction steps as inference itself)",
+                        c->mode == TL_EMB_MODE_INFERENCE            ? "INFERENCE"
+                        : c->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY ? "BACKWARD_PASS_ONLY"
+                                                                    : "UNSPECIFIED");
     if (c->pipeline_execution_with_tensor_core)
         return tl_error(TL_EINVAL, "pipeline_execution_with_tensor_core is not supported by the estimator: its "
                                    "one-step staleness would hold an update across a checkpoint, and a resumed run "
@@ -414,13 +416,8 @@ tl_status tl_est_emb_digest(const tl_estimator *est, void *sha256_ctx)
         for (int k = 0; k < n; k++)
             state[k] = buf + k * V * dim;
         tl_status st = tl_emb_retrieve(eng, t, NULL, 1, 0, state, n, V);
-        /* The parameters, as the dense variables' digest: little-endian float bits. */
-        for (int64_t i = 0; st == TL_OK && i < V * dim; i++) {
-            uint32_t bits;
-            memcpy(&bits, &buf[i], sizeof bits);
-            uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
-            SHA256Update(sha256_ctx, le, sizeof le);
-        }
+        if (st == TL_OK) /* the parameters, as the dense variables' */
+            tl_est_sha256_floats(sha256_ctx, buf, V * dim);
         tl_free(buf);
         if (st != TL_OK)
             return st;

@@ -431,6 +431,10 @@ tl_status tl_est_emb_restore(tl_estimator *est, const tl_ckpt_reader *r, const c
  * (a SHA2_CTX *) after the dense variables. Errors: TL_ENOMEM. */
 tl_status tl_est_emb_digest(const tl_estimator *est, void *sha256_ctx);
 
+/* trainer.c: n floats into a SHA-256 (a SHA2_CTX *) as little-endian bits,
+ * the params_digest's encoding. */
+void tl_est_sha256_floats(void *sha256_ctx, const float *p, int64_t n);
+
 /* ---- eval_metrics.c ------------------------------------------------------ */
 
 /* Calls options.metric_result (when set) into out and checks what it

@@ -588,18 +588,23 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     return TL_OK;
 }
 
+void tl_est_sha256_floats(void *sha256_ctx, const float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &p[i], sizeof bits);
+        uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
+        SHA256Update(sha256_ctx, le, sizeof le);
+    }
+}
+
 tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 {
     SHA2_CTX ctx;
     SHA256Init(&ctx);
     for (int k = 0; est->params && k < est->vars->n; k++) {
         const tl_var *v = &est->vars->v[est->vars->by_name[k]];
-        for (int64_t i = 0; i < v->size; i++) {
-            uint32_t bits;
-            memcpy(&bits, &est->params[v->offset + i], sizeof bits);
-            uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
-            SHA256Update(&ctx, le, sizeof le);
-        }
+        tl_est_sha256_floats(&ctx, est->params + v->offset, v->size);
     }
     /* The embedding tables too: they are the model's parameters. */
     tl_status st = tl_est_emb_digest(est, &ctx);
