@@ -1,7 +1,8 @@
 /* cli.h — what the command's files share. The command uses only the public
  * API (include/tpuloop/).
  *
- * main.c dispatches the commands and loads configurations; job.c builds the
+ * main.c dispatches the commands and loads configurations; config.c is
+ * `config` and `devices`; job.c builds the
  * estimator that train.c (`train`), evaluate.c (`evaluate`, `predict`) share,
  * and job_input.c the input_fn of the file datasets;
  * ckpt.c reads checkpoints (`ckpt list`, `ckpt inspect`); data.c and
@@ -139,6 +140,9 @@ int cli_train(int argc, char **argv);
 int cli_evaluate(int argc, char **argv);
 int cli_predict(int argc, char **argv);
 int cli_ckpt(int argc, char **argv);
+/* `config` and `devices` (config.c). */
+int cli_config(int argc, char **argv);
+int cli_devices(int argc, char **argv);
 /* `data inspect` (data.c) and `data convert` (data_convert.c). */
 int cli_data(int argc, char **argv);
 int cli_data_convert(int argc, char **argv);

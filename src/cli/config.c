@@ -1,0 +1,297 @@
+/* config.c — `tpuloop config` (the resolved configuration, the topology,
+ * the input plans of train, eval and predict, and the embedding tables with
+ * their memory) and `tpuloop devices`. The command uses only the public API
+ * (include/tpuloop/). */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+
+/* ---- tpuloop devices ---------------------------------------------------- */
+
+int cli_devices(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--json", NULL};
+    bool seen[1] = {false};
+    tl_config *cfg;
+    int rc = cli_load_config(argc, argv, allowed, false, &cfg, seen, 1);
+    if (rc != 0)
+        return rc;
+    const tl_run_config *r = tl_config_get(cfg);
+    tl_devices *devs;
+    tl_status st = tl_devices_create((int)r->devices, (int)r->num_hosts, 0, &devs);
+    if (st != TL_OK) {
+        tl_config_destroy(cfg);
+        return cli_fail(st);
+    }
+    int n = tl_devices_count(devs);
+    if (seen[0]) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++) {
+            const tl_device *d = tl_devices_get(devs, i);
+            json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:i, s:i}", "name", d->name, "id", d->id, "host",
+                                                 d->host, "local_index", d->local_index, "cpu", d->cpu));
+        }
+        json_t *root = json_pack("{s:i, s:i, s:i, s:b, s:o}", "num_devices", n, "num_hosts",
+                                 tl_devices_num_hosts(devs), "devices_per_host", tl_devices_per_host(devs), "virtual",
+                                 tl_devices_is_virtual(devs), "devices", arr);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(root);
+    } else {
+        printf("%d device%s: %d host%s x %d per host (%s; %d core%s in the affinity mask)\n", n, n == 1 ? "" : "s",
+               tl_devices_num_hosts(devs), tl_devices_num_hosts(devs) == 1 ? "" : "s", tl_devices_per_host(devs),
+               tl_devices_is_virtual(devs) ? "virtual count" : "one per core", tl_available_cpus(),
+               tl_available_cpus() == 1 ? "" : "s");
+        printf("%-10s %5s %6s %6s\n", "device", "host", "local", "cpu");
+        for (int i = 0; i < n; i++) {
+            const tl_device *d = tl_devices_get(devs, i);
+            char cpu[16];
+            if (d->cpu >= 0)
+                snprintf(cpu, sizeof cpu, "%d", d->cpu);
+            else
+                snprintf(cpu, sizeof cpu, "-");
+            printf("%-10s %5d %6d %6s\n", d->name, d->host, d->local_index, cpu);
+        }
+    }
+    tl_devices_destroy(devs);
+    tl_config_destroy(cfg);
+    return 0;
+}
+
+/* ---- tpuloop config ----------------------------------------------------- */
+
+static json_t *plan_json(const tl_input_plan *p)
+{
+    json_t *calls = json_array();
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *c = &p->calls[i];
+        json_array_append_new(calls, json_pack("{s:i, s:i, s:i, s:i}", "host", c->host, "index", c->index,
+                                               "first_replica", c->first_replica, "num_replicas", c->num_replicas));
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string(tl_input_plan_mode_name(p)));
+    json_object_set_new(o, "on_device", json_boolean(p->on_device));
+    json_object_set_new(o, "global_batch_size",
+                        p->global_batch_size < 0 ? json_null() : json_integer(p->global_batch_size));
+    json_object_set_new(o, "input_fn_calls", json_integer(p->input_fn_calls));
+    json_object_set_new(o, "input_fn_batch_size",
+                        p->input_fn_batch_size < 0 ? json_null() : json_integer(p->input_fn_batch_size));
+    json_object_set_new(o, "model_fn_batch_size",
+                        p->model_fn_batch_size < 0 ? json_null() : json_integer(p->model_fn_batch_size));
+    json_object_set_new(o, "replicas_per_call", json_integer(p->replicas_per_call));
+    json_object_set_new(o, "get_next_per_step", json_integer(p->get_next_per_step));
+    json_object_set_new(o, "calls", calls);
+    return o;
+}
+
+/* The plan of a mode, or NULL (and TL_OK) when its batch size is None on the
+ * device path, where there is nothing to plan until it is set. */
+static tl_status mode_plan(const tl_topology *topo, const tl_run_config *r, tl_mode mode, tl_input_plan **out)
+{
+    *out = NULL;
+    tl_opt_int g = mode == TL_MODE_TRAIN  ? r->train_batch_size
+                   : mode == TL_MODE_EVAL ? r->eval_batch_size
+                                          : r->predict_batch_size;
+    if (!g.set)
+        return TL_OK;
+    return tl_input_plan_create(topo, r, mode, out);
+}
+
+static void print_plan_text(const char *label, const tl_input_plan *p, const char *unset_name)
+{
+    if (p == NULL) {
+        printf("  %-8s none (%s is None)\n", label, unset_name);
+        return;
+    }
+    printf("  %-8s %s: %d input_fn call%s, params['batch_size'] %lld; model_fn batch %lld; %d replica%s per call\n",
+           label, tl_input_plan_mode_name(p), p->input_fn_calls, p->input_fn_calls == 1 ? "" : "s",
+           (long long)p->input_fn_batch_size, (long long)p->model_fn_batch_size, p->replicas_per_call,
+           p->replicas_per_call == 1 ? "" : "s");
+    int shown = p->input_fn_calls < 8 ? p->input_fn_calls : 8;
+    for (int i = 0; i < shown; i++) {
+        const tl_input_call *c = &p->calls[i];
+        printf("           call %d on host %d feeds replica%s %d", c->index, c->host, c->num_replicas == 1 ? "" : "s",
+               c->first_replica);
+        if (c->num_replicas > 1)
+            printf("..%d", c->first_replica + c->num_replicas - 1);
+        printf("\n");
+    }
+    if (shown < p->input_fn_calls)
+        printf("           ... %d more calls\n", p->input_fn_calls - shown);
+}
+
+/* The configured embedding tables and their memory (NULL *out when the
+ * config has none): what each table and its slots take, and the per-step
+ * workspace bound. */
+static tl_status embedding_info(const tl_run_config *r, json_t **out)
+{
+    *out = NULL;
+    if (r->embedding_json == NULL && r->embedding_config == NULL)
+        return TL_OK;
+    tl_emb_spec *spec = NULL;
+    tl_status st = r->embedding_json != NULL
+                       ? tl_emb_spec_from_json(r->embedding_json, strlen(r->embedding_json), &spec)
+                       : tl_emb_spec_from_proto_file(r->embedding_config, &spec);
+    if (st != TL_OK)
+        return st; /* the readers' messages name the file or the key */
+    const tl_emb_config *c = tl_emb_spec_config(spec);
+    int64_t table_bytes = 0, per_id = 0;
+    if ((st = tl_emb_config_bytes(c, &table_bytes, &per_id)) != TL_OK) {
+        tl_emb_spec_destroy(spec);
+        return st;
+    }
+    json_t *e = json_object(), *tables = json_array();
+    for (int i = 0; i < c->num_tables; i++) {
+        const tl_emb_table_config *t = &c->tables[i];
+        const tl_emb_optimizer *o = t->optimizer != NULL ? t->optimizer : &c->optimizer;
+        int slots = tl_emb_num_slots(o);
+        json_array_append_new(tables, json_pack("{s:s, s:I, s:i, s:s, s:i, s:I}", "name", t->name ? t->name : "",
+                                                "vocabulary_size", (json_int_t)t->vocabulary_size, "dim", t->dim,
+                                                "optimizer", tl_emb_algorithm_name(o->algorithm), "slots", slots,
+                                                "bytes",
+                                                (json_int_t)(t->vocabulary_size * t->dim * 4 * (1 + slots))));
+    }
+    int64_t step_ids = (int64_t)c->batch_size_per_tensor_core * c->num_features * c->num_tensor_cores;
+    json_object_set_new(e, "tables", tables);
+    json_object_set_new(e, "num_features", json_integer(c->num_features));
+    json_object_set_new(e, "table_bytes", json_integer(table_bytes));
+    json_object_set_new(e, "workspace_bytes_per_id", json_integer(per_id));
+    json_object_set_new(e, "workspace_bytes_at_one_id_per_bag", json_integer(per_id * step_ids));
+    tl_emb_spec_destroy(spec);
+    *out = e;
+    return TL_OK;
+}
+
+int cli_config(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--json", NULL};
+    bool seen[1] = {false};
+    tl_config *cfg;
+    int rc = cli_load_config(argc, argv, allowed, true, &cfg, seen, 1);
+    if (rc != 0)
+        return rc;
+    const tl_run_config *r = tl_config_get(cfg);
+    tl_topology *topo = NULL;
+    tl_input_plan *plans[3] = {NULL, NULL, NULL};
+    char *cfg_text = NULL;
+    tl_status st = tl_topology_create(r, NULL, &topo);
+    for (int m = 0; st == TL_OK && m < 3; m++)
+        st = mode_plan(topo, r, (tl_mode)m, &plans[m]);
+    if (st == TL_OK)
+        st = tl_config_to_json(cfg, &cfg_text);
+    json_t *emb = NULL;
+    if (st == TL_OK)
+        st = embedding_info(r, &emb);
+    if (st != TL_OK) {
+        rc = cli_fail(st);
+        goto out;
+    }
+    json_t *conf = json_loads(cfg_text, 0, NULL);
+    json_t *tpu = json_object_get(conf, "tpu_config");
+    int ncpr = tl_topology_num_cores_per_replica(topo);
+    if (seen[0]) {
+        json_t *root = json_object();
+        json_object_set(root, "iterations_per_loop", json_object_get(tpu, "iterations_per_loop"));
+        json_object_set_new(root, "num_hosts", json_integer(tl_topology_num_hosts(topo)));
+        json_object_set_new(root, "num_devices", json_integer(tl_topology_num_devices(topo)));
+        json_object_set_new(root, "devices_per_host", json_integer(tl_topology_devices_per_host(topo)));
+        json_object_set_new(root, "num_cores_per_replica", ncpr ? json_integer(ncpr) : json_null());
+        json_object_set_new(root, "num_replicas", json_integer(tl_topology_num_replicas(topo)));
+        json_object_set_new(root, "replicas_per_host", json_integer(tl_topology_replicas_per_host(topo)));
+        json_object_set_new(root, "model_parallel", json_boolean(tl_topology_model_parallel(topo)));
+        json_object_set(root, "tpu_config", tpu);
+        json_t *input = json_object();
+        static const char *const names[3] = {"train", "eval", "predict"};
+        for (int m = 0; m < 3; m++)
+            json_object_set_new(input, names[m], plans[m] ? plan_json(plans[m]) : json_null());
+        json_object_set_new(root, "input", input);
+        json_t *placement = json_array();
+        for (int d = 0; d < tl_topology_num_devices(topo); d++) {
+            const tl_place *p = tl_topology_place(topo, d);
+            json_array_append_new(placement, json_pack("{s:i, s:i, s:i, s:i}", "device", p->device, "host", p->host,
+                                                       "replica", p->replica, "partition", p->partition));
+        }
+        json_object_set_new(root, "placement", placement);
+        json_t *run = json_deep_copy(conf);
+        json_object_del(run, "tpu_config");
+        json_object_set_new(root, "run_config", run);
+        json_object_set(root, "embedding", emb != NULL ? emb : json_null());
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(root);
+    } else {
+        printf("configuration (value, and where it came from when not a default)\n");
+        const char *key;
+        json_t *v;
+        json_object_foreach(conf, key, v) {
+            if (strcmp(key, "tpu_config") == 0)
+                continue;
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            const char *src = "default";
+            tl_config_source_of(cfg, key, NULL, &src);
+            printf("  %-32s %s%s%s\n", key, s ? s : "?", strcmp(src, "default") ? "   <- " : "",
+                   strcmp(src, "default") ? src : "");
+            free(s);
+        }
+        printf("  tpu_config:\n");
+        json_object_foreach(tpu, key, v) {
+            char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            const char *src = "default";
+            tl_config_source_of(cfg, key, NULL, &src);
+            printf("    %-48s %s%s%s\n", key, s ? s : "?", strcmp(src, "default") ? "   <- " : "",
+                   strcmp(src, "default") ? src : "");
+            free(s);
+        }
+        printf("topology\n");
+        printf("  %d host%s x %d device%s per host = %d devices; ", tl_topology_num_hosts(topo),
+               tl_topology_num_hosts(topo) == 1 ? "" : "s", tl_topology_devices_per_host(topo),
+               tl_topology_devices_per_host(topo) == 1 ? "" : "s", tl_topology_num_devices(topo));
+        if (tl_topology_model_parallel(topo))
+            printf("%d cores per replica; ", ncpr);
+        printf("%d replica%s, %d per host\n", tl_topology_num_replicas(topo),
+               tl_topology_num_replicas(topo) == 1 ? "" : "s", tl_topology_replicas_per_host(topo));
+        int nd = tl_topology_num_devices(topo), shown = nd < 16 ? nd : 16;
+        printf("  %-10s %5s %8s %10s\n", "device", "host", "replica", "partition");
+        for (int d = 0; d < shown; d++) {
+            const tl_place *p = tl_topology_place(topo, d);
+            printf("  cpu:%-6d %5d %8d %10d\n", p->device, p->host, p->replica, p->partition);
+        }
+        if (shown < nd)
+            printf("  ... %d more devices (--json lists all)\n", nd - shown);
+        printf("input plans\n");
+        print_plan_text("train", plans[0], "train_batch_size");
+        print_plan_text("eval", plans[1], "eval_batch_size");
+        print_plan_text("predict", plans[2], "predict_batch_size");
+        if (emb != NULL) {
+            printf("embedding\n");
+            size_t i;
+            json_t *t;
+            json_array_foreach(json_object_get(emb, "tables"), i, t)
+                printf("  %-24s %12lld x %-5lld %-26s %2lld slot%s  %10.1f MiB\n",
+                       json_string_value(json_object_get(t, "name")),
+                       (long long)json_integer_value(json_object_get(t, "vocabulary_size")),
+                       (long long)json_integer_value(json_object_get(t, "dim")),
+                       json_string_value(json_object_get(t, "optimizer")),
+                       (long long)json_integer_value(json_object_get(t, "slots")),
+                       json_integer_value(json_object_get(t, "slots")) == 1 ? " " : "s",
+                       (double)json_integer_value(json_object_get(t, "bytes")) / 1048576.0);
+            printf("  tables and slots %.1f MiB; per-step workspace at most %lld bytes per id (%.1f MiB at one id "
+                   "per bag)\n",
+                   (double)json_integer_value(json_object_get(emb, "table_bytes")) / 1048576.0,
+                   (long long)json_integer_value(json_object_get(emb, "workspace_bytes_per_id")),
+                   (double)json_integer_value(json_object_get(emb, "workspace_bytes_at_one_id_per_bag")) / 1048576.0);
+        }
+    }
+    json_decref(emb);
+    json_decref(conf);
+out:
+    tl_free_string(cfg_text);
+    for (int m = 0; m < 3; m++)
+        tl_input_plan_destroy(plans[m]);
+    tl_topology_destroy(topo);
+    tl_config_destroy(cfg);
+    return rc;
+}
