@@ -405,17 +405,24 @@ Test(cli_input, sigterm_then_resume_gives_the_uninterrupted_digest)
     free(cfg);
 }
 
-Test(cli_input, epochs_count_the_records)
+/* epochs repeat the files that many times (before batching) and training
+ * ends where they end, as Estimator.train ends at OutOfRange. */
+Test(cli_input, epochs_end_with_the_input)
 {
     char *dir = write_all();
     char *cfg = tfrecord_config(dir, "");
     json_t *j = run_ok("train %s --epochs=2", cfg);
     cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 2 * N_TRAIN / 32);
+    cr_assert(json_is_true(json_object_get(j, "end_of_input")));
     json_decref(j);
+    /* Three passes of 1024 in batches of 96: 3072 / 96 = 32 steps. */
+    j = run_ok("train %s --epochs=3 --train_batch_size=96", cfg);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 3 * N_TRAIN / 96);
+    json_decref(j);
+    /* Less than one batch: no batch to trace the model with. */
     tc_result r = tc_runf("train %s --epochs=1 --train_batch_size=2048", cfg);
     cr_assert_eq(r.status, 2, "%s", r.err);
-    cr_assert(strstr(r.err, "error: epochs: files hold 1024 examples, less than one batch of train_batch_size 2048"),
-              "%s", r.err);
+    cr_assert(strstr(r.err, "error: input_fn (train, invocation 0): the dataset is empty"), "%s", r.err);
     tc_done(&r);
     tc_rmtree(dir);
     free(dir);

@@ -424,19 +424,71 @@ Test(mt_estimator_input, a_failing_input_fn_names_its_invocation)
     id_data_free(d);
 }
 
-Test(mt_estimator_input, running_out_of_data_is_named)
+/* Estimator.train ends at OutOfRange: an input that runs out stops training
+ * at that step, with a checkpoint there, and a run resumed from any earlier
+ * checkpoint ends at the same step with the same bits. */
+static void train_to_end(const char *ipl, const char *dir, const char *steps, bool finite, int64_t want,
+                         char hex[65])
 {
     tl_labeled_data *d = id_data();
     tl_labeled_data small = *d;
-    small.num_examples = 40; /* 2 shards of 20: two steps of 8 per host, then out */
-    input in = {.data = &small, .shard = true, .repeat = false, .fail_at = -1};
+    small.num_examples = 88; /* 2 shards of 44: five steps of 8 per host, then out */
+    input in = {.data = &small, .shard = true, .repeat = false, .shuffle = 16, .fail_at = -1};
+    char md[512];
+    snprintf(md, sizeof md, "--model_dir=%s", dir != NULL ? dir : "");
     tl_config *cfg;
-    tl_estimator *est = make(ARGS("--devices=2", "--num_hosts=2", "--train_batch_size=16", "--train_steps=4"), NULL,
-                             &cfg);
+    tl_estimator *est = dir != NULL ? make(ARGS("--devices=2", "--num_hosts=2", "--train_batch_size=16", ipl, md,
+                                                "--save_checkpoints_steps=2", steps),
+                                           NULL, &cfg)
+                                    : make(ARGS("--devices=2", "--num_hosts=2", "--train_batch_size=16", ipl, steps),
+                                           NULL, &cfg);
+    tl_train_result tr;
+    tl_input inp = {.input_fn = input_fn, .user = &in, .finite = finite};
+    cr_assert_eq(tl_estimator_train_input(est, &inp, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, want);
+    cr_assert(tr.end_of_input || want < 5);
+    cr_assert_eq(tl_estimator_params_digest(est, hex), TL_OK);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    id_data_free(d);
+}
+
+Test(mt_estimator_input, an_input_that_ends_stops_training)
+{
+    char a[65], b[65], c[65], e[65];
+    /* train_steps beyond the input: it ends at step 5, mid-loop for ipl 3. */
+    train_to_end("--iterations_per_loop=3", NULL, "--train_steps=9", false, 5, a);
+    train_to_end("--iterations_per_loop=1", NULL, "--train_steps=9", false, 5, b);
+    cr_assert_str_eq(a, b);
+    /* Neither train_steps nor max_steps: an input that ends says where. */
+    train_to_end("--iterations_per_loop=4", NULL, "--max_steps=null", true, 5, c);
+    cr_assert_str_eq(a, c);
+    /* Stopped at 4 (a checkpoint at 2 and at 4), then resumed: the pass
+     * finishes at 5 with the same bits, and once more trains nothing. */
+    char *dir = mtck_tmpdir();
+    train_to_end("--iterations_per_loop=2", dir, "--max_steps=4", true, 4, e);
+    train_to_end("--iterations_per_loop=2", dir, "--max_steps=null", true, 5, e);
+    cr_assert_str_eq(a, e);
+    int64_t steps[8];
+    int n = mtck_steps(dir, steps, 8);
+    cr_assert(n >= 1 && steps[n - 1] == 5, "the end saves a checkpoint at step 5");
+    train_to_end("--iterations_per_loop=2", dir, "--max_steps=null", true, 5, e);
+    cr_assert_str_eq(a, e);
+    mtck_rmtree(dir);
+    free(dir);
+}
+
+Test(mt_estimator_input, steps_are_required_for_an_input_without_end)
+{
+    tl_labeled_data *d = id_data();
+    input in = {.data = d, .shard = true, .repeat = true, .fail_at = -1};
+    tl_config *cfg;
+    tl_estimator *est = make(ARGS("--devices=2", "--train_batch_size=16"), NULL, &cfg);
     tl_train_result tr;
     tl_input inp = {.input_fn = input_fn, .user = &in};
     cr_assert_eq(tl_estimator_train_input(est, &inp, &tr), TL_EINVAL);
-    cr_assert(strstr(tl_last_error(), "ran out of data at step 2") != NULL, "%s", tl_last_error());
+    cr_assert(strstr(tl_last_error(), "For TPU training, one of `steps` or `max_steps` must be set.") != NULL, "%s",
+              tl_last_error());
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     id_data_free(d);

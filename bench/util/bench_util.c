@@ -23,7 +23,7 @@ double bench_median(double *v, size_t n)
     return v[n / 2];
 }
 
-void bench_quiet_log(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *user)
+void bench_quiet_log(const tl_train_log *log, void *user)
 {
-    (void)step, (void)loss, (void)steps_per_sec, (void)examples_per_sec, (void)user;
+    (void)log, (void)user;
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpuloop/estimator.h"
+
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now(void);
 
@@ -14,6 +16,6 @@ double bench_median(double *v, size_t n);
 
 /* An on_log callback that prints nothing (training logs would interleave
  * with the JSON lines). */
-void bench_quiet_log(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *user);
+void bench_quiet_log(const tl_train_log *log, void *user);
 
 #endif /* TL_BENCH_UTIL_H */

@@ -87,6 +87,19 @@ TL_API tl_status tl_last_status(void);
 /* Forgets the thread's last error. */
 TL_API void tl_clear_error(void);
 
+#if defined(__GNUC__)
+#define TL_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define TL_FORMAT(fmt, args)
+#endif
+
+/* Records st and the formatted message as this thread's last error (what
+ * tl_last_error then returns) and returns st, so a failing path reads
+ * `return tl_error(TL_EINVAL, "batch_size: must be >= 1 (got %d)", b);` —
+ * in tpuloop, and in a callback (input_fn, model_fn, host_call) or a program
+ * that wants its failure told in its own words. */
+TL_API tl_status tl_error(tl_status st, const char *fmt, ...) TL_FORMAT(2, 3);
+
 /*
  * The allocation hook. Every allocation tpuloop makes goes through it, so a
  * test can fail the Nth allocation and check that every constructor unwinds
@@ -120,6 +133,10 @@ typedef void (*tl_log_fn)(tl_log_level level, const char *msg, void *ud);
 /* NULL restores the default handler. */
 TL_API void tl_set_log_handler(tl_log_fn fn, void *ud);
 TL_API void tl_set_log_level(tl_log_level level);
+
+/* Logs the formatted message at level through the handler (nothing below
+ * the level set). */
+TL_API void tl_log(tl_log_level level, const char *fmt, ...) TL_FORMAT(2, 3);
 
 #ifdef __cplusplus
 }

@@ -122,13 +122,33 @@ typedef struct tl_metric {
     double value;
 } tl_metric;
 
+/*
+ * What training reports at a logging boundary (spec §3.3): TensorFlow's two
+ * hooks fire on their own schedules, LoggingTensorHook's "loss = ..., step =
+ * ..." (log_loss) and StepCounterHook's "global_step/sec" (log_rate), and
+ * the callback runs when either does.
+ */
+typedef struct tl_train_log {
+    int64_t step;            /* the global step at the boundary */
+    bool log_loss;           /* the loss hook fired: loss and loss_mean are new */
+    bool log_rate;           /* the rate hook fired: the rates are new */
+    double loss;             /* replica 0's loss at step (TensorFlow's) */
+    double loss_mean;        /* the mean loss over the replicas and every step since the previous loss log
+                                (or the train call's start) */
+    int64_t loss_steps;      /* the steps loss_mean covers */
+    bool has_rate;           /* a rate was reported in this train call: the rates below are the latest */
+    double steps_per_sec;    /* 0 without has_rate */
+    double examples_per_sec;
+} tl_train_log;
+
 typedef struct tl_estimator_options {
     tl_model_fn model_fn;
     void *user;                    /* handed to model_fn */
     tl_optimizer_config optimizer;
     bool reduce_sum;               /* CrossShardOptimizer reduction SUM; default MEAN */
-    /* Called at every logging boundary of training (NULL: tl_log at INFO). */
-    void (*on_log)(int64_t step, double loss, double steps_per_sec, double examples_per_sec, void *log_user);
+    /* Called at every logging boundary of training (NULL: tl_log at INFO:
+     * the loss line when log_loss, the rate line when log_rate). */
+    void (*on_log)(const tl_train_log *log, void *log_user);
     void *log_user;
     /*
      * host_call's fn (spec §6), on the host thread at the loop boundary:
@@ -195,6 +215,13 @@ typedef struct tl_estimator_options {
      * depend on the replica).
      */
     tl_emb_engine *embedding;
+    /* Or the tables' configuration, which the estimator sizes as
+     * TPUEstimator sizes TPUEmbedding from its embedding_config_spec — a
+     * tensor core per replica, batch_size_per_tensor_core the replica's
+     * training batch (1 without train_batch_size) — and whose engine it owns
+     * (tl_estimator_embedding). Copied at create; ignored when embedding is
+     * set. */
+    const tl_emb_config *embedding_config;
     int64_t embedding_first_column;
     tl_status (*embedding_learning_rates)(int64_t global_step, float *values, int n, void *user);
     void *embedding_user;
@@ -227,6 +254,7 @@ typedef struct tl_train_result {
     double seconds;
     bool skipped;            /* max_steps already reached ("Skipping training ...") */
     bool stopped;            /* tl_estimator_request_stop ended it early, after a save */
+    bool end_of_input;       /* the input ended (its epochs were read), as Estimator.train ends at OutOfRange */
     /* Seconds the replicas spent waiting for the infeed, summed over the
      * replicas and divided by their number: for the call's first batch
      * (the input starting: files opened, a shuffle buffer filled), and for
@@ -274,6 +302,20 @@ typedef struct tl_train_result {
  */
 TL_API tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res);
 
+/*
+ * tl_estimator_train over `epochs` passes of data (0: without end, as
+ * tl_estimator_train): the input ends after epochs x (N / train_batch_size)
+ * global steps — counted from step 0, so a resumed run ends where the
+ * uninterrupted one does — or earlier at train_steps / max_steps. With
+ * neither of those set it trains to that end (TPUEstimator needs one of
+ * them; a finite input is what makes "until the end" well defined).
+ * res->end_of_input says the input ended; a train that starts at or past
+ * the end runs no step. Errors: as tl_estimator_train's, and TL_EINVAL for
+ * epochs < 0.
+ */
+TL_API tl_status tl_estimator_train_epochs(tl_estimator *est, const tl_labeled_data *data, int64_t epochs,
+                                           tl_train_result *res);
+
 /* ---- input_fn: datasets deployed as TPUEstimator deploys them ------------ */
 
 typedef struct tl_dataset tl_dataset; /* tpuloop/dataset.h */
@@ -315,6 +357,14 @@ typedef struct tl_input {
     const char *const *feature_keys; /* (num_feature_keys); NULL: every dense numeric tensor but the label, in element order */
     int num_feature_keys;
     const char *label_key;           /* NULL: "label" */
+    /* Training: the datasets end (they repeat a finite number of times).
+     * Training then runs with neither train_steps nor max_steps until the
+     * first of them ends, as Estimator.train(steps=None) runs until
+     * OutOfRange; TPUEstimator's "one of steps or max_steps must be set"
+     * applies only to inputs without an end. Whether or not it is set, a
+     * training input that ends stops training at that step (the partial
+     * step's batches are dropped; res->end_of_input). */
+    bool finite;
 } tl_input;
 
 /*
@@ -327,11 +377,12 @@ typedef struct tl_input {
  * every checkpoint (metadata "input_datasets", one tl_dataset_save text per
  * invocation) and restored with it, so a resumed run reads exactly the
  * examples the uninterrupted one would have. res->infeed_wait_seconds says
- * how long the replicas waited for input. Further errors: the input_fn's
- * status; TL_EINVAL when an element lacks a key, has the wrong number of
- * rows ("features must have static shape": batch with drop_remainder) or
- * runs out before the last step ("ran out of data": repeat the dataset);
- * the datasets' errors, naming the file and record.
+ * how long the replicas waited for input. An input that ends stops training
+ * at the step where the first invocation's dataset ends, with a checkpoint
+ * there (res->end_of_input), as Estimator.train does at OutOfRange. Further
+ * errors: the input_fn's status; TL_EINVAL when an element lacks a key or
+ * has the wrong number of rows ("features must have static shape": batch
+ * with drop_remainder); the datasets' errors, naming the file and record.
  */
 TL_API tl_status tl_estimator_train_input(tl_estimator *est, const tl_input *in, tl_train_result *res);
 
@@ -418,6 +469,10 @@ TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65
 
 /* The global step. */
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
+
+/* The embedding engine the estimator drives (options.embedding, or the one
+ * it made from options.embedding_config); NULL without one. Borrowed. */
+TL_API tl_emb_engine *tl_estimator_embedding(const tl_estimator *est);
 
 /*
  * Loads a checkpoint: every variable, its optimizer slots and the global

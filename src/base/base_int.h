@@ -18,9 +18,7 @@
 #define TL_PRINTF(fmt, args)
 #endif
 
-/* Records st and the formatted detail as this thread's last error and returns
- * st, so a failing path reads `return tl_error(TL_EINVAL, "...", ...);`. */
-tl_status tl_error(tl_status st, const char *fmt, ...) TL_PRINTF(2, 3);
+/* tl_error (base.h) records a failure's status and message. */
 
 /* Allocation through the hook. tl_calloc and tl_alloc_array check n * size for
  * overflow. None of them sets the thread's error; callers that fail report
@@ -58,8 +56,6 @@ void tl_strbuf_free(tl_strbuf *sb);
  * spaces, no "0x", no trailing text), with overflow detection. Returns 0 on
  * success, -1 when the text is not an integer, -2 on overflow. */
 int tl_parse_int64(const char *s, int64_t *out);
-
-void tl_log(tl_log_level level, const char *fmt, ...) TL_PRINTF(2, 3);
 
 /* A broken invariant: a bug in tpuloop, never bad input. */
 #define TL_ASSERT(cond)                                               \

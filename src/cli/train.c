@@ -102,90 +102,77 @@ int cli_train(int argc, char **argv)
 {
     static const char *const allowed[] = {"--summary_json=", "--predict", "--predictions_out=", NULL};
     bool seen[3] = {false, false, false};
-    cli_job job;
-    int rc = cli_job_config(&job, argc, argv, allowed, seen, 3);
+    cli_run run;
+    int rc = cli_run_config(&run, argc, argv, allowed, seen, 3);
     bool predict = seen[1] || seen[2];
-    if (rc == 0 && predict && !job.r->predict_batch_size.set)
+    const char *out = cli_flag_value(argc, argv, "--predictions_out=");
+    out = out ? out : "predictions.jsonl";
+    if (rc == 0 && predict && !run.r->predict_batch_size.set)
         rc = cli_usage_error("--predict needs predict_batch_size in the configuration (e.g. "
                              "--predict_batch_size=1000)");
+    if (rc == 0 && predict && tl_job_check_predictions_path(out) != TL_OK)
+        rc = cli_usage_error("--%s", tl_last_error());
     if (rc == 0)
-        rc = cli_job_build(&job, true);
-    /* Resume here rather than in the first train, to tell where from. */
-    int64_t from = -1;
-    char used[4096];
-    if (rc == 0)
-        rc = cli_restore(&job, NULL, false, used, sizeof used, &from);
+        rc = cli_run_create(&run, true);
     if (rc != 0) {
-        cli_job_close(&job);
+        cli_run_close(&run);
         return rc;
     }
-    const tl_run_config *r = job.r;
-    if (r->train_steps.set)
-        job.prog.final_step = (from > 0 ? from : 0) + r->train_steps.value;
-    tl_ipl ipl = r->tpu.iterations_per_loop;
-    int devices = (int)(r->devices ? r->devices : tl_available_cpus());
-    if (from >= 0)
-        fprintf(stderr, "resuming from %s (step %lld)\n", used, (long long)from);
-    char what[64];
-    if (job.file_input)
-        snprintf(what, sizeof what, "%s files", r->input.dataset);
-    else
-        snprintf(what, sizeof what, "%lld examples", (long long)job.train.num_examples);
-    fprintf(stderr, "training %s on %s: to step %lld, batches of %lld on %d device%s, "
-            "iterations_per_loop %lld%s\n",
-            r->model.model_name, what, (long long)job.prog.final_step,
-            (long long)(r->train_batch_size.set ? r->train_batch_size.value : 0), devices, devices == 1 ? "" : "s",
-            (long long)ipl.value, ipl.unit == TL_IPL_COUNT ? " steps" : " s");
-
-    tl_train_result tr;
+    const tl_run_config *r = run.r;
+    tl_job_train_result jr;
     stop_handlers handlers;
-    stop_handlers_install(job.est, &handlers);
-    tl_status st = cli_job_train(&job, &tr);
+    stop_handlers_install(tl_job_estimator(run.job), &handlers);
+    tl_status st = tl_job_train(run.job, &jr);
     stop_handlers_remove(&handlers);
     if (st != TL_OK) {
         rc = cli_fail(st);
-        cli_job_close(&job);
+        cli_run_close(&run);
         return rc;
     }
-    if (tr.skipped)
+    const tl_train_result *tr = &jr.train;
+    if (tr->skipped)
         fprintf(stderr, "Skipping training since max_steps has already saved.\n");
-    if (tr.stopped)
-        fprintf(stderr, "stopped at step %lld on request%s\n", (long long)tr.global_step,
+    if (tr->stopped)
+        fprintf(stderr, "stopped at step %lld on request%s\n", (long long)tr->global_step,
                 r->model_dir ? "; the next `tpuloop train` resumes from there" : "");
+    if (tr->end_of_input)
+        fprintf(stderr, "the input ended at step %lld (%lld epoch%s read)\n", (long long)tr->global_step,
+                (long long)r->input.epochs.value, r->input.epochs.value == 1 ? "" : "s");
     json_t *summary = json_object();
-    json_object_set_new(summary, "global_step", json_integer(tr.global_step));
-    json_object_set_new(summary, "loss", real_or_null(tr.loss));
-    json_object_set_new(summary, "loss_mean", real_or_null(tr.loss_mean));
-    json_object_set_new(summary, "examples_per_sec", real_or_null(tr.examples_per_sec));
-    json_object_set_new(summary, "train_seconds", real_or_null(tr.seconds));
-    json_object_set_new(summary, "infeed_start_seconds", real_or_null(tr.infeed_start_seconds));
-    json_object_set_new(summary, "infeed_wait_seconds", real_or_null(tr.infeed_wait_seconds));
-    json_object_set_new(summary, "stopped", json_boolean(tr.stopped));
-    json_object_set_new(summary, "skipped", json_boolean(tr.skipped));
+    json_object_set_new(summary, "global_step", json_integer(tr->global_step));
+    json_object_set_new(summary, "loss", real_or_null(tr->loss));
+    json_object_set_new(summary, "loss_mean", real_or_null(tr->loss_mean));
+    json_object_set_new(summary, "examples_per_sec", real_or_null(tr->examples_per_sec));
+    json_object_set_new(summary, "train_seconds", real_or_null(tr->seconds));
+    json_object_set_new(summary, "infeed_start_seconds", real_or_null(tr->infeed_start_seconds));
+    json_object_set_new(summary, "infeed_wait_seconds", real_or_null(tr->infeed_wait_seconds));
+    json_object_set_new(summary, "stopped", json_boolean(tr->stopped));
+    json_object_set_new(summary, "skipped", json_boolean(tr->skipped));
+    json_object_set_new(summary, "end_of_input", json_boolean(tr->end_of_input));
     json_object_set_new(summary, "model_dir", r->model_dir ? json_string(r->model_dir) : json_null());
-    json_object_set_new(summary, "restored_from_step", from >= 0 ? json_integer(from) : json_null());
+    json_object_set_new(summary, "restored_from_step",
+                        jr.restored_from_step >= 0 ? json_integer(jr.restored_from_step) : json_null());
     /* A stopped run was asked to end: it evaluates and predicts nothing. */
-    if (!tr.stopped && r->eval_batch_size.set && r->eval_steps.set) {
-        tl_eval_result er;
-        if ((st = cli_job_evaluate(&job, &er)) != TL_OK) {
+    if (!tr->stopped && r->eval_batch_size.set && r->eval_steps.set) {
+        tl_job_evaluation ev;
+        if ((st = tl_job_evaluate(run.job, NULL, &ev)) != TL_OK) {
             json_decref(summary);
             rc = cli_fail(st);
-            cli_job_close(&job);
+            cli_run_close(&run);
             return rc;
         }
-        json_object_set_new(summary, "eval", cli_eval_json(&job, &er));
-        cli_eval_log(&job, &er);
+        json_object_set_new(summary, "eval", cli_eval_json(&ev));
+        cli_eval_log(&ev);
     }
-    if (!tr.stopped && predict) {
-        const char *out = cli_flag_value(argc, argv, "--predictions_out=");
+    if (!tr->stopped && predict) {
         int64_t step;
-        if ((rc = cli_predict_to(&job, out ? out : "predictions.jsonl", summary, &step)) != 0) {
+        if ((rc = cli_predict_to(&run, out, summary, &step)) != 0) {
             json_decref(summary);
-            cli_job_close(&job);
+            cli_run_close(&run);
             return rc;
         }
     }
-    rc = cli_print_summary(&job, summary, cli_flag_value(argc, argv, "--summary_json="));
-    cli_job_close(&job);
+    rc = cli_print_summary(&run, summary, cli_flag_value(argc, argv, "--summary_json="));
+    cli_run_close(&run);
     return rc;
 }

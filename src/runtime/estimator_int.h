@@ -173,6 +173,7 @@ struct tl_estimator {
     atomic_int stop_requested; /* tl_estimator_request_stop; lock-free (signal-safe) */
     /* ---- the embedding engine (emb_steps.c) */
     int64_t emb_first, emb_width; /* the id columns [first, first + width) of the features */
+    tl_emb_engine *own_emb;       /* made from options.embedding_config; destroyed last */
     float *emb_ckpt;           /* a save's copy of the tables, borrowed by its writer */
 };
 
@@ -203,8 +204,10 @@ struct tl_worker {
     tl_status status;          /* the loop's outcome on this worker */
     char err[512];
     float last_loss;           /* loss at the last step of the loop */
+    double loss_sum;           /* the loop's losses, summed in step order (the log's loss_mean) */
     int64_t steps_run;         /* device steps of the loop (prediction: with the stop batch) */
     bool pred_stopped;         /* prediction: the loop ended with the stop batch */
+    bool ended;                /* training: the input ended after steps_run steps of the loop */
     int64_t wait_ns;           /* time blocked on the infeed after the call's first batch */
     int64_t start_wait_ns;     /* ... for the call's first batch */
     double eval_loss_sum;      /* sum of per-step losses */

@@ -236,6 +236,7 @@ static void fill_buffer(tl_feed *f, int c, const float *feat, const int32_t *lab
     out->rows = f->b;
     out->real_rows = real;
     out->stopping = false;
+    out->end = false;
     tile_of(f->spec.fpart, c, shape, rank, &out->has_features, out->f_offset, out->f_size);
     if (out->has_features)
         copy_tile((const char *)feat, shape, rank, out->f_offset, out->f_size, sizeof(float), (char *)out->features);
@@ -266,7 +267,7 @@ static void copy_batch(const tl_feed *f, const tl_feed_batch *src, tl_feed_batch
 /* Hands (r, c) its batch of step s: takes a free buffer, fills it (from
  * rows, or as the stop batch when stop), pushes it. False when closed. */
 static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, const int32_t *lab, int64_t real,
-                    bool stop)
+                    bool stop, bool end)
 {
     int q = r * f->cores + c;
     tl_feed_batch *b;
@@ -283,6 +284,7 @@ static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, cons
         b->stopping = true;
     } else {
         fill_buffer(f, c, feat, lab, real, s, b);
+        b->end = end;
         if (f->spec.predict && s == f->first)
             copy_batch(f, b, &f->firsts[q]);
     }
@@ -299,11 +301,11 @@ static tl_status check_rows(const tl_feed *f, const tl_input_call *call, int64_t
     if (rows < 0 || rows > f->cap)
         return tl_error(TL_ERUNTIME, "input_fn invocation %d returned %lld rows for a batch of %lld", call->index,
                         (long long)rows, (long long)f->cap);
-    if (!f->spec.predict && rows == 0)
+    if (!f->spec.predict && rows == 0 && !f->spec.may_end)
         return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) ran out of data at step %lld: training and "
                                    "evaluation need %lld steps (repeat() the dataset, or ask for fewer steps)",
                         call->index, call->host, (long long)s, (long long)(f->first + f->count));
-    if (!f->spec.predict && rows != f->cap)
+    if (!f->spec.predict && rows != f->cap && rows != 0)
         return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) gave a batch of %lld rows at step %lld; the %s "
                                    "input plan needs %lld (params['batch_size']): the features must have static "
                                    "shape, so batch with drop_remainder",
@@ -323,11 +325,12 @@ static int replica_of(const tl_feed *f, const tl_input_call *call, int k, int64_
 
 /* Reads every get_next of step s into the stage. *all_empty: every source
  * was at its end. */
-static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty)
+static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty, bool *any_empty)
 {
     const tl_input_plan *p = &f->plan;
     int gn = p->get_next_per_step;
     *all_empty = true;
+    *any_empty = false;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
         for (int k = 0; k < gn; k++) {
@@ -348,13 +351,16 @@ static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty)
             f->stage_rows[slot] = rows;
             if (rows > 0)
                 *all_empty = false;
+            else
+                *any_empty = true;
         }
     }
     return TL_OK;
 }
 
-/* Routes the staged step s to every (replica, core). */
-static bool route_step(tl_feed *f, int64_t s, bool stop)
+/* Routes the staged step s to every (replica, core); end marks every batch
+ * as the input's end. */
+static bool route_step(tl_feed *f, int64_t s, bool stop, bool end)
 {
     const tl_input_plan *p = &f->plan;
     int gn = p->get_next_per_step;
@@ -369,7 +375,7 @@ static bool route_step(tl_feed *f, int64_t s, bool stop)
             if (f->broadcast) {
                 for (int r = call->first_replica; r < call->first_replica + call->num_replicas; r++)
                     for (int c = 0; c < f->cores; c++)
-                        if (!deliver(f, r, c, s, fe, la, rows, stop))
+                        if (!deliver(f, r, c, s, fe, la, end ? 0 : rows, stop, end))
                             return false;
                 continue;
             }
@@ -378,7 +384,7 @@ static bool route_step(tl_feed *f, int64_t s, bool stop)
                 int64_t real = rows - j * f->b;
                 real = real < 0 ? 0 : real > f->b ? f->b : real;
                 for (int c = 0; c < f->cores; c++)
-                    if (!deliver(f, r, c, s, fe + j * f->b * f->D, la + j * f->b, real, stop))
+                    if (!deliver(f, r, c, s, fe + j * f->b * f->D, la + j * f->b, end ? 0 : real, stop, end))
                         return false;
             }
         }
@@ -396,6 +402,7 @@ static void finish_buffer(const tl_feed *f, int64_t s, int64_t real, tl_feed_bat
     b->rows = f->b;
     b->real_rows = real;
     b->stopping = false;
+    b->end = false;
     b->has_features = true;
     b->has_labels = f->spec.labels;
     b->f_offset[0] = 0;
@@ -419,17 +426,18 @@ static void finish_buffer(const tl_feed *f, int64_t s, int64_t real, tl_feed_bat
  * get_next writes its rows into the buffers of the replicas it feeds (one
  * copy), BROADCAST copies to the rest. *ok false when the feed closed; a
  * source's error is returned. */
-static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop)
+static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *end)
 {
     const tl_input_plan *p = &f->plan;
     int gn = p->get_next_per_step;
     int64_t chunks = f->broadcast ? 1 : f->cap / f->b;
     *ok = false;
     *stop = false;
+    *end = false;
     for (int r = 0; r < f->R; r++)
         if (tl_queue_pop(f->free_list[r], &f->cur[r]) != TL_WAIT_OK)
             return TL_OK;
-    bool any = false;
+    bool any = false, empty = false;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
         for (int k = 0; k < gn; k++) {
@@ -447,16 +455,19 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop)
                 return st;
             f->stage_rows[i * gn + k] = rows;
             any |= rows > 0;
+            empty |= rows == 0;
         }
     }
     *stop = f->spec.predict && !any;
+    *end = f->spec.may_end && empty;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
         for (int k = 0; k < gn; k++) {
             int64_t rows = f->stage_rows[i * gn + k];
             for (int64_t j = 0; j < chunks; j++) {
                 int64_t real = rows - j * f->b;
-                finish_buffer(f, s, real < 0 ? 0 : real > f->b ? f->b : real, f->cur[replica_of(f, call, k, j)]);
+                real = *end ? 0 : real < 0 ? 0 : real > f->b ? f->b : real;
+                finish_buffer(f, s, real, f->cur[replica_of(f, call, k, j)]);
             }
             if (f->broadcast)
                 for (int r = call->first_replica + 1; r < call->first_replica + call->num_replicas; r++)
@@ -473,6 +484,7 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop)
         } else if (f->spec.predict && s == f->first) {
             copy_batch(f, b, &f->firsts[r]);
         }
+        b->end = *end;
         if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
             return TL_OK;
     }
@@ -483,7 +495,7 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop)
 static void *feed_main(void *arg)
 {
     tl_feed *f = arg;
-    int64_t end = f->count < 0 ? INT64_MAX : f->first + f->count;
+    int64_t last = f->count < 0 ? INT64_MAX : f->first + f->count;
     if (f->sleep_ns > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -498,7 +510,7 @@ static void *feed_main(void *arg)
         if (closed)
             return NULL;
     }
-    for (int64_t s = f->first; s < end; s++) {
+    for (int64_t s = f->first; s < last; s++) {
         /* Only a held feed synchronises with the host per step; otherwise
          * the queues alone pace it (and closing them stops it). */
         if (f->holdable) {
@@ -510,18 +522,19 @@ static void *feed_main(void *arg)
             if (closed)
                 return NULL;
         }
-        bool stop = false;
+        bool stop = false, end = false;
         tl_status st = TL_OK;
         if (f->cores == 1) {
             bool ok;
-            st = direct_step(f, s, &ok, &stop);
+            st = direct_step(f, s, &ok, &stop, &end);
             if (st == TL_OK && !ok)
                 return NULL;
         } else {
-            bool empty;
-            st = read_step(f, s, &empty);
+            bool empty, any_empty;
+            st = read_step(f, s, &empty, &any_empty);
             stop = f->spec.predict && empty;
-            if (st == TL_OK && !route_step(f, s, stop))
+            end = f->spec.may_end && any_empty;
+            if (st == TL_OK && !route_step(f, s, stop, end))
                 return NULL;
         }
         if (st != TL_OK) {
@@ -534,7 +547,7 @@ static void *feed_main(void *arg)
             pthread_cond_broadcast(&f->cv);
             pthread_mutex_unlock(&f->mu);
         }
-        if (stop)
+        if (stop || end)
             break;
     }
     pthread_mutex_lock(&f->mu);

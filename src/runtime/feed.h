@@ -37,6 +37,12 @@
  * exhausted comes the stop batch, a copy of the first step's batch with
  * stopping set.
  *
+ * Training (may_end) ends where the first source ends: at that step every
+ * (replica, core) gets a batch marked end, with no rows. What the other
+ * sources gave for that step is dropped, as TensorFlow drops the batches of
+ * the other infeed queues at OutOfRange; the datasets' positions are then
+ * those after the step, so a resumed run ends at the same step.
+ *
  * Training can hold the thread at a step (tl_feed_allow): a dataset's
  * position is then exactly that of the last step produced, which is what a
  * checkpoint at a loop boundary saves.
@@ -54,6 +60,7 @@ typedef struct tl_feed_batch {
     int64_t rows;              /* the replica's batch b */
     int64_t real_rows;         /* rows with padding_mask 0 (they come first) */
     bool stopping;             /* prediction's stop batch */
+    bool end;                  /* may_end: the input ended before this step; no rows, the loop ends here */
     /* The tile of the replica's features (b, fshape...) and labels (b) this
      * core holds, as offset and size per dimension; has_* false when the
      * core gets none of the tensor (dims with product 1, cores > 0). */
@@ -110,6 +117,10 @@ typedef struct tl_feed_spec {
     const tl_tensor_partition *fpart, *lpart; /* NULL: replicate to every core */
     int depth;                      /* buffers per (replica, core), >= 1 */
     bool predict;                   /* pad short batches; the stop batch ends */
+    /* Training: a source at its end ends the input at that step, as
+     * Estimator.train ends at OutOfRange — every (replica, core) gets a
+     * batch marked end and the thread stops — instead of an error. */
+    bool may_end;
 } tl_feed_spec;
 
 typedef struct tl_feed tl_feed;

@@ -468,7 +468,8 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
                              .frank = est->frank,
                              .labels = m != TL_MODE_PREDICT,
                              .depth = depth,
-                             .predict = m == TL_MODE_PREDICT};
+                             .predict = m == TL_MODE_PREDICT,
+                             .may_end = m == TL_MODE_TRAIN};
         memcpy(spec.fshape, est->fshape, sizeof spec.fshape);
         if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
             return st;

@@ -48,16 +48,27 @@ static tl_status checkpoint(tl_estimator *est)
     return st != TL_OK ? st : tl_est_save(est);
 }
 
+/* The losses since the previous loss log: their sum over replicas and
+ * steps, and the steps (the log's loss_mean). */
+typedef struct loss_window {
+    double sum;
+    int64_t steps;
+    tl_train_log last; /* the latest rates */
+} loss_window;
+
 /* What happens at one loop boundary after the workers ran steps
  * [loop_start, global_step): host_call, NaN check, logging, summaries. */
 static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires, bool first_loop,
-                            tl_log_schedule *logs, double now, int64_t G, tl_train_result *res)
+                            tl_log_schedule *logs, loss_window *win, double now, int64_t G, tl_train_result *res)
 {
     const tl_outfeed_plan *pl = &est->train.out;
     res->loss = est->workers[0].last_loss;
     double sum = 0;
-    for (int r = 0; r < est->R; r++)
+    for (int r = 0; r < est->R; r++) {
         sum += est->workers[r].last_loss;
+        win->sum += est->workers[r].loss_sum;
+    }
+    win->steps += est->global_step - loop_start;
     res->loss_mean = sum / est->R;
     res->loops++;
     /* §6: fired step k of the loop is loop-local k * every_n; its global
@@ -71,11 +82,31 @@ static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires
     tl_log_schedule_after_loop(logs, est->global_step, now, &ev);
     double rate = ev.log_rate && ev.rate_secs > 0 ? (double)ev.rate_steps / ev.rate_secs : 0;
     if (ev.log_loss || ev.log_rate) {
-        if (est->opt.on_log != NULL)
-            est->opt.on_log(est->global_step, res->loss, rate, rate * (double)G, est->opt.log_user);
-        else
-            tl_log(TL_LOG_INFO, "loss = %g, step = %lld, global_step/sec: %g, examples/sec: %g", res->loss,
-                   (long long)est->global_step, rate, rate * (double)G);
+        tl_train_log *lg = &win->last;
+        lg->step = est->global_step;
+        lg->log_loss = ev.log_loss;
+        lg->log_rate = ev.log_rate;
+        lg->loss = res->loss;
+        if (ev.log_rate) {
+            lg->has_rate = true;
+            lg->steps_per_sec = rate;
+            lg->examples_per_sec = rate * (double)G;
+        }
+        if (ev.log_loss) {
+            lg->loss_steps = win->steps;
+            lg->loss_mean = win->steps > 0 ? win->sum / ((double)win->steps * est->R) : res->loss;
+            win->sum = 0;
+            win->steps = 0;
+        }
+        if (est->opt.on_log != NULL) {
+            est->opt.on_log(lg, est->opt.log_user);
+        } else {
+            if (ev.log_loss)
+                tl_log(TL_LOG_INFO, "loss = %g, step = %lld (%g over the last %lld steps)", res->loss,
+                       (long long)est->global_step, lg->loss_mean, (long long)lg->loss_steps);
+            if (ev.log_rate)
+                tl_log(TL_LOG_INFO, "global_step/sec: %g, examples/sec: %g", rate, rate * (double)G);
+        }
     }
     return tl_est_summaries_after_loop(est, loop_start, first_loop, res->loss, ev.log_rate ? rate : -1,
                                        ev.log_rate ? rate * (double)G : -1);
@@ -115,14 +146,18 @@ double tl_est_wait_seconds(const tl_estimator *est, double *start)
     return sum * 1e-9 / est->R;
 }
 
-static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+/* Trains on data (with epochs > 0 passes of it) or in's datasets. */
+static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int64_t epochs, const tl_input *in,
                             tl_train_result *res)
 {
     memset(res, 0, sizeof *res);
     const tl_run_config *rc = &est->rc;
-    if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set)
+    bool ends = data != NULL ? epochs > 0 : in->finite;
+    if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set && !ends)
         return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
-                                   "`None`. (set train_steps or max_steps)");
+                                   "`None`. (set train_steps or max_steps, or epochs for an input that ends)");
+    if (epochs < 0)
+        return tl_error(TL_EINVAL, "epochs must be >= 0 (0: without end), got %lld", (long long)epochs);
     tl_status st = tl_host_call_check_every_n(rc->tpu.experimental_host_call_every_n_steps);
     if (st != TL_OK)
         return st;
@@ -142,9 +177,27 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, cons
      * count from the restored step, max_steps is absolute (T21, T22). */
     if ((st = tl_est_train_begin(est)) != TL_OK)
         return st;
+    /* The last step: train_steps from here, max_steps, the end of the
+     * in-memory epochs, or (an input that ends) when the input says. */
+    tl_opt_int steps = rc->train_steps, max_steps = rc->max_steps;
+    int64_t input_end = data != NULL && epochs > 0 ? epochs * est->steps_per_epoch : INT64_MAX;
+    if (input_end != INT64_MAX || (!steps.set && !max_steps.set)) {
+        int64_t final = steps.set ? (steps.value > INT64_MAX - est->global_step ? INT64_MAX
+                                                                                 : est->global_step + steps.value)
+                        : max_steps.set ? max_steps.value
+                                        : INT64_MAX;
+        if (input_end <= final && est->global_step >= input_end) { /* read to its end already */
+            res->end_of_input = true;
+            res->global_step = est->global_step;
+            tl_log(TL_LOG_INFO, "the input ended at step %lld: nothing to train", (long long)input_end);
+            return TL_OK;
+        }
+        steps.set = false;
+        max_steps = (tl_opt_int){true, final < input_end ? final : input_end};
+    }
     tl_train_schedule *sched;
-    if ((st = tl_train_schedule_create(rc->tpu.iterations_per_loop, rc->train_steps, rc->max_steps, est->global_step,
-                                       NULL, &sched)) != TL_OK)
+    if ((st = tl_train_schedule_create(rc->tpu.iterations_per_loop, steps, max_steps, est->global_step, NULL,
+                                       &sched)) != TL_OK)
         return st;
     if (tl_train_schedule_skipped(sched)) { /* T23: no loop, no checkpoint */
         tl_log(TL_LOG_INFO, "%s", TL_TRAIN_SKIP_MESSAGE);
@@ -174,6 +227,7 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, cons
     clear_waits(est);
     tl_log_schedule logs;
     tl_log_schedule_init(&logs, rc->tpu.iterations_per_loop, rc->log_step_count_steps);
+    loss_window win = {0};
     int64_t t0 = tl_now_ns(), start_step = est->global_step;
     /* CheckpointSaverHook saves the restored (or initial) state first. */
     if (tl_ckpt_schedule_at_start(&ck, est->global_step, 0.0))
@@ -195,14 +249,28 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, cons
         tl_infeed_allow(est, loop_start + n);
         if ((st = tl_est_device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
             break;
-        est->global_step += n; /* the runtime advances the global step once per device step */
+        /* The runtime advances the global step once per device step; a loop
+         * that met the end of the input ran fewer (every replica the same). */
+        int64_t ran = est->workers[0].steps_run;
+        est->global_step += ran;
+        if (est->workers[0].ended) {
+            res->end_of_input = true;
+            tl_log(TL_LOG_INFO, "the input ended at step %lld (Estimator's OutOfRange): training stops",
+                   (long long)est->global_step);
+            fires = pl->record > 0 ? tl_host_call_count(ran, est->host_call_every_n) : 0;
+            if (ran > 0)
+                st = after_loop(est, loop_start, fires, res->loops == 0, &logs, &win, seconds_since(t0), G, res);
+            break;
+        }
         double elapsed = seconds_since(tl0);
-        if ((st = after_loop(est, loop_start, fires, res->loops == 0, &logs, seconds_since(t0), G, res)) != TL_OK)
+        if ((st = after_loop(est, loop_start, fires, res->loops == 0, &logs, &win, seconds_since(t0), G, res)) != TL_OK)
             break;
         if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
             break;
         if (tl_ckpt_schedule_after_loop(&ck, est->global_step, seconds_since(t0)) && (st = checkpoint(est)) != TL_OK)
             break;
+        if (est->steps_per_epoch > 0 && input_end != INT64_MAX && est->global_step >= input_end)
+            res->end_of_input = true;
     }
     tl_status ist = tl_infeed_stop(est);
     if (st == TL_OK)
@@ -235,7 +303,17 @@ tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_
         memset(res, 0, sizeof *res);
         return tl_error(TL_EINVAL, "tl_estimator_train: data is NULL");
     }
-    return train_impl(est, data, NULL, res);
+    return train_impl(est, data, 0, NULL, res);
+}
+
+tl_status tl_estimator_train_epochs(tl_estimator *est, const tl_labeled_data *data, int64_t epochs,
+                                    tl_train_result *res)
+{
+    if (data == NULL) {
+        memset(res, 0, sizeof *res);
+        return tl_error(TL_EINVAL, "tl_estimator_train_epochs: data is NULL");
+    }
+    return train_impl(est, data, epochs, NULL, res);
 }
 
 tl_status tl_estimator_train_input(tl_estimator *est, const tl_input *in, tl_train_result *res)
@@ -244,7 +322,7 @@ tl_status tl_estimator_train_input(tl_estimator *est, const tl_input *in, tl_tra
         memset(res, 0, sizeof *res);
         return tl_error(TL_EINVAL, "tl_estimator_train_input: in is NULL");
     }
-    return train_impl(est, NULL, in, res);
+    return train_impl(est, NULL, 0, in, res);
 }
 
 tl_status tl_est_input_prepare(tl_estimator *est, tl_mode mode, const tl_input *in)

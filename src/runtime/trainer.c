@@ -31,6 +31,7 @@ static void worker_fail(tl_worker *w, tl_status st)
 typedef struct tl_batch_info {
     int64_t real_rows;
     bool stopping;
+    bool end;          /* the input ended: no step runs */
 } tl_batch_info;
 
 /* Copies batch b into the program's inputs. */
@@ -53,21 +54,24 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
     tl_status st = tl_infeed_pop(est, w->rank, step, &b, step == est->infeed.first ? &w->start_wait_ns : &w->wait_ns);
     if (st != TL_OK)
         return st;
-    fill_inputs(est, m, x, b);
+    info->end = b->end;
+    if (!b->end)
+        fill_inputs(est, m, x, b);
     info->real_rows = b->real_rows;
     info->stopping = b->stopping;
     tl_infeed_release(est, w->rank, b);
     return TL_OK;
 }
 
-static tl_status train_step(tl_worker *w, int64_t step)
+/* One training step; *end when the input ended before it (nothing ran). */
+static tl_status train_step(tl_worker *w, int64_t step, bool *end)
 {
     tl_estimator *est = w->est;
     const tl_program *p = est->train.p;
     tl_exec *x = &w->train_x;
     tl_batch_info info;
     tl_status st = feed(w, &est->train, x, step, &info);
-    if (st != TL_OK)
+    if (st != TL_OK || (*end = info.end))
         return st;
     x->step = step;
     if ((st = tl_est_emb_forward(w, &est->train, x, TL_MODE_TRAIN)) != TL_OK)
@@ -82,6 +86,7 @@ static tl_status train_step(tl_worker *w, int64_t step)
     if (st != TL_OK)
         return st;
     w->last_loss = *tl_exec_value(p, x, est->train.p->loss);
+    w->loss_sum += w->last_loss;
     /* Rank r receives chunk r of the gradient summed over ranks 0..R-1 in
      * order (MEAN was applied by scaling the loss by 1/R, as
      * CrossShardOptimizer does), then updates that chunk of the parameters. */
@@ -229,13 +234,15 @@ static void *worker_main(void *arg)
         w->eval_correct = 0;
         w->scored_len = 0;
         w->steps_run = 0;
+        w->loss_sum = 0;
+        w->ended = false;
         if (est->cmd == CMD_PREDICT)
             predict_loop(w);
-        for (int64_t i = 0; est->cmd != CMD_PREDICT && i < est->loop_n && w->status == TL_OK; i++) {
-            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i) : eval_step(w, i);
+        for (int64_t i = 0; est->cmd != CMD_PREDICT && i < est->loop_n && w->status == TL_OK && !w->ended; i++) {
+            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i, &w->ended) : eval_step(w, i);
             if (st != TL_OK)
                 worker_fail(w, st);
-            else
+            else if (!w->ended)
                 w->steps_run++;
         }
         if (tl_barrier_wait(&est->done) != TL_WAIT_OK)
@@ -374,6 +381,28 @@ static tl_status make_workers(tl_estimator *est)
     return TL_OK;
 }
 
+/* The engine of options.embedding_config, sized as TPUEstimator sizes
+ * TPUEmbedding: a tensor core per replica, the replica's training batch. */
+static tl_status embedding_create(tl_estimator *est)
+{
+    tl_emb_config c = *est->opt.embedding_config;
+    c.num_tensor_cores = est->R;
+    c.batch_size_per_tensor_core = 1;
+    if (est->rc.train_batch_size.set) {
+        tl_input_plan *plan;
+        tl_status st = tl_input_plan_create(est->topo, &est->rc, TL_MODE_TRAIN, &plan);
+        if (st != TL_OK)
+            return st;
+        int64_t b = plan->model_fn_batch_size;
+        tl_input_plan_destroy(plan);
+        c.batch_size_per_tensor_core = b < 1 ? 1 : b < INT32_MAX ? (int)b : INT32_MAX;
+    }
+    tl_status st = tl_emb_engine_create(&c, &est->own_emb);
+    if (st == TL_OK)
+        est->opt.embedding = est->own_emb;
+    return st;
+}
+
 tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *o, tl_estimator **out)
 {
     *out = NULL;
@@ -399,6 +428,8 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     if ((st = tl_topology_create(rc, NULL, &est->topo)) != TL_OK)
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
+    if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
+        goto fail;
     if ((st = tl_est_emb_check(est)) != TL_OK)
         goto fail;
     if ((st = tl_vars_create(&est->vars)) != TL_OK)
@@ -560,6 +591,7 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_graph_destroy(est->predict.g);
     tl_vars_destroy(est->vars);
     tl_topology_destroy(est->topo);
+    tl_emb_engine_destroy(est->own_emb); /* after everything that steps it */
     tl_free(est);
 }
 
@@ -620,4 +652,9 @@ tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 int64_t tl_estimator_global_step(const tl_estimator *est)
 {
     return est->global_step;
+}
+
+tl_emb_engine *tl_estimator_embedding(const tl_estimator *est)
+{
+    return est->opt.embedding;
 }

@@ -1,15 +1,19 @@
-/* job_input.c — the file datasets of the "input" section (tfrecord, criteo,
- * csv, idx) as the input_fn `train` and `evaluate` hand the estimator, the
- * record count that `epochs` needs; `predict` reads eval_files through
- * the same input_fn in PREDICT mode.
+/* input.c — the file datasets of the "input" section (tfrecord, criteo, csv,
+ * idx) as the input_fn the job hands the estimator to train and evaluate;
+ * prediction reads eval_files through the same input_fn in PREDICT mode.
  *
  * One input_fn invocation (ctx: index of total, mode, batch_size) builds
  *
  *   tfrecord: files -> [shard files] -> interleave -> [shard records] -> parse_example
  *   criteo, csv: [this shard's files] -> reader -> [shard records]
  *   idx:      images + labels -> [shard records]
- *   then:     TRAIN: shuffle (when shuffle_buffer_size) -> repeat; then batch (drop_remainder but in
- *             PREDICT, whose last batch the estimator pads) -> prefetch
+ *   then:     TRAIN: shuffle (when shuffle_buffer_size) -> repeat (epochs times, or without end);
+ *             then batch (drop_remainder but in PREDICT, whose last batch the estimator pads)
+ *             -> prefetch
+ *
+ * Training with epochs ends where the repeated input does, as
+ * Estimator.train ends at OutOfRange: the datasets' positions are saved
+ * with every checkpoint, so a resumed run finishes the same pass.
  *
  * Sharding: with at least `total` files each invocation reads the files i
  * with i % total == index (tf.data's shard over the file list: no record is
@@ -27,25 +31,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "job_int.h"
 
 /* What an input_fn of one mode reads: the patterns, and the files they
  * match in order (for sharding by file). */
-struct cli_files {
-    cli_job *job;
+struct tl_job_files {
+    tl_job *job;
     const char *const *patterns; /* (npatterns) borrowed from the configuration */
     int npatterns;
     char **names;                /* (nnames) the matched files, glob-escaped */
     int nnames;
 };
 
-bool cli_is_file_dataset(const tl_run_config *r)
+bool tl_job_is_file_dataset(const tl_run_config *r)
 {
     const char *d = r->input.dataset;
     return strcmp(d, "tfrecord") == 0 || strcmp(d, "criteo") == 0 || strcmp(d, "csv") == 0 || strcmp(d, "idx") == 0;
 }
 
-static void files_free(struct cli_files *f)
+static void files_free(struct tl_job_files *f)
 {
     if (f == NULL)
         return;
@@ -72,7 +76,7 @@ static char *glob_escape(const char *name, size_t len)
 }
 
 /* The files the patterns match, in tl_dataset_from_files' order. */
-static tl_status files_expand(struct cli_files *f)
+static tl_status files_expand(struct tl_job_files *f)
 {
     tl_dataset *ds;
     tl_status st = tl_dataset_from_files(f->patterns, f->npatterns, &ds);
@@ -143,7 +147,7 @@ static void csv_options(const tl_input_config *in, tl_csv_options *o)
 
 /* The records (or parsed examples) of shard index of total, before shuffle,
  * repeat and batch. total 1 reads everything. */
-static tl_status source(const struct cli_files *f, int total, int index, tl_dataset **out)
+static tl_status source(const struct tl_job_files *f, int total, int index, tl_dataset **out)
 {
     const tl_input_config *in = &f->job->r->input;
     const char *d = in->dataset;
@@ -203,7 +207,7 @@ static tl_status source(const struct cli_files *f, int total, int index, tl_data
 /* The input_fn of `train`, `evaluate` and `predict`. */
 static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **out)
 {
-    const struct cli_files *f = user;
+    const struct tl_job_files *f = user;
     const tl_run_config *r = f->job->r;
     const tl_input_config *in = &r->input;
     tl_dataset *ds;
@@ -218,7 +222,7 @@ static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **
     if ((train && in->shuffle_buffer_size.set &&
          (st = tl_dataset_shuffle(ds, in->shuffle_buffer_size.value, seed, in->reshuffle_each_iteration, &ds)) !=
              TL_OK) ||
-        (train && (st = tl_dataset_repeat(ds, -1, &ds)) != TL_OK) ||
+        (train && (st = tl_dataset_repeat(ds, in->epochs.set ? in->epochs.value : -1, &ds)) != TL_OK) ||
         (st = tl_dataset_batch(ds, ctx->batch_size, ctx->mode != TL_MODE_PREDICT, &ds)) != TL_OK ||
         (in->prefetch > 0 && (st = tl_dataset_prefetch(ds, in->prefetch, &ds)) != TL_OK))
         return st;
@@ -226,17 +230,17 @@ static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **
     return TL_OK;
 }
 
-/* Returns an exit status. */
-static int files_open(cli_job *job, const char *const *patterns, int n, tl_input *input, struct cli_files **out)
+static tl_status files_open(tl_job *job, const char *const *patterns, int n, tl_input *input,
+                            struct tl_job_files **out)
 {
-    struct cli_files *f = calloc(1, sizeof *f);
+    struct tl_job_files *f = calloc(1, sizeof *f);
     if (f == NULL)
-        return cli_fail(TL_ENOMEM);
-    *f = (struct cli_files){job, patterns, n, NULL, 0};
+        return tl_error(TL_ENOMEM, "out of memory");
+    *f = (struct tl_job_files){job, patterns, n, NULL, 0};
     tl_status st = strcmp(job->r->input.dataset, "idx") == 0 ? TL_OK : files_expand(f);
     if (st != TL_OK) {
         files_free(f);
-        return cli_fail(st);
+        return st;
     }
     const tl_input_config *in = &job->r->input;
     *input = (tl_input){.input_fn = input_fn,
@@ -246,70 +250,26 @@ static int files_open(cli_job *job, const char *const *patterns, int n, tl_input
                         .label_key = strcmp(in->dataset, "csv") == 0 && in->label_column ? in->label_column
                                                                                          : in->label_key};
     *out = f;
-    return 0;
+    return TL_OK;
 }
 
-int cli_files_open(cli_job *job, bool need_train)
+tl_status tl_job_files_open(tl_job *job)
 {
     const tl_input_config *in = &job->r->input;
-    int rc = 0;
+    tl_status st = TL_OK;
     job->file_input = true;
-    if (need_train)
-        rc = files_open(job, in->files, in->num_files, &job->train_input, &job->files[0]);
-    if (rc == 0 && in->eval_files != NULL)
-        rc = files_open(job, in->eval_files, in->num_eval_files, &job->eval_input, &job->files[1]);
-    else if (rc == 0)
-        rc = files_open(job, in->files, in->num_files, &job->eval_input, &job->files[1]);
-    return rc;
-}
-
-void cli_files_close(cli_job *job)
-{
-    files_free(job->files[0]);
-    files_free(job->files[1]);
-}
-
-tl_status cli_files_count(cli_job *job, int64_t *count)
-{
-    const tl_input_config *in = &job->r->input;
-    struct cli_files f = {job, in->files, in->num_files, NULL, 0};
-    tl_dataset *ds;
-    *count = 0;
-    tl_status st;
-    if (strcmp(in->dataset, "tfrecord") == 0) {
-        /* Framing only: a record is counted without being parsed. */
-        tl_tfrecord_options o;
-        tfrecord_options(in, &o);
-        st = tl_dataset_tfrecord(in->files, in->num_files, &o, &ds);
-    } else {
-        st = source(&f, 1, 0, &ds);
-    }
-    if (st != TL_OK)
-        return st;
-    const tl_element *e;
-    while ((st = tl_dataset_next(ds, &e)) == TL_OK && e != NULL)
-        ++*count;
-    tl_dataset_destroy(ds);
+    if (job->opt.train)
+        st = files_open(job, in->files, in->num_files, &job->train_input, &job->files[0]);
+    if (st == TL_OK && in->eval_files != NULL)
+        st = files_open(job, in->eval_files, in->num_eval_files, &job->eval_input, &job->files[1]);
+    else if (st == TL_OK)
+        st = files_open(job, in->files, in->num_files, &job->eval_input, &job->files[1]);
     return st;
 }
 
-tl_status cli_job_train(cli_job *job, tl_train_result *tr)
+void tl_job_files_close(tl_job *job)
 {
-    if (job->file_input)
-        return tl_estimator_train_input(job->est, &job->train_input, tr);
-    return tl_estimator_train(job->est, &job->train, tr);
-}
-
-tl_status cli_job_evaluate(cli_job *job, tl_eval_result *er)
-{
-    if (job->file_input)
-        return tl_estimator_evaluate_input(job->est, &job->eval_input, er);
-    return tl_estimator_evaluate(job->est, &job->test, er);
-}
-
-tl_status cli_job_predict(cli_job *job, tl_predict_result *pr)
-{
-    if (job->file_input)
-        return tl_estimator_predict_input(job->est, &job->eval_input, pr);
-    return tl_estimator_predict(job->est, &job->test, pr);
+    files_free(job->files[0]);
+    files_free(job->files[1]);
+    job->files[0] = job->files[1] = NULL;
 }

@@ -1,0 +1,52 @@
+/* job_int.h — what the job's files share (tpuloop/job.h). The job is
+ * written against the public API only, as models/ is: job.c builds and
+ * runs the job, data.c loads the in-memory datasets, input.c is the
+ * input_fn of the file datasets, predictions.c writes predictions. */
+#ifndef TL_JOB_INT_H
+#define TL_JOB_INT_H
+
+#include "tpuloop/tpuloop.h"
+#include "tpuloop/job.h"
+
+struct tl_job_files;
+
+struct tl_job {
+    const tl_config *cfg;        /* borrowed */
+    const tl_run_config *r;      /* tl_config_get(cfg) */
+    tl_job_options opt;
+    /* In-memory data (data.c): what train and test borrow from. */
+    tl_labeled_data *owned[2];
+    tl_labeled_data train;       /* empty unless the job trains */
+    tl_labeled_data test;
+    bool has_oracle;             /* criteo_synthetic: the planted model's AUC on the test examples */
+    double oracle_auc;
+    /* A file dataset (input.c). */
+    bool file_input;
+    tl_input train_input;        /* files; set when the job trains */
+    tl_input eval_input;         /* eval_files (files when null) */
+    struct tl_job_files *files[2];
+    /* The model. */
+    tl_emb_spec *emb_spec;       /* the embedding section's tables; NULL without */
+    tl_dlrm_config dlrm;         /* model_name dlrm's, borrowed by the estimator */
+    tl_estimator *est;
+    bool params_ready;           /* trained or restored: evaluate and predict use them */
+    int64_t final_step;          /* the running train's, for on_progress */
+};
+
+/* ---- data.c ---------------------------------------------------------------- */
+
+/* Loads the in-memory dataset of the input section (fashion_mnist,
+ * synthetic, criteo_synthetic): the training split only when the job
+ * trains. Errors: the loaders' (TL_EIO naming data_dir), TL_ENOMEM. */
+tl_status tl_job_data_load(tl_job *job);
+void tl_job_data_free(tl_job *job);
+
+/* ---- input.c ---------------------------------------------------------------- */
+
+bool tl_job_is_file_dataset(const tl_run_config *r);
+/* Sets up train_input (when the job trains) and eval_input. Errors: the
+ * patterns' (tl_dataset_from_files), TL_ENOMEM. */
+tl_status tl_job_files_open(tl_job *job);
+void tl_job_files_close(tl_job *job);
+
+#endif /* TL_JOB_INT_H */
