@@ -470,6 +470,13 @@ TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65
 /* The global step. */
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
 
+/* Whether mode's input plan can be made for the estimator's configuration
+ * and topology — TensorFlow's deployment rules for the mode (several hosts
+ * evaluate only with BROADCAST or PER_HOST_V2, ...), which it checks when
+ * the mode runs, not before: training never fails on the rules of a mode it
+ * does not run. Errors: the input plan's (topology.h). */
+TL_API tl_status tl_estimator_check_mode(const tl_estimator *est, tl_mode mode);
+
 /* The embedding engine the estimator drives (options.embedding, or the one
  * it made from options.embedding_config); NULL without one. Borrowed. */
 TL_API tl_emb_engine *tl_estimator_embedding(const tl_estimator *est);

@@ -36,46 +36,164 @@ int cli_usage_error(const char *fmt, ...)
     return EXIT_BAD_INPUT;
 }
 
+/* ---- usage and help ------------------------------------------------------ */
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *synopsis; /* one or more "tpuloop ..." lines, each "\n"-ended */
+    const char *summary;  /* what `tpuloop help` says of it */
+    const char *details;  /* what `tpuloop help NAME` and `NAME --help` add */
+} command;
+
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+static const command commands[] = {
+    {"train", cli_train,
+     "tpuloop train [FILE] [--name=value ...] [--summary_json=OUT] [--predict] [--predictions_out=F]\n",
+     "train the config's model in device loops; evaluate; print a JSON summary line",
+     "Trains the configuration's model (model_name) on its input (the input section) in device loops of\n"
+     "iterations_per_loop steps, to train_steps (counted from a restored step), max_steps, or the end of\n"
+     "the input (epochs). With model_dir it resumes from the latest valid checkpoint there and saves as\n"
+     "save_checkpoints_steps / _secs say; SIGTERM or Ctrl-C stops at the next loop boundary after a\n"
+     "checkpoint (a second Ctrl-C quits at once). Then it evaluates when the configuration has\n"
+     "eval_batch_size and eval_steps, and ends with one JSON line on stdout (global_step, loss,\n"
+     "examples_per_sec, eval, params_digest, ...).\n"
+     "  --summary_json=OUT   also write the JSON line to OUT\n"
+     "  --predict            then predict the test set (needs predict_batch_size)\n"
+     "  --predictions_out=F  where: .csv, or JSON Lines for .jsonl/.json (default predictions.jsonl)\n"},
+    {"evaluate", cli_evaluate, "tpuloop evaluate [FILE] [--name=value ...] [--checkpoint=CKPT] [--summary_json=OUT]\n",
+     "evaluate the latest valid checkpoint of model_dir (or CKPT); print the metrics as JSON",
+     "Builds the model as train does, loads the latest valid checkpoint of model_dir (or CKPT: a file,\n"
+     "or its TensorFlow prefix such as model_dir/model.ckpt-1000), evaluates eval_steps batches of\n"
+     "eval_batch_size from the evaluation input (eval_files, or files), writes the metrics to\n"
+     "model_dir/eval for TensorBoard and prints them as one JSON line with params_digest.\n"
+     "  --checkpoint=CKPT    evaluate this checkpoint instead of model_dir's latest\n"
+     "  --summary_json=OUT   also write the JSON line to OUT\n"},
+    {"predict", cli_predict,
+     "tpuloop predict [FILE] [--name=value ...] [--checkpoint=CKPT] [--predictions_out=F] [--summary_json=OUT]\n",
+     "predict the test set with a checkpoint; write the predictions",
+     "Builds the model as train does, loads the latest valid checkpoint of model_dir (or CKPT), predicts\n"
+     "every example of the prediction input (eval_files, or files) in batches of predict_batch_size and\n"
+     "writes one row per example: index, class and class probabilities.\n"
+     "  --checkpoint=CKPT    predict with this checkpoint instead of model_dir's latest\n"
+     "  --predictions_out=F  .csv, or JSON Lines for .jsonl/.json (default predictions.jsonl)\n"
+     "  --summary_json=OUT   also write the JSON summary line to OUT\n"},
+    {"config", cli_config, "tpuloop config [FILE] [--name=value ...] [--json]\n",
+     "print the resolved configuration, the topology and the input plans",
+     "Resolves the configuration as train would (defaults, FILE, the environment, --flags) and prints\n"
+     "every value with where it came from, the topology (hosts, devices, replicas), the input plan of\n"
+     "train, eval and predict, and the embedding tables with their memory; `tpuloop help options`\n"
+     "lists every option.\n"
+     "  --json               as one JSON document\n"},
+    {"ckpt", cli_ckpt,
+     "tpuloop ckpt list MODEL_DIR [--json]\n"
+     "tpuloop ckpt inspect CKPT [--tensor=NAME] [--all_values] [--json]\n",
+     "list a model_dir's checkpoints; inspect one",
+     "list: every checkpoint of a model_dir: step, size, valid or why not, and the one a train resumes\n"
+     "from. inspect: a checkpoint's metadata, checksums and tensors (CKPT: a file or its TensorFlow\n"
+     "prefix), or with --tensor one tensor's values (--all_values: every value).\n"},
+    {"data", cli_data,
+     "tpuloop data inspect FILE... [--records=N] [--json] [--compression=AUTO|GZIP|ZLIB|NONE]\n"
+     "tpuloop data convert --from=idx|csv|criteo INPUT... --out=FILE [--compression=GZIP|ZLIB|NONE]\n"
+     "             [--shards=N] [--labels=IDX] [--columns=NAME:TYPE,... --label_column=NAME]\n"
+     "             [--vocab_sizes=V|V1,...,V26]\n",
+     "inspect TFRecord files; convert IDX, CSV or Criteo TSV to tf.Example TFRecord",
+     "inspect: compression, records, CRCs and the tf.Example or SequenceExample schema of TFRecord\n"
+     "files; --records=N prints the first N records as JSON lines.\n"
+     "convert: writes IDX images (+ labels), CSV rows or Criteo TSV lines as tf.Example TFRecord (GZIP\n"
+     "for a .gz name), in --shards=N files, atomically.\n"},
+    {"devices", cli_devices, "tpuloop devices [--devices=N] [--num_hosts=H] [--json]\n", "list the devices",
+     "One device per core of the affinity mask, or --devices=N virtual devices per host\n"
+     "(TPULOOP_DEVICE_COUNT=N).\n"},
+    {"help", cmd_help, "tpuloop help [COMMAND | options]\n", "this text, a command's help, or every option",
+     "`tpuloop help options` (or `help config`'s second part) lists every configuration option: its file\n"
+     "key, flag, default, allowed values and meaning.\n"},
+    {"version", cmd_version, "tpuloop version\n", "print the version", ""},
+};
+#define NUM_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static const command *find_command(const char *name)
+{
+    for (int i = 0; i < NUM_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
 static void print_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tpuloop <command> [args]\n"
-            "\n"
-            "commands:\n"
-            "  config [FILE] [--name=value ...] [--json]\n"
-            "                 print the resolved configuration, the topology and the input plan\n"
-            "                 of train, eval and predict (FILE: a JSON config)\n"
-            "  train [FILE] [--name=value ...] [--summary_json=OUT] [--predict] [--predictions_out=F]\n"
-            "                 train the config's model in device loops, evaluate it when the config\n"
-            "                 has eval_batch_size and eval_steps, print a JSON summary line; --predict\n"
-            "                 writes test-set predictions (.csv or JSON Lines, default predictions.jsonl).\n"
-            "                 With model_dir it resumes from the latest valid checkpoint; SIGTERM or\n"
-            "                 Ctrl-C stops at the next loop boundary after a checkpoint\n"
-            "  evaluate [FILE] [--name=value ...] [--checkpoint=CKPT] [--summary_json=OUT]\n"
-            "                 evaluate the latest valid checkpoint of model_dir (or CKPT) on eval_steps\n"
-            "                 batches of the test set; print the metrics as one JSON line\n"
-            "  predict [FILE] [--name=value ...] [--checkpoint=CKPT] [--predictions_out=F]\n"
-            "                 predict the test set with the latest valid checkpoint of model_dir (or\n"
-            "                 CKPT); write what `train --predict` writes\n"
-            "  ckpt list MODEL_DIR [--json]\n"
-            "                 every checkpoint of a model_dir: step, size, valid or why not, the latest\n"
-            "  ckpt inspect CKPT [--tensor=NAME] [--all_values] [--json]\n"
-            "                 a checkpoint's metadata, checksums and tensors; a tensor's values\n"
-            "  data inspect FILE... [--records=N] [--json] [--compression=AUTO|GZIP|ZLIB|NONE]\n"
-            "                 TFRecord files: compression, records, CRCs, the tf.Example or\n"
-            "                 SequenceExample schema; --records=N prints the first N as JSON lines\n"
-            "  data convert --from=idx|csv|criteo INPUT... --out=FILE [--compression=GZIP|ZLIB|NONE]\n"
-            "               [--shards=N] [--labels=IDX] [--columns=NAME:TYPE,... --label_column=NAME]\n"
-            "               [--vocab_sizes=V|V1,...,V26]\n"
-            "                 write IDX images (+ labels), CSV rows or Criteo TSV lines as tf.Example\n"
-            "                 TFRecord (GZIP for a .gz name); shards FILE-00000-of-0000N; atomic\n"
-            "  devices [--devices=N] [--num_hosts=H] [--json]\n"
-            "                 list the devices\n"
-            "  help [config]  this text, or every configuration option\n"
-            "  version        print the version\n"
-            "\n"
-            "Configuration sources, later wins: defaults, FILE, TPULOOP_DEVICE_COUNT and TF_CONFIG,\n"
-            "--flags. Exit status: 0 ok, 2 bad configuration or arguments, 1 runtime failure.\n");
+    fprintf(f, "usage: tpuloop <command> [args]   (tpuloop help <command>, or <command> --help)\n\ncommands:\n");
+    for (int i = 0; i < NUM_COMMANDS; i++) {
+        /* Each synopsis line without its "tpuloop ", then the summary. */
+        for (const char *p = commands[i].synopsis; *p != '\0';) {
+            const char *nl = strchr(p, '\n');
+            int len = nl != NULL ? (int)(nl - p) : (int)strlen(p);
+            int skip = strncmp(p, "tpuloop ", 8) == 0 ? 8 : 0;
+            fprintf(f, "  %.*s\n", len - skip, p + skip);
+            p += nl != NULL ? len + 1 : len;
+        }
+        fprintf(f, "                 %s\n", commands[i].summary);
+    }
+    fprintf(f, "\n"
+               "Configuration sources, later wins: defaults, FILE, TPULOOP_DEVICE_COUNT and TF_CONFIG,\n"
+               "--flags. `tpuloop help options` lists every option. Exit status: 0 ok, 2 bad configuration\n"
+               "or arguments, 1 runtime failure.\n");
+}
+
+static int print_options(void)
+{
+    char *text;
+    tl_status st = tl_config_help(&text);
+    if (st != TL_OK)
+        return cli_fail(st);
+    fputs(text, stdout);
+    tl_free_string(text);
+    return 0;
+}
+
+static void print_command_help(const command *c)
+{
+    /* "usage: " before the first line, its width of spaces before the others */
+    const char *p = c->synopsis;
+    for (int line = 0; *p != '\0'; line++) {
+        const char *nl = strchr(p, '\n');
+        int len = nl != NULL ? (int)(nl - p) : (int)strlen(p);
+        printf("%s%.*s\n", line == 0 ? "usage: " : "       ", len, p);
+        p += nl != NULL ? len + 1 : len;
+    }
+    printf("\n%s", c->details);
+    if (c->run == cli_train || c->run == cli_evaluate || c->run == cli_predict || c->run == cli_config)
+        printf("\nFILE is a JSON configuration; --name=value sets any configuration option (`tpuloop help\n"
+               "options` lists them). Sources, later wins: defaults, FILE, the environment, --flags.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[0], "options") == 0)
+        return print_options();
+    const command *c = find_command(argv[0]);
+    if (c == NULL)
+        return cli_usage_error("no command '%s'; `tpuloop help` lists them", argv[0]);
+    print_command_help(c);
+    if (c->run == cli_config) { /* `help config` has always listed the options too */
+        printf("\n");
+        return print_options();
+    }
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("tpuloop %s\n", TL_VERSION_STRING);
+    return 0;
 }
 
 /* Loads the configuration: defaults, FILE, environment, flags. Non-config
@@ -137,23 +255,6 @@ out:
     return rc;
 }
 
-static int cmd_help(int argc, char **argv)
-{
-    if (argc >= 1 && strcmp(argv[0], "config") == 0) {
-        char *text;
-        tl_status st = tl_config_help(&text);
-        if (st != TL_OK)
-            return cli_fail(st);
-        fputs(text, stdout);
-        tl_free_string(text);
-        return 0;
-    }
-    if (argc >= 1)
-        return cli_usage_error("no help on '%s'; try `tpuloop help` or `tpuloop help config`", argv[0]);
-    print_usage(stdout);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     tl_set_log_level(TL_LOG_WARN);
@@ -161,26 +262,19 @@ int main(int argc, char **argv)
         print_usage(stderr);
         return EXIT_BAD_INPUT;
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "config") == 0)
-        return cli_config(argc - 2, argv + 2);
-    if (strcmp(cmd, "train") == 0)
-        return cli_train(argc - 2, argv + 2);
-    if (strcmp(cmd, "evaluate") == 0)
-        return cli_evaluate(argc - 2, argv + 2);
-    if (strcmp(cmd, "predict") == 0)
-        return cli_predict(argc - 2, argv + 2);
-    if (strcmp(cmd, "ckpt") == 0)
-        return cli_ckpt(argc - 2, argv + 2);
-    if (strcmp(cmd, "data") == 0)
-        return cli_data(argc - 2, argv + 2);
-    if (strcmp(cmd, "devices") == 0)
-        return cli_devices(argc - 2, argv + 2);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
-        return cmd_help(argc - 2, argv + 2);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("tpuloop %s\n", TL_VERSION_STRING);
-        return 0;
-    }
-    return cli_usage_error("unknown command '%s'", cmd);
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+        name = "help";
+    else if (strcmp(name, "--version") == 0)
+        name = "version";
+    const command *c = find_command(name);
+    if (c == NULL)
+        return cli_usage_error("unknown command '%s'; `tpuloop help` lists the commands", argv[1]);
+    /* `COMMAND --help` anywhere before a bare "--": the command's help. */
+    for (int i = 2; c->run != cmd_help && i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_command_help(c);
+            return 0;
+        }
+    return c->run(argc - 2, argv + 2);
 }

@@ -152,8 +152,15 @@ int cli_train(int argc, char **argv)
     json_object_set_new(summary, "model_dir", r->model_dir ? json_string(r->model_dir) : json_null());
     json_object_set_new(summary, "restored_from_step",
                         jr.restored_from_step >= 0 ? json_integer(jr.restored_from_step) : json_null());
-    /* A stopped run was asked to end: it evaluates and predicts nothing. */
-    if (!tr->stopped && r->eval_batch_size.set && r->eval_steps.set) {
+    /* A stopped run was asked to end: it evaluates and predicts nothing.
+     * Nor does a run whose evaluation TensorFlow's rules forbid (the
+     * training is done and saved; `tpuloop evaluate` would fail the same). */
+    bool evaluate = !tr->stopped && r->eval_batch_size.set && r->eval_steps.set;
+    if (evaluate && tl_estimator_check_mode(tl_job_estimator(run.job), TL_MODE_EVAL) != TL_OK) {
+        fprintf(stderr, "warning: not evaluating after training: %s\n", tl_last_error());
+        evaluate = false;
+    }
+    if (evaluate) {
         tl_job_evaluation ev;
         if ((st = tl_job_evaluate(run.job, NULL, &ev)) != TL_OK) {
             json_decref(summary);

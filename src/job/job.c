@@ -68,6 +68,16 @@ static tl_status embedding_of(tl_job *job, tl_estimator_options *o)
     m->num_features = e->num_features;
     for (int f = 0; f < e->num_features; f++)
         m->dims[f] = e->tables[e->features[f].table].dim;
+    /* The model's own check, before any data is made or read. */
+    int64_t d = r->model.num_bottom > 0 ? r->model.bottom_mlp[r->model.num_bottom - 1] : 0;
+    for (int f = 0; f < e->num_features; f++)
+        if (m->dims[f] != d)
+            return tl_error(TL_EINVAL, "dlrm: bottom_mlp's last width %lld must equal feature %d's embedding dim %d "
+                                       "(table %d%s%s%s): set model.bottom_mlp's last width or the table's dim",
+                            (long long)d, f, m->dims[f], e->features[f].table,
+                            e->tables[e->features[f].table].name ? ", \"" : "",
+                            e->tables[e->features[f].table].name ? e->tables[e->features[f].table].name : "",
+                            e->tables[e->features[f].table].name ? "\"" : "");
     m->num_bottom = r->model.num_bottom;
     memcpy(m->bottom, r->model.bottom_mlp, sizeof m->bottom);
     m->num_top = r->model.num_top;

@@ -174,6 +174,8 @@ struct tl_estimator {
     /* ---- the embedding engine (emb_steps.c) */
     int64_t emb_first, emb_width; /* the id columns [first, first + width) of the features */
     tl_emb_engine *own_emb;       /* made from options.embedding_config; destroyed last */
+    tl_status plan_err[3];        /* a mode's input plan failed (not traced): its calls' error */
+    char plan_msg[3][512];
     float *emb_ckpt;           /* a save's copy of the tables, borrowed by its writer */
 };
 
@@ -225,6 +227,10 @@ struct tl_worker {
  * call fails the same way if that failed), loads a pending restore, and
  * checks data's width. */
 tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data);
+
+/* The error of mode's input plan when prepare could not make it (the mode
+ * was not traced), else TL_OK. */
+tl_status tl_est_plan_error(const tl_estimator *est, tl_mode mode);
 
 /* tl_est_prepare for examples of features shaped fshape (frank dims). */
 tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fshape);

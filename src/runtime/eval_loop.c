@@ -36,6 +36,8 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     tl_status st = data != NULL ? tl_est_prepare(est, data) : tl_est_input_prepare(est, TL_MODE_EVAL, in);
     if (st != TL_OK)
         return st;
+    if (!est->have_eval && (st = tl_est_plan_error(est, TL_MODE_EVAL)) != TL_OK)
+        return st;
     if (!est->have_eval)
         return tl_error(TL_EINVAL, "eval_batch_size was set after the model was first traced; set it in the "
                                    "configuration the estimator was created with");
@@ -157,6 +159,8 @@ static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, co
                                    "running on TPU. (set predict_batch_size)");
     tl_status st = data != NULL ? tl_est_prepare(est, data) : tl_est_input_prepare(est, TL_MODE_PREDICT, in);
     if (st != TL_OK)
+        return st;
+    if (!est->have_predict && (st = tl_est_plan_error(est, TL_MODE_PREDICT)) != TL_OK)
         return st;
     if (!est->have_predict)
         return tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in the "

@@ -443,6 +443,26 @@ fail:
     return st;
 }
 
+/* Whether mode's input plan can be made; if not, its error is kept for the
+ * mode's calls (tl_est_plan_error). */
+static bool plan_ok(tl_estimator *est, tl_mode mode)
+{
+    tl_input_plan *plan;
+    tl_status st = tl_input_plan_create(est->topo, &est->rc, mode, &plan);
+    tl_input_plan_destroy(plan);
+    if (st == TL_OK)
+        return true;
+    est->plan_err[mode] = st;
+    snprintf(est->plan_msg[mode], sizeof est->plan_msg[mode], "%s", tl_last_error());
+    tl_clear_error();
+    return false;
+}
+
+tl_status tl_est_plan_error(const tl_estimator *est, tl_mode mode)
+{
+    return est->plan_err[mode] != TL_OK ? tl_error(est->plan_err[mode], "%s", est->plan_msg[mode]) : TL_OK;
+}
+
 /* Builds programs, parameters and workers on the first train, evaluate or
  * predict, when the input's shape is known. */
 static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshape)
@@ -461,7 +481,12 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
         est->D *= fshape[d];
     if ((st = trace(est, TL_MODE_TRAIN, train_batch, fshape, frank, &est->train)) != TL_OK)
         return st;
-    if (rc->eval_batch_size.set) {
+    /* TensorFlow checks an evaluation's or prediction's input rules when
+     * it runs (several hosts evaluate only with BROADCAST or PER_HOST_V2,
+     * ...): a mode whose plan fails is not traced, and its calls return the
+     * plan's error; training goes on. */
+    if (rc->eval_batch_size.set && !plan_ok(est, TL_MODE_EVAL)) {
+    } else if (rc->eval_batch_size.set) {
         if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_EVAL, &plan)) != TL_OK)
             return st;
         int64_t eb = plan->model_fn_batch_size;
@@ -470,7 +495,8 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
             return st;
         est->have_eval = true;
     }
-    if (rc->predict_batch_size.set) {
+    if (rc->predict_batch_size.set && !plan_ok(est, TL_MODE_PREDICT)) {
+    } else if (rc->predict_batch_size.set) {
         if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_PREDICT, &plan)) != TL_OK)
             return st;
         int64_t pb = plan->model_fn_batch_size;
@@ -652,6 +678,14 @@ tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 int64_t tl_estimator_global_step(const tl_estimator *est)
 {
     return est->global_step;
+}
+
+tl_status tl_estimator_check_mode(const tl_estimator *est, tl_mode mode)
+{
+    tl_input_plan *plan;
+    tl_status st = tl_input_plan_create(est->topo, &est->rc, mode, &plan);
+    tl_input_plan_destroy(plan);
+    return st;
 }
 
 tl_emb_engine *tl_estimator_embedding(const tl_estimator *est)

@@ -1,0 +1,197 @@
+/* The `tpuloop` command as a new user meets it, over the job layer: --help
+ * for every command, `help COMMAND`, progress lines, the start line, a
+ * wrong data_dir, the predictions' format, simulated hosts, and epochs as a
+ * property of the input that a resumed run finishes. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_cli_util.h"
+
+/* A tiny Fashion-MNIST-shaped set: 512 training examples of 8 x 8. */
+static char *tiny_data(void)
+{
+    char *data = tc_tmpdir();
+    tc_write_tiny_mnist(data, 512, 128, 8);
+    return data;
+}
+
+#define TINY "--train_batch_size=16 --hidden_units=[8] --devices=2 --tf_random_seed=7"
+
+static json_t *ok_json(tc_result r)
+{
+    cr_assert_eq(r.status, 0, "stderr:\n%s", r.err);
+    json_t *j = tc_json(&r);
+    tc_done(&r);
+    return j;
+}
+#define run_ok(...) ok_json(tc_runf(__VA_ARGS__))
+
+static const char *digest_of(json_t *j)
+{
+    const char *d = json_string_value(json_object_get(j, "params_digest"));
+    cr_assert(d != NULL && strlen(d) == 64);
+    return d;
+}
+
+Test(cli_job, every_command_has_help)
+{
+    static const char *const names[] = {"train", "evaluate", "predict", "config", "ckpt", "data", "devices"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        tc_result r = tc_runf("%s --help", names[i]);
+        cr_assert_eq(r.status, 0, "%s --help: %s", names[i], r.err);
+        char want[64];
+        snprintf(want, sizeof want, "usage: tpuloop %s", names[i]);
+        cr_assert(strstr(r.out, want), "%s --help:\n%s", names[i], r.out);
+        tc_done(&r);
+        r = tc_runf("help %s", names[i]);
+        cr_assert_eq(r.status, 0, "help %s: %s", names[i], r.err);
+        cr_assert(strstr(r.out, want), "help %s:\n%s", names[i], r.out);
+        tc_done(&r);
+    }
+    /* After other arguments too, and -h. */
+    tc_result r = tc_runf("train configs/mlp_fashion_mnist.json --train_steps=3 -h");
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "usage: tpuloop train") && strstr(r.out, "--predictions_out"), "%s", r.out);
+    tc_done(&r);
+    r = tc_runf("help options");
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "iterations_per_loop") && strstr(r.out, "train_batch_size"));
+    tc_done(&r);
+    r = tc_runf("help nonsense");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "error: no command 'nonsense'"), "%s", r.err);
+    tc_done(&r);
+}
+
+/* One line per loss log: the mean loss since the last line beside the
+ * last, and a rate (with the time left) only once there is one. */
+Test(cli_job, progress_lines_show_no_zero_rates)
+{
+    char *data = tiny_data();
+    tc_result r = tc_runf("train --data_dir=%s " TINY " --train_steps=60 --iterations_per_loop=3 "
+                          "--log_step_count_steps=10",
+                          data);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    int lines = 0;
+    for (char *p = r.err; (p = strstr(p, "step ")) != NULL; p++) {
+        char *eol = strchr(p, '\n');
+        if (eol == NULL || strncmp(p, "step ", 5) != 0 || (p > r.err && p[-1] != '\n'))
+            continue;
+        lines++;
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(eol - p), p);
+        cr_assert(strstr(line, "/60 loss = ") && strstr(line, "(mean "), "%s", line);
+        cr_assert_null(strstr(line, " 0.0 steps/s"), "%s", line);
+        cr_assert(strstr(line, " left") == NULL || strstr(line, "steps/s") != NULL, "%s", line);
+        if (lines == 1)
+            cr_assert_null(strstr(line, "steps/s"), "the first line has no rate yet: %s", line);
+    }
+    cr_assert(lines >= 3, "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(data);
+    free(data);
+}
+
+Test(cli_job, a_wrong_data_dir_is_an_error)
+{
+    tc_result r = tc_runf("train configs/mlp_fashion_mnist.json --data_dir=/nonexistent/fmnist --train_steps=3");
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "error: ") && strstr(r.err, "/nonexistent/fmnist"), "%s", r.err);
+    cr_assert_null(strstr(r.err, "synthetic data shaped like"), "%s", r.err);
+    cr_assert(r.out[0] == '\0', "no summary line: %s", r.out);
+    tc_done(&r);
+    /* Synthetic data when asked for. */
+    r = tc_runf("train configs/mlp_fashion_mnist.json --dataset=synthetic --train_steps=3 --eval_steps=1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+}
+
+Test(cli_job, predictions_go_to_csv_or_json_lines_only)
+{
+    char *data = tiny_data();
+    tc_result r = tc_runf("train --data_dir=%s " TINY " --train_steps=2 --predict_batch_size=64 "
+                          "--predictions_out=p.parquet",
+                          data);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "'p.parquet' is a .parquet") && strstr(r.err, ".csv") && strstr(r.err, ".jsonl"), "%s",
+              r.err);
+    cr_assert_null(strstr(r.err, "training "), "refused before training: %s", r.err);
+    tc_done(&r);
+    char *dir = tc_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.jsonl", dir);
+    r = tc_runf("train --data_dir=%s " TINY " --train_steps=2 --predict_batch_size=64 --predictions_out=%s", data,
+                path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    char *text = tc_slurp(path);
+    cr_assert(text != NULL && strncmp(text, "{\"index\":0,\"class\":", 19) == 0, "%s", text ? text : "(none)");
+    free(text);
+    tc_rmtree(dir);
+    free(dir);
+    tc_rmtree(data);
+    free(data);
+}
+
+/* Hosts simulated in one process: training does not fail on the rules of
+ * modes it does not run, and the start line counts every host's devices. */
+Test(cli_job, simulated_hosts_train_whatever_eval_and_predict_allow)
+{
+    char *data = tiny_data();
+    tc_result r = tc_runf("train --data_dir=%s " TINY " --devices=2 --num_hosts=2 --train_steps=4 "
+                          "--eval_batch_size=32 --eval_steps=1 --predict_batch_size=32",
+                          data);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "on 4 devices (2 hosts)"), "%s", r.err);
+    cr_assert(strstr(r.err, "warning: not evaluating after training: TPUEstimator.evaluate is only supported under "
+                            "three conditions"),
+              "%s", r.err);
+    json_t *j = tc_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 4);
+    cr_assert_null(json_object_get(j, "eval"));
+    json_decref(j);
+    tc_done(&r);
+    /* PER_HOST_V2 evaluates on several hosts. */
+    j = run_ok("train --data_dir=%s " TINY " --devices=2 --num_hosts=2 --train_steps=4 --eval_batch_size=32 "
+               "--eval_steps=1 %s",
+               data, "--per_host_input_for_training=PER_HOST_V2");
+    cr_assert_not_null(json_object_get(j, "eval"));
+    json_decref(j);
+    tc_rmtree(data);
+    free(data);
+}
+
+/* 512 examples, batches of 16: 32 steps an epoch. Two epochs end at 64,
+ * and a run stopped at 40 and resumed ends there too, with the same bits
+ * (before, epochs became a relative train_steps and the resume ran on). */
+Test(cli_job, a_resumed_run_finishes_the_same_epochs)
+{
+    char *data = tiny_data(), *dir = tc_tmpdir();
+    json_t *whole = run_ok("train --data_dir=%s " TINY " --epochs=2 --iterations_per_loop=7%s", data, "");
+    cr_assert_eq(json_integer_value(json_object_get(whole, "global_step")), 64);
+    cr_assert(json_is_true(json_object_get(whole, "end_of_input")));
+    char extra[600];
+    snprintf(extra, sizeof extra, " --model_dir=%s --max_steps=40", dir);
+    json_t *j = run_ok("train --data_dir=%s " TINY " --epochs=2 --iterations_per_loop=7%s", data, extra);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 40);
+    json_decref(j);
+    snprintf(extra, sizeof extra, " --model_dir=%s", dir);
+    j = run_ok("train --data_dir=%s " TINY " --epochs=2 --iterations_per_loop=7%s", data, extra);
+    cr_assert_eq(json_integer_value(json_object_get(j, "restored_from_step")), 40);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 64);
+    cr_assert_str_eq(digest_of(j), digest_of(whole));
+    json_decref(j);
+    /* Once more: the input has ended, nothing trains. */
+    j = run_ok("train --data_dir=%s " TINY " --epochs=2 --iterations_per_loop=7%s", data, extra);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 64);
+    cr_assert(json_is_true(json_object_get(j, "end_of_input")));
+    cr_assert_str_eq(digest_of(j), digest_of(whole));
+    json_decref(j);
+    json_decref(whole);
+    tc_rmtree(dir);
+    tc_rmtree(data);
+    free(dir);
+    free(data);
+}
