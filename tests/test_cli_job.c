@@ -195,3 +195,35 @@ Test(cli_job, a_resumed_run_finishes_the_same_epochs)
     free(dir);
     free(data);
 }
+
+/* The plain Estimator path the README promises: train, evaluate and
+ * predict with use_tpu false, and evaluate with eval_on_tpu false, which
+ * without eval_steps reads the whole evaluation input. */
+Test(cli_job, use_tpu_false_and_eval_on_tpu_false_run)
+{
+    char *data = tiny_data(), *dir = tc_tmpdir();
+    char md[600], pred[700];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    snprintf(pred, sizeof pred, "--predictions_out=%s/p.csv", dir);
+    json_t *j = run_ok("train --data_dir=%s " TINY " --use_tpu=false --train_steps=6 --eval_batch_size=50 "
+                       "--eval_steps=null --predict_batch_size=40 --predict %s %s",
+                       data, md, pred);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 6);
+    json_t *e = json_object_get(j, "eval");
+    cr_assert_eq(json_integer_value(json_object_get(e, "examples")), 128, "all 128, the last batch short");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "predictions"), "rows")), 128);
+    json_decref(j);
+    j = run_ok("evaluate --data_dir=%s " TINY " --use_tpu=false --eval_batch_size=50 %s", data, md);
+    cr_assert_eq(json_integer_value(json_object_get(j, "examples")), 128);
+    json_decref(j);
+    j = run_ok("evaluate --data_dir=%s " TINY " --eval_on_tpu=false --eval_batch_size=100 %s", data, md);
+    cr_assert_eq(json_integer_value(json_object_get(j, "examples")), 128);
+    cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 6);
+    json_decref(j);
+    j = run_ok("predict --data_dir=%s " TINY " --use_tpu=false --predict_batch_size=64 %s %s", data, md, pred);
+    json_decref(j);
+    tc_rmtree(dir);
+    tc_rmtree(data);
+    free(dir);
+    free(data);
+}

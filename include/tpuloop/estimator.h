@@ -410,7 +410,20 @@ typedef struct tl_eval_result {
  * §7) from the start of data, in order. The host_call and eval_metrics
  * tensors of every step are kept until the loop ends (an area sized before
  * it: eval_steps x the replicas' tensors), then handed to the callbacks in
- * step order. Errors: those of tl_config_check_eval and the EVAL input plan;
+ * step order.
+ *
+ * On the plain Estimator's path — use_tpu false, or eval_on_tpu false (off
+ * the one-core context) — one copy of the model on the host evaluates the
+ * global eval_batch_size per step, to eval_steps batches or, without them
+ * or sooner, the end of the data, as Estimator.evaluate runs to OutOfRange;
+ * a last batch that comes short is evaluated at its own size (the model is
+ * traced again for it) and its mean loss counts as one batch's, as
+ * tf.metrics.mean over the batches' losses counts it. res->steps says how
+ * many batches ran. Embedding tables live on the devices: that path refuses
+ * them (TL_EINVAL). use_tpu false trains that way too: one model copy, the
+ * global batch, whatever the devices.
+ *
+ * Errors: those of tl_config_check_eval and the EVAL input plan;
  * TL_EINVAL when data holds fewer than eval_steps * eval_batch_size examples
  * (naming how many batches there are); a callback's status (see
  * tl_estimator_options); TL_EINVAL for a reserved or malformed metric name.

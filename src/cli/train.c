@@ -155,7 +155,7 @@ int cli_train(int argc, char **argv)
     /* A stopped run was asked to end: it evaluates and predicts nothing.
      * Nor does a run whose evaluation TensorFlow's rules forbid (the
      * training is done and saved; `tpuloop evaluate` would fail the same). */
-    bool evaluate = !tr->stopped && r->eval_batch_size.set && r->eval_steps.set;
+    bool evaluate = !tr->stopped && r->eval_batch_size.set && (r->eval_steps.set || !r->use_tpu || !r->eval_on_tpu);
     if (evaluate && tl_estimator_check_mode(tl_job_estimator(run.job), TL_MODE_EVAL) != TL_OK) {
         fprintf(stderr, "warning: not evaluating after training: %s\n", tl_last_error());
         evaluate = false;

@@ -174,6 +174,17 @@ struct tl_estimator {
     /* ---- the embedding engine (emb_steps.c) */
     int64_t emb_first, emb_width; /* the id columns [first, first + width) of the features */
     tl_emb_engine *own_emb;       /* made from options.embedding_config; destroyed last */
+    /* Evaluation on the CPU path (use_tpu or eval_on_tpu false): replica 0
+     * alone, with the global batch, to eval_steps or the end of the input;
+     * a short last batch is evaluated by eval_part, traced at its size. */
+    bool eval_cpu;
+    tl_mode_prog eval_part;
+    tl_exec part_x;
+    float *part_bufs;
+    uint8_t *part_mask;
+    float *part_features;         /* (eval batch, D) the short batch's rows */
+    int32_t *part_labels;         /* (eval batch) */
+    int64_t part_rows;            /* its real rows */
     tl_status plan_err[3];        /* a mode's input plan failed (not traced): its calls' error */
     char plan_msg[3][512];
     float *emb_ckpt;           /* a save's copy of the tables, borrowed by its writer */
@@ -231,6 +242,12 @@ tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data);
 /* The error of mode's input plan when prepare could not make it (the mode
  * was not traced), else TL_OK. */
 tl_status tl_est_plan_error(const tl_estimator *est, tl_mode mode);
+
+/* The CPU path's short batch (part_rows rows in part_features and
+ * part_labels): replica 0's evaluation of it, at its own size, on the host
+ * thread while the workers wait, as eval step `step`; its outfeed record at
+ * the start of the area. Errors: tracing's, TL_ENOMEM, the program's. */
+tl_status tl_est_eval_partial(tl_estimator *est, int64_t step);
 
 /* tl_est_prepare for examples of features shaped fshape (frank dims). */
 tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fshape);

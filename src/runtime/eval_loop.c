@@ -23,6 +23,141 @@ static tl_status gather_auc(tl_estimator *est, int64_t steps, tl_eval_result *re
     return TL_OK;
 }
 
+/* Room for n scored examples in replica 0's array (host, between loops). */
+static tl_status reserve_scored(tl_worker *w, int64_t n)
+{
+    if (w->scored_cap >= n)
+        return TL_OK;
+    tl_scored *p = tl_realloc(w->scored, (size_t)n * sizeof *p);
+    if (p == NULL)
+        return tl_error_oom();
+    w->scored = p;
+    w->scored_cap = n;
+    return TL_OK;
+}
+
+/* What replica 0 counted in a loop, added to the call's totals; its
+ * accumulators are cleared for the next (the short batch's, on the host). */
+typedef struct cpu_totals {
+    double loss_sum;
+    int64_t correct, examples;
+    tl_scored *scored; /* (len) every evaluated example, in order */
+    int64_t len, cap;
+} cpu_totals;
+
+static tl_status take_counts(tl_worker *w, cpu_totals *t, int64_t examples)
+{
+    t->loss_sum += w->eval_loss_sum;
+    t->correct += w->eval_correct;
+    t->examples += examples;
+    if (w->scored_len > 0) {
+        if (t->len + w->scored_len > t->cap) {
+            int64_t cap = t->cap ? 2 * t->cap : 1024;
+            while (cap < t->len + w->scored_len)
+                cap *= 2;
+            tl_scored *p = tl_realloc(t->scored, (size_t)cap * sizeof *p);
+            if (p == NULL)
+                return tl_error_oom();
+            t->scored = p;
+            t->cap = cap;
+        }
+        memcpy(t->scored + t->len, w->scored, (size_t)w->scored_len * sizeof *t->scored);
+        t->len += w->scored_len;
+    }
+    w->eval_loss_sum = 0;
+    w->eval_correct = 0;
+    w->scored_len = 0;
+    return TL_OK;
+}
+
+/*
+ * The plain Estimator's evaluate (use_tpu false, or eval_on_tpu false):
+ * replica 0 alone runs the global batch, in loops of iterations_per_loop
+ * steps (100 in time mode; the bits do not depend on it), until `steps`
+ * batches or the end of the input, whichever comes first. A last batch that
+ * comes short is evaluated at its own size, as TensorFlow's dynamic-batch
+ * graph evaluates it: its mean loss counts as one batch's, as
+ * tf.metrics.mean over the batches' losses counts it.
+ */
+static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, const tl_input *in, int64_t steps,
+                              tl_eval_result *res)
+{
+    const tl_mode_prog *m = &est->eval;
+    tl_worker *w = &est->workers[0];
+    int64_t b = m->batch, C = est->eval.g->nodes[est->eval.logits].shape[1];
+    tl_ipl ipl = est->rc.tpu.iterations_per_loop;
+    int64_t chunk = ipl.unit == TL_IPL_COUNT ? ipl.value : 100;
+    if (est->part_features == NULL) {
+        est->part_features = tl_malloc((size_t)(b * est->D) * sizeof(float));
+        est->part_labels = tl_malloc((size_t)b * sizeof(int32_t));
+        if (est->part_features == NULL || est->part_labels == NULL)
+            return tl_error_oom();
+    }
+    est->data = data;
+    tl_status st = TL_OK;
+    if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_EVAL, in)) != TL_OK)
+        return st;
+    if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps == INT64_MAX ? -1 : steps)) != TL_OK) {
+        tl_infeed_close_datasets(est);
+        return st;
+    }
+    cpu_totals t = {0};
+    int64_t k = 0;
+    while (k < steps && st == TL_OK) {
+        int64_t n = steps - k < chunk ? steps - k : chunk;
+        const tl_outfeed_plan *pl = &m->out;
+        est->part_rows = 0;
+        if ((st = tl_outfeed_reserve(est, n * pl->record)) != TL_OK ||
+            (C <= 2 && (st = reserve_scored(w, n * b)) != TL_OK) ||
+            (st = tl_est_device_loop(est, CMD_EVAL, k, n)) != TL_OK)
+            break;
+        int64_t ran = w->steps_run;
+        bool ended = w->ended;
+        for (int64_t i = 0; i < ran && st == TL_OK; i++) {
+            const float *record = est->outfeed + i * pl->record;
+            if ((st = tl_outfeed_host_call(est, pl, record, est->global_step)) == TL_OK)
+                st = tl_outfeed_metric_update(est, pl, record, k + i);
+        }
+        if (st == TL_OK)
+            st = take_counts(w, &t, ran * b);
+        k += ran;
+        if (st == TL_OK && ended && est->part_rows > 0) {
+            int64_t r = est->part_rows;
+            if ((st = tl_est_eval_partial(est, k)) == TL_OK &&
+                (st = tl_outfeed_host_call(est, &est->eval_part.out, est->outfeed, est->global_step)) == TL_OK &&
+                (st = tl_outfeed_metric_update(est, &est->eval_part.out, est->outfeed, k)) == TL_OK)
+                st = take_counts(w, &t, r);
+            k++;
+        }
+        if (ended)
+            break;
+    }
+    tl_status ist = tl_infeed_stop(est);
+    tl_infeed_close_datasets(est);
+    if (st == TL_OK)
+        st = ist;
+    if (st == TL_OK && k == 0)
+        st = tl_error(TL_EINVAL, "evaluation: the input has no examples");
+    if (st == TL_OK)
+        st = tl_metric_results(&est->opt, res->metrics, &res->num_metrics);
+    if (st != TL_OK) {
+        tl_free(t.scored);
+        memset(res, 0, sizeof *res);
+        return st;
+    }
+    res->auc = NAN;
+    if (C <= 2)
+        res->has_auc = tl_roc_auc(t.scored, t.len, &res->auc);
+    tl_free(t.scored);
+    res->global_step = est->global_step;
+    res->steps = k;
+    res->examples = t.examples;
+    res->loss = t.loss_sum / (double)k;
+    res->loss_replica0 = res->loss;
+    res->accuracy = (double)t.correct / (double)t.examples;
+    return tl_est_summaries_eval(est, res);
+}
+
 static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
                                tl_eval_result *res)
 {
@@ -31,11 +166,16 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     if (!rc->eval_batch_size.set)
         return tl_error(TL_EINVAL, "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate is "
                                    "running on TPU. (set eval_batch_size)");
-    if (!rc->eval_steps.set)
+    /* The plain Estimator's path (use_tpu false, or eval_on_tpu false off
+     * the one-core context) needs no eval_steps: it reads to the end. */
+    bool cpu = !rc->use_tpu || (!rc->eval_on_tpu && !tl_topology_one_core(est->topo));
+    if (!rc->eval_steps.set && !cpu)
         return tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set eval_steps)");
     tl_status st = data != NULL ? tl_est_prepare(est, data) : tl_est_input_prepare(est, TL_MODE_EVAL, in);
     if (st != TL_OK)
         return st;
+    if (est->have_eval && est->eval_cpu)
+        return evaluate_cpu(est, data, in, rc->eval_steps.set ? rc->eval_steps.value : INT64_MAX, res);
     if (!est->have_eval && (st = tl_est_plan_error(est, TL_MODE_EVAL)) != TL_OK)
         return st;
     if (!est->have_eval)

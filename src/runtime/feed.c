@@ -58,11 +58,12 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     if (spec->depth < 1 || spec->frank < 0 || spec->frank > TL_MAX_RANK - 1)
         return tl_error(TL_EINVAL, "feed: depth %d and feature rank %d must be >= 1 and in [0, %d]", spec->depth,
                         spec->frank, TL_MAX_RANK - 1);
-    if (!p->on_device || p->input_fn_calls < 1 || p->model_fn_batch_size < 1)
-        return tl_error(TL_EINVAL, "feed: the input plan of %s has no device input (%s)", tl_mode_name(p->mode),
-                        tl_input_plan_mode_name(p));
+    if (p->input_fn_calls < 1 || p->model_fn_batch_size < 1 || (!p->on_device && p->input_fn_calls != 1))
+        return tl_error(TL_EINVAL, "feed: the input plan of %s has no input (%s, %d input_fn calls, batch %lld)",
+                        tl_mode_name(p->mode), tl_input_plan_mode_name(p), p->input_fn_calls,
+                        (long long)p->model_fn_batch_size);
     int ncpr = tl_topology_num_cores_per_replica(spec->topo);
-    int cores = ncpr > 0 ? ncpr : 1;
+    int cores = ncpr > 0 && p->on_device ? ncpr : 1;
     if (spec->fpart != NULL && spec->fpart->kind != TL_PART_REPLICATE && spec->fpart->rank != spec->frank + 1)
         return tl_error(TL_EINVAL, "feed: the features' partition has rank %d; the features (batch, ...) have rank %d",
                         spec->fpart->rank, spec->frank + 1);
@@ -74,11 +75,14 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
         return tl_error_oom();
     f->spec = *spec;
     f->plan = *p;
-    f->R = tl_topology_num_replicas(spec->topo);
+    /* The CPU path: replica 0 alone, with the whole batch, untiled. */
+    f->R = p->on_device ? tl_topology_num_replicas(spec->topo) : 1;
     f->cores = cores;
     f->b = p->model_fn_batch_size;
     f->D = prod(spec->fshape, spec->frank);
-    f->broadcast = p->input_mode == TL_BROADCAST;
+    f->broadcast = p->on_device && p->input_mode == TL_BROADCAST;
+    if (!p->on_device)
+        f->spec.fpart = f->spec.lpart = NULL;
     f->cap = p->input_fn_batch_size;
     f->slots = p->input_fn_calls * p->get_next_per_step;
     pthread_mutex_init(&f->mu, NULL);
@@ -305,7 +309,7 @@ static tl_status check_rows(const tl_feed *f, const tl_input_call *call, int64_t
         return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) ran out of data at step %lld: training and "
                                    "evaluation need %lld steps (repeat() the dataset, or ask for fewer steps)",
                         call->index, call->host, (long long)s, (long long)(f->first + f->count));
-    if (!f->spec.predict && rows != f->cap && rows != 0)
+    if (!f->spec.predict && !f->spec.pad_short && rows != f->cap && rows != 0)
         return tl_error(TL_EINVAL, "input_fn invocation %d (host %d) gave a batch of %lld rows at step %lld; the %s "
                                    "input plan needs %lld (params['batch_size']): the features must have static "
                                    "shape, so batch with drop_remainder",

@@ -24,6 +24,10 @@
  * tpuloop keeps the in-order assignment with or without it (the same bits
  * either way) and gets its parallelism from the dataset's own threads.
  *
+ * The CPU path's plan (use_tpu false, or evaluation with eval_on_tpu false:
+ * TensorFlow's plain Estimator) has one invocation with the global batch:
+ * the feed serves replica 0 alone, with that batch.
+ *
  * Inside a replica, input_partition_dims (§4.3) splits each tensor over the
  * replica's num_cores_per_replica cores: None copies it to every core, dims
  * whose product is 1 give it whole to logical core 0 only, otherwise core c
@@ -121,6 +125,10 @@ typedef struct tl_feed_spec {
      * Estimator.train ends at OutOfRange — every (replica, core) gets a
      * batch marked end and the thread stops — instead of an error. */
     bool may_end;
+    /* A short batch is padded with zero rows (padding_mask 1) instead of
+     * being an error: the plain Estimator's evaluation, whose last batch
+     * may come short. */
+    bool pad_short;
 } tl_feed_spec;
 
 typedef struct tl_feed tl_feed;

@@ -64,7 +64,9 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
     if (m->cmd == CMD_TRAIN) {
         epoch = step / m->est->steps_per_epoch;
         in_epoch = step % m->est->steps_per_epoch;
-    } else if (m->cmd == CMD_PREDICT) {
+    } else {
+        /* Evaluation on devices never reads past the data (checked before);
+         * on the CPU path it ends where the data does, as prediction. */
         int64_t left = d->num_examples - (step * m->G + row0);
         n = left < 0 ? 0 : left < cap ? left : cap;
     }
@@ -469,7 +471,8 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
                              .labels = m != TL_MODE_PREDICT,
                              .depth = depth,
                              .predict = m == TL_MODE_PREDICT,
-                             .may_end = m == TL_MODE_TRAIN};
+                             .may_end = m == TL_MODE_TRAIN || (m == TL_MODE_EVAL && !f->plan[m]->on_device),
+                             .pad_short = m == TL_MODE_EVAL && !f->plan[m]->on_device};
         memcpy(spec.fshape, est->fshape, sizeof spec.fshape);
         if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
             return st;

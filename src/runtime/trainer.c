@@ -123,26 +123,16 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     return TL_OK;
 }
 
-static tl_status eval_step(tl_worker *w, int64_t step)
+/* The evaluation's accumulators after m ran on x: the loss, the outfeed
+ * record (at loop-local step k), the scored examples of a binary model and
+ * the correct ones. */
+static void eval_score(tl_worker *w, const tl_mode_prog *m, tl_exec *x, float *record)
 {
-    tl_estimator *est = w->est;
-    const tl_mode_prog *m = &est->eval;
-    tl_exec *x = &w->eval_x;
-    tl_batch_info info;
-    tl_status st = feed(w, m, x, step, &info);
-    if (st != TL_OK)
-        return st;
     const int32_t *y = (const int32_t *)tl_exec_value(m->p, x, m->labels);
-    x->step = step; /* eval step: errors name it */
-    if ((st = tl_est_emb_forward(w, m, x, TL_MODE_EVAL)) != TL_OK)
-        return st;
-    st = tl_program_forward(m->p, x);
-    if (st != TL_OK)
-        return st;
     w->eval_loss_sum += *tl_exec_value(m->p, x, m->p->loss);
     /* Eval host_calls and eval_metrics outfeed every step (§6, §7). */
     if (m->out.record > 0)
-        tl_outfeed_write(&m->out, m->p, x, w->rank, est->outfeed + step * m->out.record);
+        tl_outfeed_write(&m->out, m->p, x, w->rank, record);
     const float *z = tl_exec_value(m->p, x, m->logits);
     int64_t C = m->g->nodes[m->logits].shape[1];
     if (C <= 2) {
@@ -159,7 +149,7 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     if (C == 1) {
         for (int64_t i = 0; i < m->batch; i++)
             w->eval_correct += (z[i] > 0) == (y[i] == 1);
-        return TL_OK;
+        return;
     }
     for (int64_t i = 0; i < m->batch; i++) {
         int64_t best = 0;
@@ -168,6 +158,35 @@ static tl_status eval_step(tl_worker *w, int64_t step)
                 best = c;
         w->eval_correct += best == y[i];
     }
+}
+
+/* Evaluation step `step` (counted from the call's first). On the CPU path
+ * (one replica, batches that may end or come short) a batch marked end
+ * ends the loop, and a short one is kept for the host, which evaluates it
+ * at its own size (tl_est_eval_partial): both set w->ended. */
+static tl_status eval_step(tl_worker *w, int64_t step)
+{
+    tl_estimator *est = w->est;
+    const tl_mode_prog *m = &est->eval;
+    tl_exec *x = &w->eval_x;
+    tl_batch_info info;
+    tl_status st = feed(w, m, x, step, &info);
+    if (st != TL_OK || (w->ended = info.end))
+        return st;
+    if (info.real_rows < m->batch) {
+        int64_t r = info.real_rows;
+        memcpy(est->part_features, tl_exec_value(m->p, x, m->features), (size_t)(r * est->D) * sizeof(float));
+        memcpy(est->part_labels, tl_exec_value(m->p, x, m->labels), (size_t)r * sizeof(int32_t));
+        est->part_rows = r;
+        w->ended = true;
+        return TL_OK;
+    }
+    x->step = step; /* eval step: errors name it */
+    if ((st = tl_est_emb_forward(w, m, x, TL_MODE_EVAL)) != TL_OK)
+        return st;
+    if ((st = tl_program_forward(m->p, x)) != TL_OK)
+        return st;
+    eval_score(w, m, x, est->outfeed + (step - est->loop_start) * m->out.record);
     return TL_OK;
 }
 
@@ -238,8 +257,11 @@ static void *worker_main(void *arg)
         w->ended = false;
         if (est->cmd == CMD_PREDICT)
             predict_loop(w);
-        for (int64_t i = 0; est->cmd != CMD_PREDICT && i < est->loop_n && w->status == TL_OK && !w->ended; i++) {
-            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i, &w->ended) : eval_step(w, i);
+        /* The CPU path of evaluation runs on replica 0 alone. */
+        int64_t n = est->cmd == CMD_EVAL && est->eval_cpu && w->rank > 0 ? 0 : est->loop_n;
+        for (int64_t i = 0; est->cmd != CMD_PREDICT && i < n && w->status == TL_OK && !w->ended; i++) {
+            tl_status st = est->cmd == CMD_TRAIN ? train_step(w, est->loop_start + i, &w->ended)
+                                                 : eval_step(w, est->loop_start + i);
             if (st != TL_OK)
                 worker_fail(w, st);
             else if (!w->ended)
@@ -303,7 +325,9 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
     const tl_node *lg = tl_graph_node(m->g, spec.logits);
     if (mode == TL_MODE_EVAL && (lg == NULL || lg->rank != 2 || lg->shape[0] != batch))
         return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a (batch, classes) tensor");
-    if ((st = tl_outfeed_plan_build(m->g, mode, &spec, &est->opt, est->R, &m->out)) != TL_OK)
+    /* The CPU path evaluates on one replica. */
+    int R = mode == TL_MODE_EVAL && est->eval_cpu ? 1 : est->R;
+    if ((st = tl_outfeed_plan_build(m->g, mode, &spec, &est->opt, R, &m->out)) != TL_OK)
         return st;
     if (mode == TL_MODE_TRAIN && (st = tl_vars_layout(est->vars)) != TL_OK)
         return st;
@@ -381,6 +405,44 @@ static tl_status make_workers(tl_estimator *est)
     return TL_OK;
 }
 
+tl_status tl_est_eval_partial(tl_estimator *est, int64_t step)
+{
+    tl_mode_prog *m = &est->eval_part;
+    tl_worker *w = &est->workers[0];
+    int64_t r = est->part_rows;
+    tl_status st;
+    if (m->p == NULL || m->batch != r) {
+        /* The model traced at the short batch's size, once per size: the
+         * plain Estimator's graph has a dynamic batch, tpuloop's programs
+         * a static one. */
+        tl_program_destroy(m->p);
+        tl_graph_destroy(m->g);
+        tl_free(est->part_bufs);
+        tl_free(est->part_mask);
+        memset(m, 0, sizeof *m);
+        est->part_bufs = NULL;
+        est->part_mask = NULL;
+        if ((st = trace(est, TL_MODE_EVAL, r, est->fshape, est->frank, m)) != TL_OK)
+            return st;
+        const tl_program *p = m->p;
+        est->part_bufs = tl_calloc((size_t)(p->act_floats + p->grad_floats + p->scratch_floats + 16), sizeof(float));
+        est->part_mask = tl_calloc((size_t)p->mask_bytes + 64, 1);
+        if (est->part_bufs == NULL || est->part_mask == NULL)
+            return tl_error_oom();
+        float *cur = est->part_bufs;
+        uint8_t *mcur = est->part_mask;
+        bind_exec(est, w, p, &est->part_x, &cur, &mcur);
+    }
+    tl_exec *x = &est->part_x;
+    memcpy(tl_exec_value(m->p, x, m->features), est->part_features, (size_t)(r * est->D) * sizeof(float));
+    memcpy(tl_exec_value(m->p, x, m->labels), est->part_labels, (size_t)r * sizeof(int32_t));
+    x->step = step;
+    if ((st = tl_outfeed_reserve(est, m->out.record)) != TL_OK || (st = tl_program_forward(m->p, x)) != TL_OK)
+        return st;
+    eval_score(w, m, x, est->outfeed);
+    return TL_OK;
+}
+
 /* The engine of options.embedding_config, sized as TPUEstimator sizes
  * TPUEmbedding: a tensor core per replica, the replica's training batch. */
 static tl_status embedding_create(tl_estimator *est)
@@ -425,7 +487,14 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         return tl_error_oom();
     est->opt = *o;
     est->rc = *rc;
-    if ((st = tl_topology_create(rc, NULL, &est->topo)) != TL_OK)
+    /* use_tpu false is the plain Estimator: the model runs once per step on
+     * this host with the global batch, whatever the devices. */
+    tl_run_config one = *rc;
+    if (!rc->use_tpu) {
+        one.devices = 1;
+        one.num_hosts = 1;
+    }
+    if ((st = tl_topology_create(&one, NULL, &est->topo)) != TL_OK)
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
     if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
@@ -490,6 +559,13 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
         if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_EVAL, &plan)) != TL_OK)
             return st;
         int64_t eb = plan->model_fn_batch_size;
+        est->eval_cpu = !plan->on_device;
+        if (est->eval_cpu && est->opt.embedding != NULL) {
+            tl_input_plan_destroy(plan);
+            return tl_error(TL_EINVAL, "the embedding tables live on the devices: evaluation on the CPU path (%s) "
+                                       "cannot look them up; set eval_on_tpu true", !rc->use_tpu ? "use_tpu false"
+                                                                                                 : "eval_on_tpu false");
+        }
         tl_input_plan_destroy(plan);
         if ((st = trace(est, TL_MODE_EVAL, eb, fshape, frank, &est->eval)) != TL_OK)
             return st;
@@ -612,6 +688,12 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_program_destroy(est->train.p);
     tl_program_destroy(est->eval.p);
     tl_program_destroy(est->predict.p);
+    tl_program_destroy(est->eval_part.p);
+    tl_graph_destroy(est->eval_part.g);
+    tl_free(est->part_bufs);
+    tl_free(est->part_mask);
+    tl_free(est->part_features);
+    tl_free(est->part_labels);
     tl_graph_destroy(est->train.g);
     tl_graph_destroy(est->eval.g);
     tl_graph_destroy(est->predict.g);
