@@ -123,6 +123,11 @@ tl_status tl_tfrecord_reader_create_stream(tl_tfrecord_read_fn read_fn, void *ud
  * then); a longer one is TL_EPARSE with TL_TFRECORD_FAULT_TOO_LARGE. */
 void tl_tfrecord_reader_set_max_record(tl_tfrecord_reader *r, uint64_t max_record);
 
+/* Tells r that its bytes are the output of a `kind` ("GZIP", "ZLIB"; a
+ * static string) decompressor, which its messages about a file that is not
+ * TFRecord data then say. NULL: the bytes are the file's own. */
+void tl_tfrecord_reader_set_decompressed(tl_tfrecord_reader *r, const char *kind);
+
 /* Closes the file tl_tfrecord_reader_open opened and frees r. NULL is a no-op. */
 void tl_tfrecord_reader_destroy(tl_tfrecord_reader *r);
 
