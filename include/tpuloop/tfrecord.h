@@ -67,9 +67,12 @@
  * file, the record's index, its byte offset and what was expected, e.g.
  *
  *   notes.txt: not a TFRecord file: the first record's length CRC does not
- *   match at byte 0 (...)
- *   day0.tfrecord.gz: GZIP stream truncated: the file ends at compressed byte
- *   offset 1500 (uncompressed byte offset 4096) before the end of its member's trailer
+ *   match at byte 0 (a TFRecord file starts with a record's 8-byte length and
+ *   its masked CRC-32C; stored 0x2c646c72, computed 0xeaca0225)
+ *
+ *   day0.tfrecord.gz: read failed near byte offset 8769: GZIP stream
+ *   truncated: the file ends at compressed byte offset 1500 (uncompressed
+ *   byte offset 8781) before the end of its member's trailer
  *
  * The kind of failure is also a tl_record_fault, for callers that treat some
  * differently: TensorFlow's skip of a corrupt record (skip_corrupt_records)

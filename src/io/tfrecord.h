@@ -41,6 +41,11 @@
  *     tl_tfrecord_writer_flush(w, true);     // written and fsync'ed
  *     tl_tfrecord_writer_destroy(w);
  *
+ * A first record whose length CRC fails is reported as a file that is not
+ * TFRecord data ("<name>: not a TFRecord file: the first record's length CRC
+ * does not match at byte 0 ..."), still TL_TFRECORD_FAULT_BAD_LENGTH_CRC.
+ * Programs outside the library read and write through tpuloop/tfrecord.h.
+ *
  * A reader or writer is used by one thread at a time. Errors are sticky: once
  * a call fails, every later call on the same object returns the same status
  * and message (a reader until tl_tfrecord_reader_seek), because the position
