@@ -44,7 +44,8 @@ static bool exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-/* A fresh directory; rmdir_all removes it with what is in it (flat). */
+/* A fresh directory under /tmp (malloc'd); rmdir_all removes it and what
+ * is in it, and frees the name. */
 static char *new_dir(void)
 {
     char *d = strdup("/tmp/tl_trf_XXXXXX");
@@ -52,6 +53,7 @@ static char *new_dir(void)
     return d;
 }
 
+/* The number of entries in dir. */
 static int count_files(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -72,9 +74,9 @@ static void rmdir_all(char *dir)
     free(dir);
 }
 
-/* The records of the file at path (compression c) into a JSON array of
- * their lengths; checks the reader's index and offset on the way against
- * framing (the .expected.json entries) when given. */
+/* Reads r to its end and returns the number of records, checking the
+ * reader's index and offset before each, and each record's offset and
+ * length against framing (the .expected.json entries) when given. */
 static size_t read_all(tl_record_reader *r, const json_t *framing)
 {
     const uint8_t *rec;
@@ -114,7 +116,8 @@ static void check_external(const char *path, tl_record_compression c, tl_record_
     if (want == TL_RECORD_NONE)
         cr_assert_eq(tl_record_reader_compressed_offset(r), 0u);
     else
-        cr_assert_eq((json_int_t)tl_record_reader_compressed_offset(r), json_integer_value(json_object_get(j, "file_size")),
+        cr_assert_eq((json_int_t)tl_record_reader_compressed_offset(r),
+                     json_integer_value(json_object_get(j, "file_size")),
                      "the whole compressed file was consumed");
     /* The end repeats itself. */
     const uint8_t *rec = (const uint8_t *)"x";
@@ -331,7 +334,8 @@ Test(io_tfrecord_file, faults_that_cannot_be_skipped)
     size_t len;
     ASSERT_OK(tl_record_reader_next(r, &rec, &len));
     ASSERT_OK(tl_record_reader_next(r, &rec, &len));
-    ASSERT_ERR(tl_record_reader_next(r, &rec, &len), TL_EPARSE, "m.tfrecord: record 2 at byte offset 85: bad length CRC");
+    ASSERT_ERR(tl_record_reader_next(r, &rec, &len), TL_EPARSE,
+               "m.tfrecord: record 2 at byte offset 85: bad length CRC");
     cr_assert_eq(tl_record_reader_fault(r), TL_RECORD_FAULT_BAD_LENGTH_CRC);
     ASSERT_ERR(tl_record_reader_skip_record(r), TL_EINVAL, "record 2 at byte offset 85");
     tl_record_reader_destroy(r);
@@ -532,7 +536,8 @@ Test(io_tfrecord_file, bad_arguments)
     ASSERT_ERR(tl_record_writer_open("/tmp/x", &o, &w), TL_EINVAL, "(got ?)");
     tl_record_writer_options_init(&o);
     o.compression_level = 10;
-    ASSERT_ERR(tl_record_writer_open("/tmp/x", &o, &w), TL_EINVAL, "compression_level must be -1 (zlib's default) or 0..9 (got 10)");
+    ASSERT_ERR(tl_record_writer_open("/tmp/x", &o, &w), TL_EINVAL,
+               "compression_level must be -1 (zlib's default) or 0..9 (got 10)");
     ASSERT_ERR(tl_record_writer_open(NULL, NULL, &w), TL_EINVAL, "path is NULL");
     ASSERT_ERR(tl_record_writer_open("/tmp/x", NULL, NULL), TL_EINVAL, "out is NULL");
     ASSERT_ERR(tl_record_writer_open("/nonexistent-dir/x.tfrecord", NULL, &w), TL_EIO, "/nonexistent-dir/x.tfrecord");

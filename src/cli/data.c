@@ -4,9 +4,10 @@
  * inspect reads every record of each TFRecord file once, as a TensorFlow
  * input pipeline would, and reports what a user asks before training on it:
  * the compression (AUTO, by the first bytes as tl_record_reader_open
- * decides, unless --compression names it), the record count, the bytes on disk and in the
- * records, whether every length and data CRC is valid (and, if not, the
- * first bad record with its byte offset), and the feature schema over all
+ * decides, unless --compression names it), the record count, the bytes on
+ * disk and in the records, whether every length and data CRC is valid (and,
+ * if not, the first bad record with its byte offset), and the feature
+ * schema over all
  * records: each key with its kind, how many records have it, and the least
  * and most values a record gives it. With --records=N it also prints the
  * first N records as JSON.
@@ -508,8 +509,8 @@ static void print_report_text(const file_report *r)
         printf("  cannot be read\n");
         return;
     }
-    printf("  compression %s, %lld bytes on disk; %llu record%s, %llu bytes of records\n", tl_record_compression_name(r->comp),
-           (long long)r->file_bytes, (unsigned long long)r->records, r->records == 1 ? "" : "s",
+    printf("  compression %s, %lld bytes on disk; %llu record%s, %llu bytes of records\n",
+           tl_record_compression_name(r->comp), (long long)r->file_bytes, (unsigned long long)r->records, r->records == 1 ? "" : "s",
            (unsigned long long)r->record_bytes);
     if (r->st == TL_OK)
         printf("  every record's CRCs are valid\n");
