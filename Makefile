@@ -33,6 +33,9 @@ OPT      ?= -O2 -g
 VEC      := -fno-math-errno -fvect-cost-model=dynamic
 CFLAGS_BASE := -std=c11 $(WARN) $(OPT) $(VEC) -fPIC -fvisibility=hidden -pthread \
             -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
+# The command, the job layer and the built-in models see the public headers
+# only: what they do, a user's program can do.
+CFLAGS_CLI  = $(filter-out -Isrc -I$(BUILD)/gen,$(CFLAGS_BASE))
 ifeq ($(SAN),1)
 CFLAGS_BASE += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDSAN       := -fsanitize=address,undefined
@@ -163,10 +166,13 @@ $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(CFLAGS_BASE)' | cmp -s - $@ 2>/dev/null || echo '$(CC) $(CFLAGS_BASE)' > $@
 
+CFLAGS_OBJ = $(CFLAGS_BASE)
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_OBJ) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/src/cli/%.o $(BUILD)/obj/src/job/%.o $(BUILD)/obj/src/models/%.o: CFLAGS_OBJ = $(CFLAGS_CLI)
 
 # One protoc-c run makes both files (a grouped pattern rule). Every object
 # waits for the generated headers; its .d file then records which it uses.

@@ -18,8 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/tfrecord.h"
+#include <zlib.h>
+
 #include "test_cli_util.h"
+#include "tpuloop/tfrecord.h"
 
 #define EXTERNAL "../shared/testdata/external"
 #define SINGLES EXTERNAL "/pwnall-tfrecord/singles.tfrecords"
@@ -337,10 +339,14 @@ Test(cli_data, inspect_several_files_and_forced_compression)
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(files, 1), "compression")), "GZIP");
     json_decref(j);
     tc_done(&r);
-    /* Forcing the wrong compression reads a gzip file as framing: bad. */
+    /* Forcing the wrong compression reads a gzip file as framing: not
+     * TFRecord data, a file that cannot be used (exit 1), and the error
+     * says what the bytes are. */
     r = tc_runf("data inspect %s --compression=NONE", PENGUIN);
-    cr_assert_eq(r.status, 2, "stdout %s stderr %s", r.out, r.err);
-    cr_assert(strstr(r.err, "error: ") && strstr(r.err, PENGUIN), "%s", r.err);
+    cr_assert_eq(r.status, 1, "stdout %s stderr %s", r.out, r.err);
+    cr_assert(strstr(r.err, "error: ") && strstr(r.err, PENGUIN) && strstr(r.err, "not a TFRecord file") &&
+                  strstr(r.err, "read it with compression GZIP or AUTO"),
+              "%s", r.err);
     tc_done(&r);
     r = tc_runf("data inspect %s --compression=GZIP --json", PENGUIN);
     cr_assert_eq(r.status, 0);
@@ -393,7 +399,7 @@ Test(cli_data, inspect_corrupt_file_names_file_and_offset)
     char *bad = copy_file(dir, SINGLES, "bad.tfrecord");
     flip_byte(bad, 40 + 12 + 5);
     tc_result r = tc_runf("data inspect %s --json --records=3", bad);
-    cr_assert_eq(r.status, 2, "a corrupt record is bad input (exit 2); got %d", r.status);
+    cr_assert_eq(r.status, 1, "a corrupt file cannot be used (exit 1, as a corrupt checkpoint); got %d", r.status);
     cr_assert(strstr(r.err, "error: ") && strstr(r.err, bad) && strstr(r.err, "byte offset 40"), "%s", r.err);
     json_t *j = tc_json(&r);
     json_t *f = json_array_get(json_object_get(j, "files"), 0);
@@ -407,14 +413,16 @@ Test(cli_data, inspect_corrupt_file_names_file_and_offset)
     char *bad2 = copy_file(dir, SINGLES, "bad2.tfrecord");
     flip_byte(bad2, 85 + 1);
     r = tc_runf("data inspect %s", bad2);
-    cr_assert_eq(r.status, 2);
-    cr_assert(strstr(r.out, "INVALID after 2 good records") && strstr(r.out, "byte offset 85"), "%s", r.out);
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.out, "INVALID after 2 good records"), "%s", r.out);
+    cr_assert(strstr(r.err, "error: ") && strstr(r.err, "record 2 at byte offset 85: bad length CRC"), "%s", r.err);
+    cr_assert_null(strstr(r.out, "bad length CRC"), "the error is printed once, on stderr: %s", r.out);
     tc_done(&r);
     /* A truncated gzip file; the good file after it is still reported. */
     char *cut = copy_file(dir, PENGUIN, "cut.gz");
     cr_assert_eq(truncate(cut, 1500), 0);
     r = tc_runf("data inspect %s %s --json", cut, SINGLES);
-    cr_assert_eq(r.status, 2);
+    cr_assert_eq(r.status, 1);
     cr_assert(strstr(r.err, cut), "%s", r.err);
     j = tc_json(&r);
     cr_assert(json_is_true(json_object_get(json_array_get(json_object_get(j, "files"), 1), "valid")));
@@ -469,15 +477,15 @@ Test(cli_data, inspect_example_with_unknown_field_and_garbage)
     char *dir = tc_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/mixed.tfrecord", dir);
-    tl_tfrecord_writer *w;
-    cr_assert_eq(tl_tfrecord_writer_open(path, O_CREAT | O_TRUNC, &w), TL_OK);
+    tl_record_writer *w;
+    cr_assert_eq(tl_record_writer_open(path, NULL, &w), TL_OK);
     /* features {feature {key "k" value {int64_list {value: 5}}}}, then field 2 as a varint. */
     static const uint8_t rec0[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'k', 0x12, 0x05, 0x1a, 0x03, 0x0a,
                                    0x01, 0x05, 0x10, 0x01};
     static const uint8_t rec1[] = {0xff, 0xff, 0xff};
-    cr_assert_eq(tl_tfrecord_write(w, rec0, sizeof rec0), TL_OK);
-    cr_assert_eq(tl_tfrecord_write(w, rec1, sizeof rec1), TL_OK);
-    cr_assert_eq(tl_tfrecord_writer_destroy(w), TL_OK);
+    cr_assert_eq(tl_record_writer_write(w, rec0, sizeof rec0), TL_OK);
+    cr_assert_eq(tl_record_writer_write(w, rec1, sizeof rec1), TL_OK);
+    cr_assert_eq(tl_record_writer_close(w), TL_OK);
     tc_result r = tc_runf("data inspect %s --json --records=2", path);
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_t *j = tc_json(&r);
@@ -491,6 +499,109 @@ Test(cli_data, inspect_example_with_unknown_field_and_garbage)
     cr_assert_not_null(json_object_get(json_array_get(recs, 1), "error"));
     json_decref(j);
     tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* ---- files that are not TFRecord data ------------------------------------- */
+
+/* How often needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* inspect of path (text, then --json): exit 1, and one error, printed once,
+ * on stderr, naming the file, the byte and what a TFRecord file holds
+ * there; `where` is what the message says of the bytes ("" for the file's
+ * own, " of the decompressed GZIP data"). */
+static void expect_not_tfrecord(const char *path, const char *where)
+{
+    char want[1024];
+    snprintf(want, sizeof want,
+             "error: %s: not a TFRecord file: the first record's length CRC does not match at byte 0%s (a TFRecord "
+             "file starts with a record's 8-byte length and its masked CRC-32C; stored 0x",
+             path, where);
+    tc_result r = tc_runf("data inspect %s", path);
+    cr_assert_eq(r.status, 1, "%s: a file that cannot be used is exit 1; got %d (%s)", path, r.status, r.err);
+    cr_assert(strncmp(r.err, want, strlen(want)) == 0, "%s: stderr:\n%s\nwant it to start with:\n%s", path, r.err,
+              want);
+    cr_assert_eq(count_of(r.err, "error: "), 1, "%s: one error: %s", path, r.err);
+    cr_assert_eq(count_of(r.err, "\n"), 1, "%s: on one line: %s", path, r.err);
+    cr_assert_eq(count_of(r.out, "not a TFRecord"), 0, "%s: printed once (stderr), not again in the report: %s",
+                 path, r.out);
+    cr_assert(strstr(r.out, "INVALID after 0 good records"), "%s", r.out);
+    tc_done(&r);
+    /* --json: the report's "error" holds it; stderr has it once. */
+    r = tc_runf("data inspect %s --json", path);
+    cr_assert_eq(r.status, 1);
+    cr_assert_eq(count_of(r.err, "error: "), 1, "%s", r.err);
+    json_t *j = tc_json(&r);
+    json_t *f = json_array_get(json_object_get(j, "files"), 0);
+    cr_assert(json_is_false(json_object_get(j, "valid")));
+    cr_assert_eq(json_integer_value(json_object_get(f, "records")), 0);
+    const char *msg = json_string_value(json_object_get(f, "error"));
+    cr_assert_not_null(msg);
+    size_t n = strlen(msg);
+    cr_assert(strncmp(r.err, "error: ", 7) == 0 && strncmp(r.err + 7, msg, n) == 0 && strcmp(r.err + 7 + n, "\n") == 0,
+              "the report's error is stderr's: %s / %s", msg, r.err);
+    json_decref(j);
+    tc_done(&r);
+}
+
+Test(cli_data, inspect_text_file_is_not_a_tfrecord)
+{
+    char *dir = tc_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    fputs("These are notes, not records: a text file someone passed by mistake.\n", f);
+    cr_assert_eq(fclose(f), 0);
+    expect_not_tfrecord(path, "");
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(cli_data, inspect_random_bytes_are_not_a_tfrecord)
+{
+    char *dir = tc_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/noise.bin", dir);
+    uint8_t b[4096];
+    uint64_t x = 0x9e3779b97f4a7c15u; /* a fixed xorshift stream: the same bytes every run */
+    for (size_t i = 0; i < sizeof b; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b[i] = (uint8_t)(x >> 32);
+    }
+    /* Neither GZIP's magic nor a ZLIB header, which AUTO would try to inflate. */
+    cr_assert(!(b[0] == 0x1f && b[1] == 0x8b) && ((unsigned)b[0] << 8 | b[1]) % 31 != 0, "pick another seed");
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, sizeof b, f), sizeof b);
+    cr_assert_eq(fclose(f), 0);
+    expect_not_tfrecord(path, "");
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(cli_data, inspect_gzip_of_other_data_is_not_a_tfrecord)
+{
+    char *dir = tc_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/table.csv.gz", dir);
+    gzFile g = gzopen(path, "wb");
+    cr_assert_not_null(g);
+    static const char csv[] = "a,b,c\n1,2,3\n4,5,6\n7,8,9\n";
+    cr_assert_eq(gzwrite(g, csv, (unsigned)strlen(csv)), (int)strlen(csv));
+    cr_assert_eq(gzclose(g), Z_OK);
+    /* AUTO finds GZIP; what is wrong is in the decompressed bytes. */
+    expect_not_tfrecord(path, " of the decompressed GZIP data");
     tc_rmtree(dir);
     free(dir);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "test_cli_util.h"
+#include "tpuloop/dataset.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -281,7 +282,8 @@ Test(cli_data_convert, csv_round_trip_two_inputs)
     free(dir);
 }
 
-/* Seven rows into three shards: TensorFlow's names, round-robin order. */
+/* Seven rows into three shards: Beam's names (the tag before the
+ * extensions), round-robin order. */
 Test(cli_data_convert, shards_round_robin_with_tensorflow_names)
 {
     char *dir = tc_tmpdir();
@@ -297,7 +299,7 @@ Test(cli_data_convert, shards_round_robin_with_tensorflow_names)
     static const int counts[3] = {3, 2, 2};
     for (int k = 0; k < 3; k++) {
         char want[512];
-        snprintf(want, sizeof want, "%s/s.tfrecord-%05d-of-00003.gz", dir, k);
+        snprintf(want, sizeof want, "%s/s-%05d-of-00003.tfrecord.gz", dir, k);
         json_t *f = json_array_get(files, (size_t)k);
         cr_assert_str_eq(json_string_value(json_object_get(f, "path")), want);
         cr_assert_eq(json_integer_value(json_object_get(f, "records")), counts[k]);
@@ -309,15 +311,134 @@ Test(cli_data_convert, shards_round_robin_with_tensorflow_names)
     }
     cr_assert(!exists(out), "with --shards the plain name is not written");
     json_decref(s);
-    /* One shard, no ".gz": the tag goes at the end. */
+    /* One shard, no ".gz": the tag goes before ".tfrecord". */
     snprintf(out, sizeof out, "%s/one.tfrecord", dir);
     snprintf(args, sizeof args, "--from=csv %s --columns=i:int64 --out=%s --shards=1", in, out);
     json_decref(convert_ok(args));
     char one[512];
-    snprintf(one, sizeof one, "%s/one.tfrecord-00000-of-00001", dir);
+    snprintf(one, sizeof one, "%s/one-00000-of-00001.tfrecord", dir);
     json_t *rep = inspect_file(one, 0);
     cr_assert_eq(json_integer_value(json_object_get(rep, "records")), 7);
     json_decref(rep);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* Where the tag goes for each kind of name: before the record and
+ * compression extensions, at the end when there are none (an extension
+ * that says nothing of the format stays in the prefix). */
+Test(cli_data_convert, shard_names_keep_the_extensions_last)
+{
+    char *dir = tc_tmpdir();
+    char in[512];
+    snprintf(in, sizeof in, "%s/in.csv", dir);
+    write_text(in, "i\n0\n1\n");
+    static const struct {
+        const char *out, *first;
+    } cases[] = {
+        {"train", "train-00000-of-00002"},
+        {"train.tfrecord", "train-00000-of-00002.tfrecord"},
+        {"train.tfrecords", "train-00000-of-00002.tfrecords"},
+        {"train.tfrec", "train-00000-of-00002.tfrec"},
+        {"train.tfrecord.gz", "train-00000-of-00002.tfrecord.gz"},
+        {"train.tfr.zlib", "train-00000-of-00002.tfr.zlib"},
+        {"data_tfrecord.gz", "data_tfrecord-00000-of-00002.gz"}, /* TFX ExampleGen's names */
+        {"day.v2.tfrecord", "day.v2-00000-of-00002.tfrecord"},
+        {"day.csv", "day.csv-00000-of-00002"},
+        {".tfrecord", ".tfrecord-00000-of-00002"}, /* nothing would be left before the tag */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char args[2048], want[512];
+        snprintf(args, sizeof args, "--from=csv %s --columns=i:int64 --out=%s/%s --shards=2", in, dir, cases[c].out);
+        json_t *s = convert_ok(args);
+        snprintf(want, sizeof want, "%s/%s", dir, cases[c].first);
+        const char *got = json_string_value(json_object_get(json_array_get(json_object_get(s, "files"), 0), "path"));
+        cr_assert_str_eq(got, want, "--out=%s", cases[c].out);
+        cr_assert(exists(want), "%s", want);
+        json_decref(s);
+    }
+    cr_assert_eq(leftovers(dir), 0);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* The README's three lines — convert --out=data/train.tfrecord.gz
+ * --shards=8, inspect of the first shard, train --files with the glob
+ * 'data/train-*-of-00008.tfrecord.gz' — fit together: the glob, expanded as
+ * a tfrecord dataset expands --files, names exactly the files convert wrote,
+ * in shard order. */
+Test(cli_data_convert, readme_glob_matches_the_shards)
+{
+    char *dir = tc_tmpdir();
+    char in[512], data[512];
+    snprintf(in, sizeof in, "%s/in.csv", dir);
+    write_text(in, "i\n0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    snprintf(data, sizeof data, "%s/data", dir);
+    cr_assert_eq(mkdir(data, 0777), 0);
+    char args[2048];
+    snprintf(args, sizeof args, "--from=csv %s --columns=i:int64 --out=%s/train.tfrecord.gz --shards=8", in, data);
+    json_t *s = convert_ok(args);
+    json_t *files = json_object_get(s, "files");
+    cr_assert_eq(json_array_size(files), 8u);
+    /* A file that the glob must not take: another set of shards. */
+    char other[640];
+    snprintf(other, sizeof other, "%s/train-00000-of-00004.tfrecord.gz", data);
+    write_text(other, "");
+
+    char pattern[640];
+    snprintf(pattern, sizeof pattern, "%s/train-*-of-00008.tfrecord.gz", data);
+    const char *patterns[1] = {pattern};
+    tl_dataset *ds;
+    cr_assert_eq(tl_dataset_from_files(patterns, 1, &ds), TL_OK, "%s", tl_last_error());
+    const tl_element *e;
+    size_t k = 0;
+    tl_status st;
+    while ((st = tl_dataset_next(ds, &e)) == TL_OK && e != NULL) {
+        const tl_tensor *t = tl_element_find(e, "filename");
+        cr_assert_not_null(t);
+        const tl_bytes *b = t->data;
+        const char *want = json_string_value(json_object_get(json_array_get(files, k), "path"));
+        cr_assert_not_null(want, "the glob matched more than the %zu shards", json_array_size(files));
+        cr_assert(b->len == strlen(want) && memcmp(b->data, want, b->len) == 0, "file %zu: %.*s, want %s", k,
+                  (int)b->len, (const char *)b->data, want);
+        k++;
+    }
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_eq(k, 8u, "the glob matched %zu of the 8 shards", k);
+    tl_dataset_destroy(ds);
+    /* And inspect reads the first one as the README shows. */
+    char first[640];
+    snprintf(first, sizeof first, "%s/train-00000-of-00008.tfrecord.gz", data);
+    json_t *rep = inspect_file(first, 2);
+    cr_assert_str_eq(json_string_value(json_object_get(rep, "compression")), "GZIP");
+    cr_assert_eq(json_integer_value(json_object_get(rep, "records")), 2);
+    json_decref(rep);
+    json_decref(s);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* `tpuloop help` shows a --shards example; convert writes exactly those
+ * names. */
+Test(cli_data_convert, help_names_the_shards_convert_writes)
+{
+    tc_result h = tc_run(NULL, "help data");
+    cr_assert_eq(h.status, 0);
+    cr_assert(strstr(h.out, "--shards=8 --out=d.tfrecord.gz\n") &&
+                  strstr(h.out, "writes d-00000-of-00008.tfrecord.gz ... d-00007-of-00008.tfrecord.gz\n"),
+              "%s", h.out);
+    tc_done(&h);
+    char *dir = tc_tmpdir();
+    char in[512], args[2048];
+    snprintf(in, sizeof in, "%s/in.csv", dir);
+    write_text(in, "i\n0\n");
+    snprintf(args, sizeof args, "--from=csv %s --columns=i:int64 --shards=8 --out=%s/d.tfrecord.gz", in, dir);
+    json_decref(convert_ok(args));
+    for (int k = 0; k < 8; k++) {
+        char want[512];
+        snprintf(want, sizeof want, "%s/d-%05d-of-00008.tfrecord.gz", dir, k);
+        cr_assert(exists(want), "%s", want);
+    }
     tc_rmtree(dir);
     free(dir);
 }

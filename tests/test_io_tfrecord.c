@@ -326,6 +326,12 @@ static void expect_fault(tl_status st, tl_tfrecord_reader *r, tl_tfrecord_fault 
                  fault, tl_last_error());
     char where[128];
     snprintf(where, sizeof where, "record %d at byte offset %llu:", index, (unsigned long long)offset);
+    /* The first record's header failing its CRC is a file that is not
+     * TFRecord data, and said so. */
+    if (fault == TL_TFRECORD_FAULT_BAD_LENGTH_CRC && index == 0 && offset == 0) {
+        frag = "not a TFRecord file: the first record's length CRC does not match";
+        snprintf(where, sizeof where, "at byte 0 (");
+    }
     const char *msg = tl_last_error();
     cr_assert(strstr(msg, frag) && strstr(msg, where) && strstr(msg, name), "%s: message \"%s\" lacks %s / %s / %s",
               what, msg, frag, where, name);

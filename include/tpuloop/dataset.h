@@ -67,6 +67,7 @@
 #include "tpuloop/data.h"
 #include "tpuloop/example.h"
 #include "tpuloop/text_data.h"
+#include "tpuloop/tfrecord.h" /* tl_record_compression */
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,16 +169,8 @@ TL_API int64_t tl_dataset_corrupt_skipped(const tl_dataset *ds);
  */
 TL_API tl_status tl_dataset_from_files(const char *const *patterns, int n, tl_dataset **out);
 
-/* TensorFlow's compression_type of TFRecord files. */
-typedef enum {
-    TL_RECORD_NONE = 0,
-    TL_RECORD_GZIP = 1,
-    TL_RECORD_ZLIB = 2,
-    TL_RECORD_AUTO = 3 /* decided per file by its first bytes */
-} tl_record_compression;
-
 typedef struct tl_tfrecord_options {
-    tl_record_compression compression; /* NONE */
+    tl_record_compression compression; /* NONE (tfrecord.h; AUTO: by each file's first bytes) */
     int64_t cycle_length;              /* files read at once, >= 1; 1 (one after another) */
     int64_t block_length;              /* records from a file before moving to the next, >= 1; 1 */
     /* A record whose data CRC fails is skipped, in plain, GZIP and ZLIB

@@ -14,14 +14,26 @@
  *
  *     static tl_status mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
  *     {
- *         tl_t h = a->features;                                   // (batch, 784)
+ *         (void)user;
+ *         // The features keep the data's shape: (batch, 28, 28) for Fashion-MNIST,
+ *         // (batch, D) for synthetic data. Dense layers take (batch, features).
+ *         int64_t d[TL_MAX_RANK];
+ *         int rank = tl_rank(g, a->features, d);
+ *         int64_t flat[2] = {a->batch_size, 1};
+ *         for (int i = 1; i < rank; i++)
+ *             flat[1] *= d[i];
+ *         tl_t h = tl_reshape(g, a->features, flat, 2);          // (batch, 784)
  *         h = tl_dense(g, h, 256, TL_ACT_RELU, "dense");          // dense/kernel, dense/bias
  *         h = tl_dense(g, h, 256, TL_ACT_RELU, "dense_1");
  *         tl_t logits = tl_dense(g, h, 10, TL_ACT_NONE, "dense_2");
- *         spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
  *         spec->logits = logits;
+ *         if (a->mode != TL_MODE_PREDICT)                         // PREDICT has no labels
+ *             spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
  *         return tl_graph_status(g);
  *     }
+ *
+ * (tests/test_header_examples.c compiles and runs this model_fn, and fails
+ * when its copy and this text differ.)
  *
  * Variables are created by name (`dense_1/kernel`), once per graph; a second
  * model_fn call for another mode or batch shape finds the same names, so every
@@ -91,7 +103,8 @@ typedef struct tl_initializer {
 /* What a model_fn is given. */
 typedef struct tl_model_args {
     tl_mode mode;
-    tl_t features;          /* (batch, ...) float32 */
+    tl_t features;          /* (batch, ...) float32: the data's feature shape, e.g. (batch, 28, 28) for
+                               Fashion-MNIST, (batch, D) for synthetic data */
     tl_t labels;            /* (batch) int32 or (batch, ...) float32; TL_T_INVALID in PREDICT */
     int64_t batch_size;     /* params['batch_size']: the model_fn batch of the input plan */
     const char *params_json;/* the user's params (config `params`) */

@@ -16,6 +16,7 @@
  *   optim.h         dense optimizers and learning-rate schedules, as per-row kernels
  *   data.h          IDX files, Fashion-MNIST, a synthetic planted-model dataset
  *   text_data.h     Criteo TSV and CSV readers
+ *   tfrecord.h      TFRecord files: reading and writing records, plain, GZIP or ZLIB
  *   example.h       tf.Example / SequenceExample: parsing, feature specs, a writer
  *   dataset.h       tf.data-style pipelines: TFRecord, Criteo, CSV and IDX sources, shard,
  *                   shuffle, repeat, batch, parse, prefetch, position save/restore
@@ -46,6 +47,7 @@
 #include "tpuloop/models.h"
 #include "tpuloop/summary.h"
 #include "tpuloop/checkpoint.h"
+#include "tpuloop/tfrecord.h"
 #include "tpuloop/example.h"
 #include "tpuloop/dataset.h"
 #include "tpuloop/criteo_synth.h"

@@ -7,8 +7,7 @@
  * (tpuloop/job.h);
  * ckpt.c reads checkpoints (`ckpt list`, `ckpt inspect`); data.c and
  * data_convert.c read and write TFRecord files (`data inspect`, `data
- * convert`), the only files here that use an internal header
- * (io/compress.h, for the TFRecord reader and writer). */
+ * convert`) through tpuloop/tfrecord.h. */
 #ifndef TL_CLI_H
 #define TL_CLI_H
 

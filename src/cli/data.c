@@ -3,10 +3,11 @@
  *
  * inspect reads every record of each TFRecord file once, as a TensorFlow
  * input pipeline would, and reports what a user asks before training on it:
- * the compression (sniffed, tl_tfrecord_sniff_compression, unless
- * --compression names it), the record count, the bytes on disk and in the
- * records, whether every length and data CRC is valid (and, if not, the
- * first bad record with its byte offset), and the feature schema over all
+ * the compression (AUTO, by the first bytes as tl_record_reader_open
+ * decides, unless --compression names it), the record count, the bytes on
+ * disk and in the records, whether every length and data CRC is valid (and,
+ * if not, the first bad record with its byte offset), and the feature
+ * schema over all
  * records: each key with its kind, how many records have it, and the least
  * and most values a record gives it. With --records=N it also prints the
  * first N records as JSON.
@@ -34,7 +35,8 @@
  * kinds (how many of each, "empty" included), records (how many have the
  * key), min_values and max_values (in one record; for a feature list in one
  * step, and min_steps, max_steps in one record); with --records,
- * first_records. Without --json the same as text, then the record lines.
+ * first_records. Without --json the same as text, then the record lines;
+ * a file's error is not in its text report but on stderr, once.
  *
  * The record lines, keys sorted (strcmp order):
  *   {"features": {"age": {"int64_list": [29]}, "name": {"bytes_list": ["Ym9i"]}}}
@@ -46,15 +48,15 @@
  * strings "nan", "inf" and "-inf" (a NaN's sign and payload are not kept).
  * A record that is not an Example is {"error": "<why>"}.
  *
- * Exit status: 0 when every file was read to its end with valid CRCs; else
- * the status of the first failure by cli_fail's rule (main.c): 2 for bad
- * arguments and for a corrupt or truncated file (TL_EPARSE, bad input), 1
- * for one that cannot be opened or read (TL_EIO). The report of the other
- * files, and of the failing one up to its bad record, is printed anyway.
+ * Exit status: 0 when every file was read to its end with valid CRCs; 2
+ * for bad arguments; 1 when a file cannot be used — missing, unreadable,
+ * not TFRecord data, corrupt or truncated — as `ckpt inspect` exits 1 for a
+ * corrupt checkpoint. Each such file's error goes to stderr once ("error:
+ * <file>: ..."), and the report of the other files, and of the failing one
+ * up to its bad record, is printed anyway.
  *
- * The TFRecord reader is internal (src/io/compress.h): this file and
- * data_convert.c are the only parts of the command that reach past the
- * public API, through the zreader and zwriter calls alone. */
+ * Everything here goes through the public API (tpuloop/tfrecord.h reads
+ * the files, tpuloop/example.h parses the records). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,7 +65,6 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "io/compress.h"
 
 /* ---- per-key statistics ------------------------------------------------- */
 
@@ -132,7 +133,7 @@ static void count_values(key_stats *s, const tl_feature *f)
 
 typedef struct file_report {
     const char *path;
-    tl_tfrecord_compression comp;
+    tl_record_compression comp;
     bool opened;            /* the file could be opened (else only st and error are set) */
     int64_t file_bytes;     /* -1 when unknown */
     uint64_t records, record_bytes;
@@ -221,23 +222,22 @@ static tl_status save_record(file_report *r, const uint8_t *rec, size_t n)
 
 /* Reads the file through; a failure of the file is kept in r (st, error),
  * and only running out of memory is returned. */
-static tl_status read_file(file_report *r, tl_tfrecord_compression comp, int64_t keep)
+static tl_status read_file(file_report *r, tl_record_compression comp, int64_t keep)
 {
     struct stat sb;
     r->file_bytes = stat(r->path, &sb) == 0 ? (int64_t)sb.st_size : -1;
-    tl_tfrecord_zreader *z;
-    tl_status st = tl_tfrecord_zreader_open(r->path, comp, &z);
+    tl_record_reader *rd;
+    tl_status st = tl_record_reader_open(r->path, comp, &rd);
     if (st != TL_OK) {
         r->st = st;
         r->error = strdup(tl_last_error());
         return st == TL_ENOMEM ? st : TL_OK;
     }
     r->opened = true;
-    r->comp = tl_tfrecord_zreader_compression(z);
-    tl_tfrecord_reader *rd = tl_tfrecord_zreader_records(z);
+    r->comp = tl_record_reader_compression(rd);
     const uint8_t *rec;
     size_t n;
-    while ((st = tl_tfrecord_next(rd, &rec, &n)) == TL_OK && rec != NULL) {
+    while ((st = tl_record_reader_next(rd, &rec, &n)) == TL_OK && rec != NULL) {
         uint64_t index = r->records++;
         r->record_bytes += n;
         if ((int64_t)index < keep && (st = save_record(r, rec, n)) != TL_OK)
@@ -263,7 +263,7 @@ static tl_status read_file(file_report *r, tl_tfrecord_compression comp, int64_t
         r->error = strdup(tl_last_error());
         st = TL_OK;
     }
-    tl_tfrecord_zreader_destroy(z);
+    tl_record_reader_destroy(rd);
     return st;
 }
 
@@ -409,11 +409,6 @@ static const char *message_type(const file_report *r)
     return r->sequences > 0 ? "tf.SequenceExample" : "tf.Example";
 }
 
-static const char *comp_name(tl_tfrecord_compression c)
-{
-    return c == TL_TFRECORD_NONE ? "NONE" : tl_tfrecord_compression_name(c);
-}
-
 /* The kind of a key: its one kind apart from empty Features, "empty" when
  * it has no other, "mixed" when it has several. */
 static const char *kind_of(const key_stats *s)
@@ -462,7 +457,7 @@ static json_t *report_json(const file_report *r)
     bool seq = type != NULL && strcmp(type, "tf.SequenceExample") == 0;
     json_t *o = json_object();
     json_object_set_new(o, "file", json_string(r->path));
-    json_object_set_new(o, "compression", r->opened ? json_string(comp_name(r->comp)) : json_null());
+    json_object_set_new(o, "compression", r->opened ? json_string(tl_record_compression_name(r->comp)) : json_null());
     json_object_set_new(o, "file_bytes", r->file_bytes >= 0 ? json_integer(r->file_bytes) : json_null());
     json_object_set_new(o, "records", json_integer((json_int_t)r->records));
     json_object_set_new(o, "record_bytes", json_integer((json_int_t)r->record_bytes));
@@ -504,22 +499,23 @@ static void print_table_text(const key_table *t, bool lists)
     }
 }
 
+/* The error itself goes to stderr, once (inspect); this says only where
+ * the report stops. */
 static void print_report_text(const file_report *r)
 {
     const char *type = message_type(r);
     printf("%s\n", r->path);
     if (!r->opened) {
-        printf("  ERROR: %s\n", r->error);
+        printf("  cannot be read\n");
         return;
     }
-    printf("  compression %s, %lld bytes on disk; %llu record%s, %llu bytes of records\n", comp_name(r->comp),
-           (long long)r->file_bytes, (unsigned long long)r->records, r->records == 1 ? "" : "s",
+    printf("  compression %s, %lld bytes on disk; %llu record%s, %llu bytes of records\n",
+           tl_record_compression_name(r->comp), (long long)r->file_bytes, (unsigned long long)r->records, r->records == 1 ? "" : "s",
            (unsigned long long)r->record_bytes);
     if (r->st == TL_OK)
         printf("  every record's CRCs are valid\n");
     else
-        printf("  INVALID after %llu good record%s: %s\n", (unsigned long long)r->records, r->records == 1 ? "" : "s",
-               r->error);
+        printf("  INVALID after %llu good record%s\n", (unsigned long long)r->records, r->records == 1 ? "" : "s");
     if (type != NULL)
         printf("  message type %s", type);
     if (r->unparsed > 0)
@@ -544,7 +540,7 @@ static int inspect(int argc, char **argv)
 {
     bool json = false;
     int64_t keep = 0;
-    tl_tfrecord_compression comp = TL_TFRECORD_AUTO;
+    tl_record_compression comp = TL_RECORD_AUTO;
     int nfiles = 0;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
@@ -558,7 +554,7 @@ static int inspect(int argc, char **argv)
                 return cli_usage_error("--records must be a whole number >= 0 (got '%s')", s + 10);
             keep = v;
         } else if (strncmp(s, "--compression=", 14) == 0) {
-            if (tl_tfrecord_compression_parse(s + 14, &comp) != TL_OK)
+            if (tl_record_compression_parse(s + 14, &comp) != TL_OK)
                 return cli_usage_error("--compression must be AUTO, GZIP, ZLIB or NONE (got '%s')", s + 14);
         } else if (strncmp(s, "--", 2) == 0) {
             return cli_usage_error("unknown option '%s' for `tpuloop data inspect`", s);
@@ -571,7 +567,7 @@ static int inspect(int argc, char **argv)
     int rc = 0;
     json_t *files = json_array();
     for (int i = 0; i < nfiles; i++) {
-        file_report r = {.path = argv[i], .comp = comp == TL_TFRECORD_AUTO ? TL_TFRECORD_NONE : comp};
+        file_report r = {.path = argv[i], .comp = comp == TL_RECORD_AUTO ? TL_RECORD_NONE : comp};
         tl_status st = read_file(&r, comp, keep);
         if (st != TL_OK) {
             report_free(&r);
@@ -598,9 +594,12 @@ static int inspect(int argc, char **argv)
         }
         json_decref(shown);
         if (r.st != TL_OK) {
+            /* A file that exists but cannot be used is a runtime failure, as
+             * a corrupt checkpoint is in `ckpt inspect`: only arguments are
+             * exit 2. */
+            fflush(stdout); /* the report first, then its error, in a terminal and in a log */
             fprintf(stderr, "error: %s\n", r.error ? r.error : tl_strerror(r.st));
-            if (rc == 0)
-                rc = tl_status_is_input_error(r.st) ? EXIT_BAD_INPUT : EXIT_RUNTIME;
+            rc = EXIT_RUNTIME;
         }
         report_free(&r);
     }

@@ -26,29 +26,38 @@
  * Output: --compression, else GZIP when the name ends in ".gz", else NONE.
  * With --shards=N the examples go round-robin (example i to shard i % N,
  * so reading the shards interleaved gives back the input order) into N
- * files named as TensorFlow and Beam name shards: FILE-00000-of-0000N, the
- * tag before a final ".gz" (data.tfrecord.gz -> data.tfrecord-00000-of-00004.gz).
+ * files named as Beam's WriteToTFRecord names shards (prefix, the tag
+ * -SSSSS-of-NNNNN, suffix), the suffix being the name's extensions that say
+ * what the file is — a record extension (.tfrecord, .tfrecords, .tfrec,
+ * .tfr), then a compression one (.gz, .zlib), either or both:
  *
- * Atomic: each file is written under "<name>.tmp-<pid>", synced, and renamed
- * to its name only after every input has been read and every file written
- * without error; on any error the temporary files are removed, so nothing
- * half-written ever stands under an output name (an interrupted run leaves
- * only its .tmp file). A summary JSON line goes to stdout.
+ *   --out=data/train.tfrecord.gz --shards=8   data/train-00000-of-00008.tfrecord.gz ... -00007-of-00008...
+ *   --out=data/train --shards=8               data/train-00000-of-00008 ...
+ *   --out=data_tfrecord.gz --shards=2         data_tfrecord-00000-of-00002.gz (TFX's ExampleGen names)
+ *
+ * so the glob PREFIX-*-of-0000N.EXT ("data/train-*-of-00008.tfrecord.gz")
+ * names exactly the shards, and the extensions stay last for the tools that
+ * go by them.
+ *
+ * Atomic: each file is written through an atomic tl_record_writer (a
+ * temporary file beside it, "<name>.tmp-<pid>-<n>"). Only after every input
+ * has been read and every file finished and synced without error are they
+ * renamed to their names; on any error the temporary files are removed, so
+ * nothing half-written ever stands under an output name (an interrupted run
+ * leaves only its .tmp- files). A summary JSON line goes to stdout.
  *
  * Exit status as main.c's rule: 2 for bad arguments and bad input data
  * (TL_EPARSE, TL_EINVAL from the readers), 1 when a file cannot be read or
- * written. */
+ * written. Everything here goes through the public API (tpuloop/tfrecord.h
+ * writes the files). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
-#include "io/compress.h"
 
 #define MAX_SHARDS 10000
 
@@ -56,7 +65,7 @@ typedef struct convert_args {
     const char *from, *out, *labels, *label_column, *columns, *vocab_sizes;
     char **inputs; /* (ninputs) */
     int ninputs;
-    tl_tfrecord_compression comp;
+    tl_record_compression comp;
     bool comp_given;
     int shards; /* 0: one file named --out */
 } convert_args;
@@ -64,8 +73,8 @@ typedef struct convert_args {
 /* ---- the output files ------------------------------------------------------ */
 
 typedef struct shard {
-    char *path, *tmp;
-    tl_tfrecord_zwriter *w;
+    char *path;
+    tl_record_writer *w; /* atomic; NULL once closed */
     uint64_t records;
 } shard;
 
@@ -88,12 +97,27 @@ static tl_status failf(sink *k, tl_status st, const char *fmt, ...)
     return st;
 }
 
-/* The name of shard i of n for out: the tag before a final ".gz". */
+/* The length of name[0..len) without a final suffix from list, when one
+ * ends it and something of the file name is left before it. */
+static size_t strip_suffix(const char *name, size_t len, size_t base, const char *const *list)
+{
+    for (; *list != NULL; list++) {
+        size_t n = strlen(*list);
+        if (len > base + n && memcmp(name + len - n, *list, n) == 0)
+            return len - n;
+    }
+    return len;
+}
+
+/* The name of shard i of n for out: Beam's prefix-SSSSS-of-NNNNN-suffix,
+ * the suffix being out's record and compression extensions (see above). */
 static char *shard_name(const char *out, int i, int n)
 {
-    size_t len = strlen(out), stem = len;
-    if (len > 3 && strcmp(out + len - 3, ".gz") == 0)
-        stem = len - 3;
+    static const char *const compressed[] = {".gz", ".zlib", NULL};
+    static const char *const records[] = {".tfrecords", ".tfrecord", ".tfrec", ".tfr", NULL};
+    const char *slash = strrchr(out, '/');
+    size_t len = strlen(out), base = slash != NULL ? (size_t)(slash + 1 - out) : 0;
+    size_t stem = strip_suffix(out, strip_suffix(out, len, base, compressed), base, records);
     size_t cap = len + 32;
     char *p = malloc(cap);
     if (p != NULL)
@@ -101,14 +125,13 @@ static char *shard_name(const char *out, int i, int n)
     return p;
 }
 
+/* Drops every file not yet renamed: the atomic writers remove their
+ * temporary files, and the names keep what they held. */
 static void sink_abort(sink *k)
 {
     for (int i = 0; i < k->n; i++) {
-        tl_tfrecord_zwriter_destroy(k->s[i].w);
-        if (k->s[i].tmp != NULL)
-            unlink(k->s[i].tmp);
+        tl_record_writer_destroy(k->s[i].w);
         free(k->s[i].path);
-        free(k->s[i].tmp);
     }
     free(k->s);
     tl_example_builder_destroy(k->b);
@@ -123,23 +146,19 @@ static tl_status sink_open(sink *k, const convert_args *a)
     if (k->s == NULL)
         return TL_ENOMEM;
     k->n = n;
+    tl_record_writer_options o;
+    tl_record_writer_options_init(&o);
+    o.compression = a->comp;
+    o.atomic = true;
     tl_status st = tl_example_builder_create(&k->b);
     for (int i = 0; i < n && st == TL_OK; i++) {
         shard *s = &k->s[i];
         s->path = a->shards > 0 ? shard_name(a->out, i, n) : strdup(a->out);
-        size_t cap = s->path ? strlen(s->path) + 32 : 0;
-        s->tmp = s->path ? malloc(cap) : NULL;
-        if (s->tmp == NULL) {
+        if (s->path == NULL) {
             st = TL_ENOMEM;
             break;
         }
-        snprintf(s->tmp, cap, "%s.tmp-%ld", s->path, (long)getpid());
-        /* O_EXCL: a leftover of this pid's name is not ours to overwrite. */
-        st = tl_tfrecord_zwriter_open(s->tmp, O_CREAT | O_EXCL, a->comp, -1, &s->w);
-        if (st != TL_OK) {
-            free(s->tmp); /* not created: nothing to unlink */
-            s->tmp = NULL;
-        }
+        st = tl_record_writer_open(s->path, &o, &s->w);
     }
     return st;
 }
@@ -152,37 +171,27 @@ static tl_status sink_write(sink *k)
     if (st != TL_OK)
         return st;
     shard *s = &k->s[k->records % (uint64_t)k->n];
-    if ((st = tl_tfrecord_zwriter_write(s->w, rec, len)) != TL_OK)
+    if ((st = tl_record_writer_write(s->w, rec, len)) != TL_OK)
         return st;
     s->records++;
     k->records++;
     return TL_OK;
 }
 
-/* Finishes every file and moves it to its name; on error removes what is
- * left. Adds "files" and "bytes" to summary. */
+/* Finishes every file (trailer, sync) and only then renames each to its
+ * name, so that a failure while finishing leaves every name as it was.
+ * Adds "files" and "bytes" to summary. On error the caller aborts. */
 static tl_status sink_commit(sink *k, json_t *summary)
 {
     tl_status st = TL_OK;
+    for (int i = 0; i < k->n && st == TL_OK; i++)
+        st = tl_record_writer_finish(k->s[i].w);
     for (int i = 0; i < k->n && st == TL_OK; i++) {
-        st = tl_tfrecord_zwriter_flush(k->s[i].w, true);
-        tl_status st2 = tl_tfrecord_zwriter_destroy(k->s[i].w);
+        st = tl_record_writer_close(k->s[i].w);
         k->s[i].w = NULL;
-        if (st == TL_OK)
-            st = st2;
     }
-    for (int i = 0; i < k->n && st == TL_OK; i++) {
-        if (rename(k->s[i].tmp, k->s[i].path) != 0)
-            st = failf(k, TL_EIO, "%s: cannot rename to %s: %s", k->s[i].tmp, k->s[i].path, strerror(errno));
-        else
-            k->s[i].tmp[0] = '\0'; /* renamed: no longer ours to remove */
-    }
-    if (st != TL_OK) {
-        for (int i = 0; i < k->n; i++)
-            if (k->s[i].tmp[0] != '\0')
-                unlink(k->s[i].tmp);
+    if (st != TL_OK)
         return st;
-    }
     json_t *files = json_array();
     long long total = 0;
     for (int i = 0; i < k->n; i++) {
@@ -199,10 +208,8 @@ static tl_status sink_commit(sink *k, json_t *summary)
 
 static void sink_close(sink *k)
 {
-    for (int i = 0; i < k->n; i++) {
+    for (int i = 0; i < k->n; i++)
         free(k->s[i].path);
-        free(k->s[i].tmp);
-    }
     free(k->s);
     tl_example_builder_destroy(k->b);
 }
@@ -431,7 +438,7 @@ static int parse_args(int argc, char **argv, convert_args *a)
         if (done)
             continue;
         if (strncmp(s, "--compression=", 14) == 0) {
-            if (tl_tfrecord_compression_parse(s + 14, &a->comp) != TL_OK || a->comp == TL_TFRECORD_AUTO)
+            if (tl_record_compression_parse(s + 14, &a->comp) != TL_OK || a->comp == TL_RECORD_AUTO)
                 return cli_usage_error("--compression must be GZIP, ZLIB or NONE (got '%s')", s + 14);
             a->comp_given = true;
         } else if (strncmp(s, "--shards=", 9) == 0) {
@@ -469,7 +476,7 @@ static int parse_args(int argc, char **argv, convert_args *a)
         return cli_usage_error("--vocab_sizes is for --from=criteo");
     size_t len = strlen(a->out);
     if (!a->comp_given)
-        a->comp = len > 3 && strcmp(a->out + len - 3, ".gz") == 0 ? TL_TFRECORD_GZIP : TL_TFRECORD_NONE;
+        a->comp = len > 3 && strcmp(a->out + len - 3, ".gz") == 0 ? TL_RECORD_GZIP : TL_RECORD_NONE;
     return 0;
 }
 
@@ -514,8 +521,7 @@ int cli_data_convert(int argc, char **argv)
         json_array_append_new(inputs, json_string(a.inputs[i]));
     json_object_set_new(summary, "inputs", inputs);
     json_object_set_new(summary, "records", json_integer((json_int_t)k.records));
-    json_object_set_new(summary, "compression",
-                        json_string(a.comp == TL_TFRECORD_NONE ? "NONE" : tl_tfrecord_compression_name(a.comp)));
+    json_object_set_new(summary, "compression", json_string(tl_record_compression_name(a.comp)));
     if (st == TL_OK)
         st = sink_commit(&k, summary);
     if (st != TL_OK) {

@@ -103,7 +103,9 @@ static const command commands[] = {
      "inspect: compression, records, CRCs and the tf.Example or SequenceExample schema of TFRecord\n"
      "files; --records=N prints the first N records as JSON lines.\n"
      "convert: writes IDX images (+ labels), CSV rows or Criteo TSV lines as tf.Example TFRecord (GZIP\n"
-     "for a .gz name), in --shards=N files, atomically.\n"},
+     "for a .gz name), atomically; the shard tag goes before the extensions, as Beam's WriteToTFRecord\n"
+     "puts it: --shards=8 --out=d.tfrecord.gz\n"
+     "writes d-00000-of-00008.tfrecord.gz ... d-00007-of-00008.tfrecord.gz\n"},
     {"devices", cli_devices, "tpuloop devices [--devices=N] [--num_hosts=H] [--json]\n", "list the devices",
      "One device per core of the affinity mask, or --devices=N virtual devices per host\n"
      "(TPULOOP_DEVICE_COUNT=N).\n"},

@@ -55,6 +55,11 @@
  * Why a zreader and not a plain tl_tfrecord_reader: the reader frees nothing
  * it did not allocate, so the decompressor must be owned by something else.
  * A zreader or zwriter is used by one thread at a time.
+ *
+ * The public face of both is tpuloop/tfrecord.h (tl_record_reader and
+ * tl_record_writer, tfrecord_file.c), whose enums have these values; what
+ * only the library needs (streams, descriptors, seeking, appending) stays
+ * here.
  */
 #ifndef TL_IO_COMPRESS_H
 #define TL_IO_COMPRESS_H

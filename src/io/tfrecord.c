@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../base/base_int.h"
+#include "compress.h"
 #include "crc32c.h"
 
 #define WRITE_BUFFER (64 * 1024)
@@ -134,6 +135,7 @@ struct tl_tfrecord_reader {
     uint64_t max_record;
     tl_tfrecord_fault fault;
     uint64_t fault_len;        /* BAD_DATA_CRC: the failing record's length */
+    const char *decompressed;  /* "GZIP" or "ZLIB" when the bytes come out of one; NULL: the file's own */
     sticky err;
 };
 
@@ -262,6 +264,11 @@ void tl_tfrecord_reader_destroy(tl_tfrecord_reader *r)
     tl_free(r);
 }
 
+void tl_tfrecord_reader_set_decompressed(tl_tfrecord_reader *r, const char *kind)
+{
+    r->decompressed = kind;
+}
+
 uint64_t tl_tfrecord_reader_offset(const tl_tfrecord_reader *r) { return r->offset; }
 uint64_t tl_tfrecord_reader_index(const tl_tfrecord_reader *r) { return r->index; }
 tl_tfrecord_fault tl_tfrecord_reader_fault(const tl_tfrecord_reader *r) { return r->fault; }
@@ -307,12 +314,37 @@ static tl_status truncated_data(tl_tfrecord_reader *r, uint64_t len, uint64_t ha
                        (unsigned long long)have, (unsigned long long)len + TL_TFRECORD_FOOTER_SIZE);
 }
 
+/* A first record whose length CRC fails is almost always a file that is
+ * not TFRecord data at all (text, another format, a compressed file read as
+ * plain): said in those words, with what the first bytes look like. */
+static tl_status not_a_tfrecord(tl_tfrecord_reader *r, const uint8_t *hdr, uint32_t stored, uint32_t want)
+{
+    const char *hint = "";
+    if (r->decompressed == NULL) {
+        tl_tfrecord_compression c = tl_tfrecord_sniff_compression(hdr, TL_TFRECORD_HEADER_SIZE);
+        if (c == TL_TFRECORD_GZIP)
+            hint = "; its first bytes are GZIP's magic 1f 8b 08: read it with compression GZIP or AUTO";
+        else if (c == TL_TFRECORD_ZLIB)
+            hint = "; its first bytes are a valid ZLIB header: read it with compression ZLIB or AUTO";
+    }
+    char where[64] = "";
+    if (r->decompressed != NULL)
+        snprintf(where, sizeof where, " of the decompressed %s data", r->decompressed);
+    return reader_fail(r, TL_EPARSE, TL_TFRECORD_FAULT_BAD_LENGTH_CRC,
+                       "%s: not a TFRecord file: the first record's length CRC does not match at byte 0%s (a "
+                       "TFRecord file starts with a record's 8-byte length and its masked CRC-32C; stored 0x%08x, "
+                       "computed 0x%08x)%s",
+                       r->name, where, stored, want, hint);
+}
+
 /* Checks a header: the length's CRC and the length limit. */
 static tl_status check_header(tl_tfrecord_reader *r, const uint8_t *hdr, uint64_t *len)
 {
     *len = get_le64(hdr);
     uint32_t stored = get_le32(hdr + 8);
     uint32_t want = tl_crc32c_mask(tl_crc32c_extend(0, hdr, 8));
+    if (stored != want && r->index == 0 && r->offset == 0)
+        return not_a_tfrecord(r, hdr, stored, want);
     if (stored != want)
         return reader_fail(r, TL_EPARSE, TL_TFRECORD_FAULT_BAD_LENGTH_CRC,
                            "%s: record %llu at byte offset %llu: bad length CRC (stored 0x%08x, computed 0x%08x "

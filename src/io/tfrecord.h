@@ -41,6 +41,11 @@
  *     tl_tfrecord_writer_flush(w, true);     // written and fsync'ed
  *     tl_tfrecord_writer_destroy(w);
  *
+ * A first record whose length CRC fails is reported as a file that is not
+ * TFRecord data ("<name>: not a TFRecord file: the first record's length CRC
+ * does not match at byte 0 ..."), still TL_TFRECORD_FAULT_BAD_LENGTH_CRC.
+ * Programs outside the library read and write through tpuloop/tfrecord.h.
+ *
  * A reader or writer is used by one thread at a time. Errors are sticky: once
  * a call fails, every later call on the same object returns the same status
  * and message (a reader until tl_tfrecord_reader_seek), because the position
@@ -122,6 +127,11 @@ tl_status tl_tfrecord_reader_create_stream(tl_tfrecord_read_fn read_fn, void *ud
 /* Changes the longest record accepted (TL_TFRECORD_DEFAULT_MAX_RECORD until
  * then); a longer one is TL_EPARSE with TL_TFRECORD_FAULT_TOO_LARGE. */
 void tl_tfrecord_reader_set_max_record(tl_tfrecord_reader *r, uint64_t max_record);
+
+/* Tells r that its bytes are the output of a `kind` ("GZIP", "ZLIB"; a
+ * static string) decompressor, which its messages about a file that is not
+ * TFRecord data then say. NULL: the bytes are the file's own. */
+void tl_tfrecord_reader_set_decompressed(tl_tfrecord_reader *r, const char *kind);
 
 /* Closes the file tl_tfrecord_reader_open opened and frees r. NULL is a no-op. */
 void tl_tfrecord_reader_destroy(tl_tfrecord_reader *r);

@@ -258,8 +258,10 @@ static tl_status zread(void *ud, void *vbuf, size_t n, size_t *got)
     *got = 0;
     if (z->comp == TL_TFRECORD_AUTO) {
         tl_status st = decide(z);
-        if (st == TL_OK && z->comp != TL_TFRECORD_NONE)
+        if (st == TL_OK && z->comp != TL_TFRECORD_NONE) {
             st = start_inflate(z);
+            tl_tfrecord_reader_set_decompressed(z->reader, tl_tfrecord_compression_name(z->comp));
+        }
         if (st != TL_OK)
             return st;
     }
@@ -372,6 +374,8 @@ static tl_status zreader_finish(tl_tfrecord_zreader *z, bool direct, tl_tfrecord
         st = tl_tfrecord_reader_create_stream(zread, z, z->name, &z->reader);
     if (st != TL_OK)
         goto fail;
+    if (z->comp == TL_TFRECORD_GZIP || z->comp == TL_TFRECORD_ZLIB)
+        tl_tfrecord_reader_set_decompressed(z->reader, tl_tfrecord_compression_name(z->comp));
     *out = z;
     return TL_OK;
 fail:
