@@ -40,14 +40,15 @@ tl_status cli_criteo_synthetic(const tl_run_config *rc, bool need_train, cli_job
         tl_labeled_data_destroy(d);
         return st;
     }
-    int64_t D = d->num_features;
+    int64_t skip = need_train ? ntrain : 0;
     job->owned[0] = d;
     job->has_oracle = true;
     job->train = job->test = *d;
     job->train.num_examples = need_train ? ntrain : 0;
     job->test.num_examples = neval;
-    job->test.features += (need_train ? ntrain : 0) * D;
-    job->test.labels += need_train ? ntrain : 0;
+    job->test.features += skip * d->num_features;
+    job->test.labels += skip;
+    job->test.ids += skip * d->num_ids;
     return TL_OK;
 }
 
@@ -100,7 +101,8 @@ int cli_job_embedding(cli_job *job, tl_estimator_options *o)
     o->embedding = job->emb;
     if (!dlrm)
         return 0;
-    /* The DLRM: the dense columns come first, one id column per feature last. */
+    /* The DLRM: the features are the dense inputs; each embedding feature's
+     * ids travel apart, named by the feature. */
     const tl_emb_config *e = tl_emb_engine_config(job->emb);
     tl_dlrm_config *m = &job->dlrm;
     memset(m, 0, sizeof *m);
@@ -116,7 +118,7 @@ int cli_job_embedding(cli_job *job, tl_estimator_options *o)
     memcpy(m->bottom, r->model.bottom_mlp, sizeof m->bottom);
     m->num_top = r->model.num_top;
     memcpy(m->top, r->model.top_mlp, sizeof m->top);
-    m->num_dense = 0; /* the features' width less the id columns */
+    m->num_dense = 0; /* the features' width */
     o->model_fn = tl_model_dlrm;
     o->user = m;
     return 0;
