@@ -363,7 +363,7 @@ Test(cli_data_convert, criteo_dense_transformed_cat_hashed)
                          k + 1);
         }
         for (size_t k = 0; k < 26; k++) { /* one id under each column's name */
-            char key[8];
+            char key[24];
             snprintf(key, sizeof key, "C%zu", k + 1);
             const json_t *c = values(rep, l, key, "int64_list");
             cr_assert_eq(json_array_size(c), 1u);

@@ -323,7 +323,7 @@ Test(criteo_synth, tsv_round_trip_through_the_criteo_reader)
             for (int j = 0; j < 13; j++)
                 cr_assert_eq(((const float *)td->data)[j], logf(dense[i * 13 + j] + 1.0f), "row %d I%d", i, j + 1);
             for (int k = 0; k < 26; k++) { /* each column under its own name, an int64 scalar */
-                char key[8];
+                char key[24];
                 snprintf(key, sizeof key, "C%d", k + 1);
                 const tl_tensor *tc = tl_element_find(e, key);
                 cr_assert(tc != NULL && tc->dtype == TL_DT_INT64 && tc->rank == 0, "row %d %s", i, key);

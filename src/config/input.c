@@ -500,7 +500,7 @@ static tl_status check_feature_keys(const tl_config *cfg, const tl_input_config 
         } else if (strcmp(in->dataset, "criteo") == 0) {
             bool known = strcmp(k, "dense") == 0;
             for (int c = 1; c <= 26 && !known; c++) {
-                char name[8];
+                char name[24];
                 snprintf(name, sizeof name, "C%d", c);
                 known = strcmp(k, name) == 0;
             }

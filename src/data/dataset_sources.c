@@ -455,7 +455,7 @@ static tl_status criteo_elem(tl_dataset *ds, text_impl *t, const tl_criteo_examp
     int64_t nd = TL_CRITEO_NUM_DENSE;
     int nk = 2 + TL_CRITEO_NUM_CAT;
     for (int k = 0; k < nk && t->ckeys[nk - 1] == NULL; k++) {
-        char name[16];
+        char name[24];
         snprintf(name, sizeof name, "C%d", k - 1);
         if ((t->ckeys[k] = ds_intern(ds->ctx, k == 0 ? "label" : k == 1 ? "dense" : name)) == NULL)
             return tl_error_oom();
