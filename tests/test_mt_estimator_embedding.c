@@ -491,6 +491,12 @@ Test(mt_estimator_embedding, data_without_the_ids_is_a_named_error)
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
     cr_assert(has("num_ids, ids NULL"), "%s", tl_last_error());
     d->ids = ids;
+    /* Ids alone: no feature is left for the model. */
+    d->num_features = d->feature_shape[0] = 0;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("the data has 0 feature values per example; the model's features need at least one"), "%s",
+              tl_last_error());
+    d->num_features = d->feature_shape[0] = NDENSE;
     /* The estimator is not broken by the data's error. */
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
     tl_estimator_destroy(est);

@@ -22,6 +22,14 @@
  * metric_update per eval step, metric_result once at the end); see
  * tl_host_tensor below and the spec's host_call fields in graph.h.
  *
+ * With an embedding engine (TPUEstimator's embedding_config_spec) the
+ * infeed also carries each example's embedding ids, typed: int64, named by
+ * their embedding feature (tl_input.embedding_keys, tl_labeled_data.ids),
+ * never floats among the model's features. Each replica enqueues its
+ * batch's ids straight from its infeed buffer, receives the activations
+ * before the forward pass and sends their gradients after the backward
+ * pass (tl_estimator_options.embedding).
+ *
  * Every reduction has a fixed order, every random number comes from the
  * counter-based RNG keyed by (seed, op, replica, step), and the input order is
  * a pure function of (seed, epoch, position), so the trained parameters are
@@ -322,9 +330,10 @@ typedef tl_status (*tl_input_fn)(const tl_input_context *ctx, void *user, tl_dat
  * (batch) or (batch, W_f) — any (batch, ...) of W_f ids per example, W_f
  * as tl_estimator_options says (-1 marking an absent position of a
  * sequence). The ids reach the engine as int64, never as floats. These
- * tensors are not features unless feature_keys lists them. Errors, at the
- * first train, evaluate or predict with the input (TL_EINVAL unless said):
- * no tensor of that key ("the input's elements have no id tensor ... for
+ * tensors are not features unless feature_keys lists them (the features
+ * need one value at least: a model of embeddings alone still takes one
+ * dense tensor, which it may ignore). Errors of the call that reads the
+ * input (TL_EINVAL unless said): no tensor of that key ("the input's elements have no id tensor ... for
  * embedding feature ..."); a float or bytes tensor ("ids must be int64 or
  * int32"); another width ("... has 3 ids per example; embedding feature
  * \"f\" takes 2"); a ragged (VarLen) one, TL_ENOTIMPL (parse it as a

@@ -535,6 +535,11 @@ static tl_status check_data_ids(const tl_estimator *est, const tl_labeled_data *
 
 tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
 {
+    /* Ids are no features: data of ids alone leaves the model no input. */
+    if (data->num_features < 1)
+        return tl_error(TL_EINVAL, "the data has %lld feature values per example; the model's features need at least "
+                                   "one (the embedding ids travel apart, in tl_labeled_data.ids)",
+                        (long long)data->num_features);
     tl_status st = check_data_ids(est, data);
     return st != TL_OK ? st : tl_est_prepare_shape(est, data->feature_rank, data->feature_shape);
 }
