@@ -23,9 +23,9 @@
  * values change no work either.
  *
  * The data: 8 batches' worth (16,384 examples), as the peer's 8
- * pre-generated batches: per example 13 values log1p(exponential(10)), then
- * 26 ids uniform in [0, 100000) carried as floats (the estimator's id
- * columns), and a label 1 with probability 0.25. Drawn from splitmix64, not
+ * pre-generated batches: per example 13 values log1p(exponential(10)) (the
+ * features), then 26 ids uniform in [0, 100000) (int64, the data's ids, one
+ * per table in feature order), and a label 1 with probability 0.25. Drawn from splitmix64, not
  * numpy's generator: same distributions, other values. The estimator draws
  * its batches from a permutation of the examples per epoch (the infeed
  * thread gathers the rows), where the peer cycles its batches in order.
@@ -55,7 +55,7 @@
 #include "tpuloop/tpuloop.h"
 #include "util/bench_util.h"
 
-enum { TABLES = 26, ROWS = 100000, DIM = 64, DENSE = 13, WIDTH = DENSE + TABLES };
+enum { TABLES = 26, ROWS = 100000, DIM = 64, DENSE = 13 };
 enum { BATCH = 2048, NBATCH = 8, EXAMPLES = NBATCH * BATCH, REPS = 5, STEPS = 10 };
 
 /* ---- data ------------------------------------------------------------------ */
@@ -73,27 +73,29 @@ static double uniform01(uint64_t *s)
     return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* features (EXAMPLES, WIDTH): the dense values, then the ids as floats
- * (exact: ids < 2^24); labels (EXAMPLES) 0/1. */
+/* features (EXAMPLES, DENSE): the dense values; ids (EXAMPLES, TABLES);
+ * labels (EXAMPLES) 0/1. */
 static bool make_data(tl_labeled_data *d)
 {
     memset(d, 0, sizeof *d);
-    d->features = malloc((size_t)EXAMPLES * WIDTH * sizeof *d->features);
+    d->features = malloc((size_t)EXAMPLES * DENSE * sizeof *d->features);
+    d->ids = malloc((size_t)EXAMPLES * TABLES * sizeof *d->ids);
     d->labels = malloc((size_t)EXAMPLES * sizeof *d->labels);
-    if (d->features == NULL || d->labels == NULL)
+    if (d->features == NULL || d->ids == NULL || d->labels == NULL)
         return false;
     d->num_examples = EXAMPLES;
-    d->num_features = WIDTH;
+    d->num_features = DENSE;
+    d->num_ids = TABLES;
     d->num_classes = 2;
     d->feature_rank = 1;
-    d->feature_shape[0] = WIDTH;
+    d->feature_shape[0] = DENSE;
     uint64_t seed = 20240601;
     for (int64_t i = 0; i < EXAMPLES; i++) {
-        float *row = d->features + i * WIDTH;
+        float *row = d->features + i * DENSE;
         for (int k = 0; k < DENSE; k++) /* exponential(scale 10) by inversion; 1 - u is in (0, 1] */
             row[k] = (float)log1p(-10.0 * log(1.0 - uniform01(&seed)));
         for (int t = 0; t < TABLES; t++)
-            row[DENSE + t] = (float)(splitmix64(&seed) % ROWS);
+            d->ids[i * TABLES + t] = (int64_t)(splitmix64(&seed) % ROWS);
         d->labels[i] = uniform01(&seed) < 0.25 ? 1 : 0;
     }
     return true;
@@ -158,6 +160,7 @@ static int run(bool adagrad, int devices)
     if (!make_data(&data)) {
         fprintf(stderr, "bench_dlrm: out of memory for the data\n");
         free(data.features);
+        free(data.ids);
         free(data.labels);
         return 1;
     }
@@ -231,6 +234,7 @@ out:
     tl_emb_engine_destroy(eng); /* after the estimator, which borrows it */
     tl_config_destroy(cfg);
     free(data.features);
+    free(data.ids);
     free(data.labels);
     return rc;
 }

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char path[64];
 static float feats[10 * 2];
 static int32_t labels[10];
-static tl_labeled_data mem = {10, 2, 3, 1, {2}, feats, labels};
+static tl_labeled_data mem = {10, 2, 3, 1, {2}, feats, labels, NULL, 0};
 
 /* The TFRecord file, once per process. */
 static int setup(void)

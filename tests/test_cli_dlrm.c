@@ -1,8 +1,9 @@
 /* `tpuloop train` with model_name dlrm on criteo_synthetic
  * (examples/dlrm_synthetic.json): it reaches the planted model's AUC within
  * 0.01, its checkpoints carry the embedding tables (an evaluation from
- * model_dir repeats the training's own), and the configurations it cannot
- * run are named errors. */
+ * model_dir repeats the training's own), the configurations it cannot run
+ * are named errors, and the same model trains from Criteo TSV and from the
+ * TFRecord `data convert` makes of it, ids by feature name. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,36 +89,98 @@ Test(cli_dlrm, configurations_it_cannot_run)
     tc_done(&r);
 }
 
-/* The same model from Criteo TSV files (dataset criteo): the reader's dense
- * and cat tensors are the features, the ids the last 26 columns. */
-Test(cli_dlrm, trains_from_criteo_tsv)
+/* The example's 26 tables as Criteo TSV, written by the synthetic
+ * generator into dir/day_0.tsv; vocab gets them as a JSON list. */
+static const int64_t tables[26] = {1000, 583, 1000, 1000, 305, 24, 1000, 633, 3,  1000, 1000, 1000, 1000,
+                                   27,   1000, 1000, 10,   1000, 1000, 4,   1000, 18, 15,   1000, 105,  1000};
+
+static void write_tsv(const char *dir, char *path, size_t n, char *vocab, size_t vn)
 {
-    static const int64_t tables[26] = {1000, 583, 1000, 1000, 305, 24, 1000, 633, 3,  1000, 1000, 1000, 1000,
-                                       27,   1000, 1000, 10,   1000, 1000, 4,   1000, 18, 15,   1000, 105,  1000};
     tl_criteo_synth_config c;
     tl_criteo_synth_config_default(&c);
     c.num_examples = 4096;
     memcpy(c.vocab_sizes, tables, sizeof tables);
     tl_criteo_synth *g;
     cr_assert_eq(tl_criteo_synth_create(&c, &g), TL_OK, "%s", tl_last_error());
-    char *dir = tc_tmpdir();
-    char path[300], vocab[400];
-    snprintf(path, sizeof path, "%s/day_0.tsv", dir);
+    snprintf(path, n, "%s/day_0.tsv", dir);
     cr_assert_eq(tl_criteo_synth_write_tsv(g, path, 0, 4096), TL_OK, "%s", tl_last_error());
     tl_criteo_synth_destroy(g);
-    int n = snprintf(vocab, sizeof vocab, "[");
-    for (int k = 0; k < 26; k++)
-        n += snprintf(vocab + n, sizeof vocab - (size_t)n, "%s%lld", k ? "," : "", (long long)tables[k]);
-    snprintf(vocab + n, sizeof vocab - (size_t)n, "]");
-    tc_result r = tc_runf("train " EXAMPLE " --dataset=criteo --files=%s --vocab_sizes='%s' --synthetic_examples=null "
-                          "--synthetic_eval_examples=null --synthetic_vocab_cap=null --train_steps=4 --eval_steps=2 "
-                          "--devices=2", path, vocab);
+    int k = snprintf(vocab, vn, "[");
+    for (int i = 0; i < 26; i++)
+        k += snprintf(vocab + k, vn - (size_t)k, "%s%lld", i ? "," : "", (long long)tables[i]);
+    snprintf(vocab + k, vn - (size_t)k, "]");
+}
+
+#define NO_SYNTH "--synthetic_examples=null --synthetic_eval_examples=null --synthetic_vocab_cap=null"
+
+/* The same model from Criteo TSV files (dataset criteo): "dense" is the
+ * features, and each column's ids ("C1" .. "C26", int64) reach the
+ * embedding feature of that name — the example's feature names. */
+Test(cli_dlrm, trains_from_criteo_tsv)
+{
+    char *dir = tc_tmpdir();
+    char path[300], vocab[400];
+    write_tsv(dir, path, sizeof path, vocab, sizeof vocab);
+    tc_result r = tc_runf("train " EXAMPLE " --dataset=criteo --files=%s --vocab_sizes='%s' " NO_SYNTH
+                          " --train_steps=4 --eval_steps=2 --devices=2", path, vocab);
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_t *j = tc_json(&r);
     cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 4);
     cr_assert(eval_num(j, "auc") > 0 && eval_num(j, "auc") <= 1);
     cr_assert_null(json_object_get(json_object_get(j, "eval"), "oracle_auc"), "files have no planted model");
     json_decref(j);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* `tpuloop data convert --from=criteo` writes the same tensors as
+ * tf.Example features ("label", "dense", "C1" .. "C26"): a TFRecord dataset
+ * parsing them trains the DLRM to the same bits as the TSV it came from,
+ * with the default features (the ids are no features). */
+Test(cli_dlrm, trains_from_converted_tfrecord_with_the_tsvs_bits)
+{
+    char *dir = tc_tmpdir();
+    char path[300], vocab[400], rec[320], features[4096];
+    write_tsv(dir, path, sizeof path, vocab, sizeof vocab);
+    snprintf(rec, sizeof rec, "%s/day_0.tfrecord", dir);
+    /* The generator's ids are below the tables' sizes: no --vocab_sizes. */
+    tc_result r = tc_runf("data convert --from=criteo %s --out=%s", path, rec);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    int n = snprintf(features, sizeof features,
+                     "{\"label\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\", \"shape\": []}, "
+                     "\"dense\": {\"type\": \"FixedLenFeature\", \"dtype\": \"float32\", \"shape\": [13]}");
+    for (int k = 1; k <= 26; k++) /* as (batch) or (batch, 1): both are one id per example */
+        n += snprintf(features + n, sizeof features - (size_t)n,
+                      ", \"C%d\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\", \"shape\": [%s]}", k,
+                      k % 2 ? "" : "1");
+    snprintf(features + n, sizeof features - (size_t)n, "}");
+    const char *steps = "--train_steps=8 --eval_steps=2 --devices=2";
+    r = tc_runf("train " EXAMPLE " --dataset=criteo --files=%s --vocab_sizes='%s' " NO_SYNTH " %s", path, vocab,
+                steps);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *tsv = tc_json(&r);
+    tc_done(&r);
+    r = tc_runf("train " EXAMPLE " --dataset=tfrecord --files=%s --features='%s' " NO_SYNTH " %s", rec, features,
+                steps);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *tfr = tc_json(&r);
+    tc_done(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(tfr, "params_digest")),
+                     json_string_value(json_object_get(tsv, "params_digest")));
+    cr_assert(json_equal(json_object_get(json_object_get(tfr, "eval"), "auc"),
+                         json_object_get(json_object_get(tsv, "eval"), "auc")));
+    json_decref(tsv);
+    json_decref(tfr);
+    /* Without a column, the feature that reads it is named. */
+    char *cut = strstr(features, ", \"C26\"");
+    cr_assert_not_null(cut);
+    snprintf(cut, sizeof features - (size_t)(cut - features), "}");
+    r = tc_runf("train " EXAMPLE " --dataset=tfrecord --files=%s --features='%s' " NO_SYNTH " %s", rec, features,
+                steps);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "no id tensor \"C26\" for embedding feature 25 (\"C26\")") != NULL, "%s", r.err);
     tc_done(&r);
     tc_rmtree(dir);
     free(dir);

@@ -379,7 +379,9 @@ Test(input_cfg, feature_keys)
                   " 'label': {'type': 'FixedLenFeature', 'dtype': 'int64'}}}}",
                   TL_EINVAL, "feature_keys[0] 's' has dtype string: model features must be float32 or int64");
     tu_json_fails("{'input': {'dataset': 'criteo', 'files': ['f'], 'feature_keys': ['ids']}}", TL_EINVAL,
-                  "feature_keys[0] 'ids' is not a criteo tensor (dense: float32 (13), cat: int64 (26))");
+                  "feature_keys[0] 'ids' is not a criteo tensor (dense: float32 (13), C1 .. C26: int64)");
+    tu_json_fails("{'input': {'dataset': 'criteo', 'files': ['f'], 'feature_keys': ['dense', 'C27']}}", TL_EINVAL,
+                  "feature_keys[1] 'C27' is not a criteo tensor");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'feature_keys': ['image']}}", TL_EINVAL,
                   "feature_keys[0] 'image' is not an idx tensor (features)");
 }

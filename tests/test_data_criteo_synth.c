@@ -1,7 +1,8 @@
 /* The synthetic Criteo generator: config checks, determinism in any order,
  * the Zipf shape of the ids, the calibrated click rate, the oracle AUC of the
- * default config, tl_auc on hand-made cases, and a TSV round trip through
- * tpuloop's own Criteo reader. */
+ * default config, tl_auc on hand-made cases, the in-memory load (dense
+ * features, int64 ids) and a TSV round trip through tpuloop's own Criteo
+ * reader (one int64 tensor per categorical column, C1 .. C26). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -316,20 +317,62 @@ Test(criteo_synth, tsv_round_trip_through_the_criteo_reader)
         int i = 0;
         while (tl_dataset_next(ds, &e) == TL_OK && e != NULL) {
             cr_assert_lt(i, N);
-            const tl_tensor *tl = tl_element_find(e, "label"), *td = tl_element_find(e, "dense"),
-                            *tc = tl_element_find(e, "cat");
-            cr_assert(tl != NULL && td != NULL && tc != NULL);
+            const tl_tensor *tl = tl_element_find(e, "label"), *td = tl_element_find(e, "dense");
+            cr_assert(tl != NULL && td != NULL);
             cr_assert_eq(*(const int32_t *)tl->data, labels[i], "row %d label", i);
             for (int j = 0; j < 13; j++)
                 cr_assert_eq(((const float *)td->data)[j], logf(dense[i * 13 + j] + 1.0f), "row %d I%d", i, j + 1);
-            for (int k = 0; k < 26; k++)
-                cr_assert_eq(((const int64_t *)tc->data)[k], ids[i * 26 + k], "row %d C%d", i, k + 1);
+            for (int k = 0; k < 26; k++) { /* each column under its own name, an int64 scalar */
+                char key[24];
+                snprintf(key, sizeof key, "C%d", k + 1);
+                const tl_tensor *tc = tl_element_find(e, key);
+                cr_assert(tc != NULL && tc->dtype == TL_DT_INT64 && tc->rank == 0, "row %d %s", i, key);
+                cr_assert_eq(*(const int64_t *)tc->data, ids[i * 26 + k], "row %d C%d", i, k + 1);
+            }
             i++;
         }
         cr_assert_eq(i, N, "%s", tl_last_error());
         tl_dataset_destroy(ds);
     }
     unlink(path);
+    tl_criteo_synth_destroy(g);
+}
+
+/* tl_criteo_synth_load: the features are the 13 dense log(1 + x) values
+ * only, the 26 ids travel as int64 beside them — any vocabulary, so a
+ * column of 2^26 rows gives ids above 2^24 exactly (a float would round
+ * the odd ones). */
+Test(criteo_synth, load_gives_dense_features_and_int64_ids)
+{
+    enum { FIRST = 7, N = 400 };
+    tl_criteo_synth_config c;
+    tl_criteo_synth_config_default(&c);
+    c.seed = 5;
+    c.num_examples = FIRST + N;
+    c.vocab_sizes[2] = (int64_t)1 << 26;
+    c.zipf_exponent = 0.5; /* flat enough that most ids are large */
+    tl_criteo_synth *g = make(&c);
+    static float dense[N * 13];
+    static int64_t ids[N * 26];
+    static int32_t labels[N];
+    OK(tl_criteo_synth_generate(g, FIRST, N, dense, ids, labels, NULL));
+    tl_labeled_data *d = NULL;
+    OK(tl_criteo_synth_load(g, FIRST, N, &d));
+    cr_assert_eq(d->num_examples, N);
+    cr_assert_eq(d->num_features, 13);
+    cr_assert(d->feature_rank == 1 && d->feature_shape[0] == 13);
+    cr_assert_eq(d->num_classes, 2);
+    cr_assert_eq(d->num_ids, 26);
+    cr_assert_not_null(d->ids);
+    cr_assert(memcmp(d->ids, ids, sizeof ids) == 0, "the ids are the generator's, as int64");
+    cr_assert(memcmp(d->labels, labels, sizeof labels) == 0);
+    for (int i = 0; i < N * 13; i++)
+        cr_assert_eq(d->features[i], logf(dense[i] + 1.0f), "value %d", i);
+    int odd_big = 0;
+    for (int i = 0; i < N; i++)
+        odd_big += ids[i * 26 + 2] > ((int64_t)1 << 24) && ids[i * 26 + 2] % 2 == 1;
+    cr_assert_gt(odd_big, 10, "C3 has %d odd ids above 2^24", odd_big);
+    tl_labeled_data_destroy(d);
     tl_criteo_synth_destroy(g);
 }
 

@@ -665,16 +665,19 @@ Test(data_dataset, criteo_source)
     ASSERT_OK(tl_dataset_batch(ds, 2, true, &ds));
     const tl_element *e;
     ASSERT_OK(tl_dataset_next(ds, &e));
-    const tl_tensor *l = tl_element_find(e, "label"), *d = tl_element_find(e, "dense"), *c = tl_element_find(e, "cat");
+    const tl_tensor *l = tl_element_find(e, "label"), *d = tl_element_find(e, "dense"), *c = tl_element_find(e, "C26");
     cr_assert_eq(l->dtype, TL_DT_INT32);
     cr_assert_eq(((int32_t *)l->data)[0], 1);
     cr_assert_eq(((int32_t *)l->data)[1], 0);
     cr_assert_eq(d->shape[1], 13);
     cr_assert_eq(((float *)d->data)[0], logf(4.0f));
     cr_assert_eq(((float *)d->data)[2], 0.0f, "an empty field is 0");
+    /* each categorical column its own int64 tensor, C1 .. C26: (batch) */
+    cr_assert_eq(e->num_tensors, 2 + 26);
+    cr_assert_str_eq(e->tensors[2].key, "C1");
     cr_assert_eq(c->dtype, TL_DT_INT64);
-    cr_assert_eq(c->shape[1], 26);
-    cr_assert_eq(((int64_t *)c->data)[26 + 25], 255);
+    cr_assert(c->rank == 1 && c->shape[0] == 2);
+    cr_assert_eq(((int64_t *)c->data)[1], 255);
     tl_dataset_destroy(ds);
     free(p);
     dd_rmtree(dir);

@@ -13,7 +13,9 @@
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
 
-enum { B = 4, ND = 3, NF = 3, DIM = 4, WIDTH = ND + NF };
+/* The features are the dense inputs only (WIDTH = ND): the embedding ids
+ * travel apart, to the engine. */
+enum { B = 4, ND = 3, NF = 3, DIM = 4, WIDTH = ND };
 
 /* The brief's small model: 3 dense columns, 3 features of dim 4, bottom
  * [8, 4], top [8]. */
@@ -145,19 +147,27 @@ Test(models_dlrm, most_features_and_none)
     c.num_features = TL_DLRM_MAX_FEATURES;
     for (int f = 0; f < c.num_features; f++)
         c.dims[f] = DIM;
-    traced t = trace(&c, TL_MODE_TRAIN, 2, ND + 64, false);
+    traced t = trace(&c, TL_MODE_TRAIN, 2, ND, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     assert_var(t.vars, "top_mlp/dense/kernel", DIM + 65 * 64 / 2, 8);
     for (int f = 0; f < 64; f++)
         cr_assert_neq(leaf(t.g, f), TL_T_INVALID, "feature %d", f);
     untrace(&t);
 
-    /* num_dense 0: the width less one id column per feature. */
+    /* num_dense 0: the features' whole width, every feature an embedding
+     * feature all the same (no id columns among the features). */
     c = small();
     c.num_dense = 0;
     t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "bottom_mlp/dense/kernel", ND, c.bottom[0]);
+    assert_var(t.vars, "bottom_mlp/dense/kernel", WIDTH, c.bottom[0]);
+    untrace(&t);
+    /* num_dense below the width: the first columns. */
+    c = small();
+    c.num_dense = ND - 1;
+    t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
+    cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
+    assert_var(t.vars, "bottom_mlp/dense/kernel", ND - 1, c.bottom[0]);
     untrace(&t);
 
     /* No features: no interaction, the top MLP sees the bottom's output. */
@@ -178,10 +188,8 @@ Test(models_dlrm, configuration_errors)
         int which;
         const char *frag;
     } cases[] = {
-        {0, "dlrm: num_dense must be in [1, 6] (the features' width), or 0 for the width less one id column per "
-            "feature (3); got -1"},
-        {1, "dlrm: num_dense must be in [1, 6] (the features' width), or 0 for the width less one id column per "
-            "feature (3); got 7"},
+        {0, "dlrm: num_dense must be in [1, 3] (the features' width), or 0 for all of them; got -1"},
+        {1, "dlrm: num_dense must be in [1, 3] (the features' width), or 0 for all of them; got 7"},
         {2, "dlrm: num_bottom must be in [1, 16], got 0"},
         {3, "dlrm: num_bottom must be in [1, 16], got 17"},
         {4, "dlrm: num_top must be in [0, 16], got 17"},
@@ -244,8 +252,7 @@ typedef struct {
 
 /* The small model compiled with backward, parameters drawn as the runtime
  * draws them with random biases (zeros would hide their wiring), random dense
- * inputs, id columns of junk the model must ignore, random activations and
- * labels 1, 0, 0, 1. */
+ * inputs, random activations and labels 1, 0, 0, 1. */
 static model build(void)
 {
     model m;
@@ -277,8 +284,6 @@ static model build(void)
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < ND; j++)
             m.features[b * WIDTH + j] = (float)tl_rng_normal(&r);
-        for (int j = ND; j < WIDTH; j++)
-            m.features[b * WIDTH + j] = 1e6f + (float)(b * 7 + j); /* ids, not model inputs */
         m.labels[b] = (b == 0 || b == 3) ? 1 : 0;
     }
     for (int f = 0; f < NF; f++) {

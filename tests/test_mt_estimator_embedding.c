@@ -1,11 +1,14 @@
 /* The estimator with an embedding engine (tl_estimator_options.embedding):
  * the tables' update is the gradient of the replicas' mean loss, summed
  * over the replicas' examples (TPUEstimator's CrossShardOptimizer MEAN and
- * TPUEmbedding's summed gradients); the same bits whatever
- * iterations_per_loop and across a stop and a resume through a checkpoint
- * that holds the tables and slots; evaluation in inference mode at its own
- * batch, with the AUC of a one-logit model; and the errors of a
- * configuration the estimator cannot run. */
+ * TPUEmbedding's summed gradients); the ids travel typed, as int64 beside
+ * the features (tl_labeled_data.ids) or in the input_fn's tensors named by
+ * the embedding features (tl_input.embedding_keys), never among the model's
+ * features; the same bits whatever iterations_per_loop and across a stop
+ * and a resume through a checkpoint that holds the tables and slots;
+ * evaluation in inference mode at its own batch, with the AUC of a
+ * one-logit model; and the errors of a configuration or an input the
+ * estimator cannot run. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,34 +16,45 @@
 #include <string.h>
 
 #include "test_mt_ckpt_util.h"
+#include "tpuloop/dataset.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Examples: 2 dense values, then the ids of feature 0 (table "a", vocab 50)
- * and feature 1 (table "b", vocab 30); the label depends on both ids. */
+/* Examples: 2 dense values as the features, and as ids feature 0's (table
+ * "a", vocab 50) and feature 1's (table "b", vocab 30); the label depends
+ * on both ids. */
 #define NDENSE 2
 #define VA 50
 #define VB 30
 
-static tl_labeled_data *emb_data(int64_t n)
+/* n examples of nd dense features and nid ids each, zeroed. */
+static tl_labeled_data *alloc_data(int64_t n, int64_t nd, int64_t nid)
 {
     tl_labeled_data *d = calloc(1, sizeof *d);
     d->num_examples = n;
-    d->num_features = NDENSE + 2;
+    d->num_features = nd;
     d->num_classes = 2;
     d->feature_rank = 1;
-    d->feature_shape[0] = d->num_features;
-    d->features = calloc((size_t)(n * d->num_features), sizeof(float));
-    d->labels = calloc((size_t)n, sizeof(int32_t));
+    d->feature_shape[0] = nd;
+    d->features = calloc((size_t)(n * nd) + 1, sizeof(float));
+    d->labels = calloc((size_t)n + 1, sizeof(int32_t));
+    d->num_ids = nid;
+    d->ids = calloc((size_t)(n * nid) + 1, sizeof(int64_t));
+    return d;
+}
+
+static tl_labeled_data *emb_data(int64_t n)
+{
+    tl_labeled_data *d = alloc_data(n, NDENSE, 2);
     uint64_t s = 12345;
     for (int64_t i = 0; i < n; i++) {
-        float *row = d->features + i * d->num_features;
+        float *row = d->features + i * NDENSE;
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         int64_t a = (int64_t)((s >> 33) % VA), b = (int64_t)((s >> 13) % VB);
         row[0] = (float)((s >> 40) & 255) / 255.0f;
         row[1] = (float)((s >> 20) & 255) / 255.0f;
-        row[2] = (float)a;
-        row[3] = (float)b;
+        d->ids[i * 2] = a;
+        d->ids[i * 2 + 1] = b;
         d->labels[i] = (a % 3 == 0) != (b % 2 == 0);
     }
     return d;
@@ -50,6 +64,7 @@ static void free_data(tl_labeled_data *d)
 {
     free(d->features);
     free(d->labels);
+    free(d->ids);
     free(d);
 }
 
@@ -78,28 +93,52 @@ static tl_emb_engine *emb_engine(int cores, int batch, tl_emb_algorithm algo)
     return eng;
 }
 
+/* The features are the dense inputs and nothing else: NDENSE columns, or
+ * *user when given. */
+static tl_status check_width(tl_graph *g, const tl_model_args *a, const void *user)
+{
+    int64_t dims[TL_MAX_RANK], want = user != NULL ? *(const int64_t *)user : NDENSE;
+    if (tl_rank(g, a->features, dims) != 2 || dims[1] != want) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the features have %lld columns; the model wants its %lld dense values",
+                 (long long)dims[1], (long long)want);
+        return tl_graph_fail(g, TL_EINVAL, msg);
+    }
+    return TL_OK;
+}
+
 /* dense(x) + <fa, fb> summed over the dim: one logit, sigmoid loss. */
 static tl_status emb_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
 {
-    (void)user;
-    int64_t B = a->batch_size, s2[2] = {B, 4}, s1[2] = {B, 1};
-    tl_t x = tl_slice(g, a->features, 1, 0, NDENSE);
+    if (check_width(g, a, user) != TL_OK)
+        return tl_graph_status(g);
+    int64_t B = a->batch_size, s2[2] = {B, 4};
     tl_t ea = tl_embedding_activations(g, 0, s2, 2);
     tl_t eb = tl_embedding_activations(g, 1, s2, 2);
-    tl_t parts[3] = {x, ea, eb};
+    tl_t parts[3] = {a->features, ea, eb};
     tl_t h = tl_dense(g, tl_concat(g, parts, 3, 1), 8, TL_ACT_RELU, "dense");
     tl_t z = tl_dense(g, h, 1, TL_ACT_NONE, "logits");
-    (void)s1;
     spec->logits = spec->predictions = z;
     if (a->mode != TL_MODE_PREDICT)
         spec->loss = tl_mean(g, tl_sigmoid_xent(g, z, a->labels));
     return tl_graph_status(g);
 }
 
-/* Only feature 0's activation (B, 1) is the logit: no dense variables. */
+/* emb_model over one dense value. */
+static tl_status emb_model1(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    static const int64_t one = 1;
+    (void)user;
+    return emb_model(g, a, spec, (void *)&one);
+}
+
+/* Only feature 0's activation (B, 1) is the logit: no dense variables (the
+ * one feature column is not read, but must be the only one). */
 static tl_status logit_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
 {
-    (void)user;
+    static const int64_t one = 1;
+    if (check_width(g, a, user != NULL ? user : &one) != TL_OK)
+        return tl_graph_status(g);
     int64_t s[2] = {a->batch_size, 1};
     tl_t z = tl_embedding_activations(g, 0, s, 2);
     spec->logits = spec->predictions = z;
@@ -150,12 +189,14 @@ static void one_step_by_hand(int R)
     c.optimizer.learning_rate = 0.5f; /* SGD */
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-    static const float ids[8] = {3, 3, 5, 7, 3, 9, 5, 1};
+    static const int64_t ids[8] = {3, 3, 5, 7, 3, 9, 5, 1};
     static const int32_t labels[8] = {1, 1, 0, 1, 0, 1, 0, 0};
+    static float zeros[8];
     /* One global batch is the whole data: the epoch's permutation only
      * reorders the sum. */
     tl_labeled_data d = {.num_examples = 4 * R, .num_features = 1, .num_classes = 2, .feature_rank = 1,
-                         .feature_shape = {1}, .features = (float *)ids, .labels = (int32_t *)labels};
+                         .feature_shape = {1}, .features = zeros, .labels = (int32_t *)labels,
+                         .ids = (int64_t *)ids, .num_ids = 1};
     char dev[32], gb[40];
     snprintf(dev, sizeof dev, "--devices=%d", R);
     snprintf(gb, sizeof gb, "--train_batch_size=%d", 4 * R);
@@ -299,7 +340,8 @@ Test(mt_estimator_embedding, configurations_it_cannot_run_are_named_errors)
     /* The model asks for activations the estimator cannot give. */
     cr_assert_eq(create_with(NULL, emb_model, "--devices=1"), TL_EINVAL);
     cr_assert(has("no embedding engine"), "%s", tl_last_error());
-    /* Vocabularies beyond float32's exact integers. */
+    /* Vocabularies beyond float32's exact integers are no limit: ids are
+     * int64 all the way (the rows above 2^24 training: test_estimator_vocab.c). */
     tl_emb_table_config t = {.name = "huge", .vocabulary_size = (1 << 24) + 1, .dim = 1};
     tl_emb_feature_config f = {.name = "f", .table = 0};
     tl_emb_config c;
@@ -310,8 +352,18 @@ Test(mt_estimator_embedding, configurations_it_cannot_run_are_named_errors)
     c.num_features = 1;
     c.num_shards = 64;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(create_with(eng, logit_model, "--devices=1"), TL_EINVAL);
-    cr_assert(has("vocabulary_size 16777217 is above 16777216"), "%s", tl_last_error());
+    {
+        const char *argv[] = {"--devices=1", "--train_batch_size=32", "--train_steps=2"};
+        tl_config *cfg = mtck_config(ARGC(argv), argv);
+        tl_estimator_options o;
+        tl_estimator_options_init(&o);
+        o.model_fn = logit_model;
+        o.embedding = eng;
+        tl_estimator *est = NULL;
+        cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+        tl_estimator_destroy(est);
+        tl_config_destroy(cfg);
+    }
     tl_emb_engine_destroy(eng);
     /* Pipelining's staleness would not survive a checkpoint. */
     t.vocabulary_size = 100;
@@ -360,10 +412,12 @@ Test(mt_estimator_embedding, dynamic_learning_rates_come_from_the_callback)
     c.optimizer.lr_tag = 0;
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-    static const float ids[4] = {2, 2, 2, 2};
+    static const int64_t ids[4] = {2, 2, 2, 2};
     static const int32_t labels[4] = {1, 1, 1, 1};
+    static float zeros[4];
     tl_labeled_data d = {.num_examples = 4, .num_features = 1, .num_classes = 2, .feature_rank = 1,
-                         .feature_shape = {1}, .features = (float *)ids, .labels = (int32_t *)labels};
+                         .feature_shape = {1}, .features = zeros, .labels = (int32_t *)labels,
+                         .ids = (int64_t *)ids, .num_ids = 1};
     const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
     tl_config *cfg = mtck_config(ARGC(argv), argv);
     tl_estimator_options o;
@@ -383,28 +437,68 @@ Test(mt_estimator_embedding, dynamic_learning_rates_come_from_the_callback)
     tl_emb_engine_destroy(eng);
 }
 
-Test(mt_estimator_embedding, bad_ids_in_the_batch_name_the_feature)
+/* An id outside the table is the engine's bounds check, the one check: it
+ * names the feature, the id and the vocabulary, and the estimator adds the
+ * step and the row of the batch. */
+Test(mt_estimator_embedding, bad_ids_in_the_batch_name_the_feature_step_and_row)
 {
     tl_labeled_data *d = emb_data(64);
-    d->features[5 * d->num_features + 2] = 2.5f; /* feature fa of example 5 */
+    d->ids[37 * 2] = 77; /* feature fa of example 37: eval step 1, row 5 (vocab 50) */
     tl_emb_engine *eng = emb_engine(1, 32, TL_EMB_SGD);
-    cr_assert_eq(create_with(eng, emb_model, "--devices=1"), TL_OK, "%s", tl_last_error());
+    const char *argv[] = {"--devices=1", "--train_batch_size=32", "--train_steps=2", "--eval_batch_size=32",
+                          "--eval_steps=2"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    tl_eval_result er;
+    cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_EINVAL);
+    cr_assert(has("step 1, row 5 of the batch: "), "%s", tl_last_error());
+    cr_assert(has("feature \"fa\""), "%s", tl_last_error());
+    cr_assert(has("id 77"), "%s", tl_last_error());
+    cr_assert(has("vocabulary size is 50"), "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    /* Training: the step and row depend on the shuffle; the id is named. */
+    d->ids[37 * 2] = -3;
+    eng = emb_engine(1, 32, TL_EMB_SGD);
+    est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("id -3"), "%s", tl_last_error());
+    cr_assert(has("row "), "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    free_data(d);
+}
+
+/* In-memory data must carry the engine's ids: W per example, typed. */
+Test(mt_estimator_embedding, data_without_the_ids_is_a_named_error)
+{
+    tl_labeled_data *d = emb_data(64);
+    tl_emb_engine *eng = emb_engine(1, 32, TL_EMB_SGD);
     const char *argv[] = {"--devices=1", "--train_batch_size=32", "--train_steps=2"};
     tl_config *cfg;
     tl_estimator *est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
     tl_train_result tr;
+    d->num_ids = 1;
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
-    cr_assert(has("embedding feature \"fa\": row "), "%s", tl_last_error());
-    cr_assert(has("holds 2.5 in feature column 2, not an integer id"), "%s", tl_last_error());
-    tl_estimator_destroy(est);
-    tl_config_destroy(cfg);
-    tl_emb_engine_destroy(eng);
-    d->features[5 * d->num_features + 2] = 77; /* vocab 50 */
-    eng = emb_engine(1, 32, TL_EMB_SGD);
-    est = make_est(ARGC(argv), argv, eng, emb_model, &cfg);
+    cr_assert(has("the data has 1 embedding ids per example (tl_labeled_data.num_ids); the embedding engine's 2 "
+                  "features take 2, feature after feature (\"fa\" 1, \"fb\" 1)"), "%s", tl_last_error());
+    d->num_ids = 2;
+    int64_t *ids = d->ids;
+    d->ids = NULL;
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
-    cr_assert(has("id 77"), "%s", tl_last_error());
-    cr_assert(has("vocabulary size is 50"), "%s", tl_last_error());
+    cr_assert(has("num_ids, ids NULL"), "%s", tl_last_error());
+    d->ids = ids;
+    /* Ids alone: no feature is left for the model. */
+    d->num_features = d->feature_shape[0] = 0;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(has("the data has 0 feature values per example; the model's features need at least one"), "%s",
+              tl_last_error());
+    d->num_features = d->feature_shape[0] = NDENSE;
+    /* The estimator is not broken by the data's error. */
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     tl_emb_engine_destroy(eng);
@@ -441,11 +535,13 @@ Test(mt_estimator_embedding, a_checkpoint_without_the_tables_is_refused)
     free_data(d);
 }
 
-/* A feature with output_shape {2}: two id columns per example, activations
- * [B, 2, 1]; the logit reads bag 0 only, so only column 0's ids move. */
+/* A feature with output_shape {2}: two ids per example, activations
+ * [B, 2, 1]; the logit reads bag 0 only, so only bag 0's ids move. */
 static tl_status pair_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
 {
-    (void)user;
+    static const int64_t one = 1;
+    if (check_width(g, a, user != NULL ? user : &one) != TL_OK)
+        return tl_graph_status(g);
     int64_t s3[3] = {a->batch_size, 2, 1}, s2[2] = {a->batch_size, 2};
     tl_t e = tl_embedding_activations(g, 0, s3, 3);
     tl_t z = tl_slice(g, tl_reshape(g, e, s2, 2), 1, 0, 1);
@@ -455,7 +551,7 @@ static tl_status pair_model(tl_graph *g, const tl_model_args *a, tl_model_spec *
     return tl_graph_status(g);
 }
 
-Test(mt_estimator_embedding, output_shape_features_take_a_column_per_bag)
+Test(mt_estimator_embedding, output_shape_features_take_an_id_per_bag)
 {
     tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
                              .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
@@ -470,10 +566,12 @@ Test(mt_estimator_embedding, output_shape_features_take_a_column_per_bag)
     c.optimizer.learning_rate = 1.0f;
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-    static const float ids[4] = {1, 7, 2, 8}; /* (bag 0, bag 1) per example */
+    static const int64_t ids[4] = {1, 7, 2, 8}; /* (bag 0, bag 1) per example */
     static const int32_t labels[2] = {1, 0};
-    tl_labeled_data d = {.num_examples = 2, .num_features = 2, .num_classes = 2, .feature_rank = 1,
-                         .feature_shape = {2}, .features = (float *)ids, .labels = (int32_t *)labels};
+    static float zeros[2];
+    tl_labeled_data d = {.num_examples = 2, .num_features = 1, .num_classes = 2, .feature_rank = 1,
+                         .feature_shape = {1}, .features = zeros, .labels = (int32_t *)labels,
+                         .ids = (int64_t *)ids, .num_ids = 2};
     const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
     tl_config *cfg;
     tl_estimator *est = make_est(ARGC(argv), argv, eng, pair_model, &cfg);
@@ -486,4 +584,302 @@ Test(mt_estimator_embedding, output_shape_features_take_a_column_per_bag)
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     tl_emb_engine_destroy(eng);
+}
+
+/* A sequence feature (max_sequence_length 3): three ids per example, -1
+ * where a position is absent; activations [B, 3, 1], the logit reads
+ * position 0 only, so only position 0's ids move and an absent one is no
+ * id at all. */
+static tl_status seq_model(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    static const int64_t one = 1;
+    if (check_width(g, a, user != NULL ? user : &one) != TL_OK)
+        return tl_graph_status(g);
+    int64_t s3[3] = {a->batch_size, 3, 1}, s2[2] = {a->batch_size, 3};
+    tl_t e = tl_embedding_activations(g, 0, s3, 3);
+    tl_t z = tl_slice(g, tl_reshape(g, e, s2, 2), 1, 0, 1);
+    spec->logits = spec->predictions = z;
+    if (a->mode != TL_MODE_PREDICT)
+        spec->loss = tl_mean(g, tl_sigmoid_xent(g, z, a->labels));
+    return tl_graph_status(g);
+}
+
+Test(mt_estimator_embedding, sequence_features_skip_absent_positions)
+{
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
+                             .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "seq", .table = 0, .max_sequence_length = 3};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 2;
+    c.optimizer.learning_rate = 1.0f;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    static const int64_t ids[6] = {4, -1, 6, 3, 5, -1}; /* positions 0, 1, 2 per example */
+    static const int32_t labels[2] = {1, 0};
+    static float zeros[2];
+    tl_labeled_data d = {.num_examples = 2, .num_features = 1, .num_classes = 2, .feature_rank = 1,
+                         .feature_shape = {1}, .features = zeros, .labels = (int32_t *)labels,
+                         .ids = (int64_t *)ids, .num_ids = 3};
+    const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, seq_model, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, &d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert(fabsf(table_value(eng, 0, 10, 1, 0, 4) - 0.25f) < 1e-7f, "id 4: -(0.5 - 1) / 2");
+    cr_assert(fabsf(table_value(eng, 0, 10, 1, 0, 3) + 0.25f) < 1e-7f, "id 3: -(0.5 - 0) / 2");
+    for (int id = 5; id <= 6; id++)
+        cr_assert_eq(table_value(eng, 0, 10, 1, 0, id), 0.0f, "id %d is at a position the loss does not reach", id);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}
+
+/* ---- ids from an input_fn: tensors named by the embedding features ------- */
+
+/* A CSV file of the given header and rows, read as the input_fn's dataset:
+ * one scalar tensor per column (ints as int64), batched. */
+typedef struct csv_input {
+    char *path;
+    tl_csv_column cols[8];
+    int ncols;
+    bool shuffle;
+} csv_input;
+
+static void csv_write(csv_input *c, const char *dir, const char *text)
+{
+    c->path = mtck_join(dir, "data.csv");
+    FILE *f = fopen(c->path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static tl_status csv_input_fn(const tl_input_context *ctx, void *user, tl_dataset **out)
+{
+    const csv_input *c = user;
+    tl_csv_options o;
+    tl_csv_options_init(&o);
+    o.columns = c->cols;
+    o.num_columns = c->ncols;
+    o.label_column = "label";
+    const char *pats[] = {c->path};
+    tl_dataset *ds;
+    tl_status st = tl_dataset_csv(pats, 1, &o, &ds);
+    if (st == TL_OK)
+        st = tl_dataset_shard(ds, ctx->total, ctx->index, &ds);
+    if (st == TL_OK && c->shuffle && ctx->mode == TL_MODE_TRAIN)
+        st = tl_dataset_shuffle(ds, 64, 9, true, &ds);
+    if (st == TL_OK && ctx->mode == TL_MODE_TRAIN)
+        st = tl_dataset_repeat(ds, -1, &ds);
+    if (st == TL_OK)
+        st = tl_dataset_batch(ds, ctx->batch_size, ctx->mode != TL_MODE_PREDICT, &ds);
+    *out = st == TL_OK ? ds : NULL;
+    return st;
+}
+
+/* One step by hand from a dataset: the feature "fa" reads its ids from the
+ * tensor `key` (its own name, or another through embedding_keys), and the
+ * other integer columns are neither ids nor features. */
+static void one_dataset_step(const char *key, const char *const *keys)
+{
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1,
+                             .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "fa", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 8;
+    c.optimizer.learning_rate = 0.5f; /* SGD */
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    static const int64_t ids[8] = {3, 3, 5, 7, 3, 9, 5, 1};
+    static const int32_t labels[8] = {1, 1, 0, 1, 0, 1, 0, 0};
+    char *dir = mtck_tmpdir(), text[512];
+    int n = snprintf(text, sizeof text, "x0,%s,label\n", key);
+    for (int i = 0; i < 8; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%d.5,%lld,%d\n", i, (long long)ids[i], labels[i]);
+    csv_input in = {.cols = {{"x0", TL_CSV_FLOAT32}, {key, TL_CSV_INT64}, {"label", TL_CSV_INT64}}, .ncols = 3};
+    csv_write(&in, dir, text);
+    const char *argv[] = {"--devices=1", "--train_batch_size=8", "--train_steps=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, logit_model, &cfg);
+    tl_input input = {.input_fn = csv_input_fn, .user = &in, .embedding_keys = keys,
+                      .num_embedding_keys = keys != NULL ? 1 : 0};
+    tl_train_result tr;
+    /* logit_model checks that its features are x0 alone: the id column is
+     * not a feature. */
+    cr_assert_eq(tl_estimator_train_input(est, &input, &tr), TL_OK, "%s", tl_last_error());
+    double want[10] = {0};
+    for (int i = 0; i < 8; i++)
+        want[ids[i]] -= 0.5 * (0.5 - labels[i]) / 8.0;
+    for (int r = 0; r < 10; r++) {
+        float got = table_value(eng, 0, 10, 1, 0, r);
+        cr_assert(fabs(got - want[r]) < 1e-7, "key %s row %d: %.9g, want %.9g", key, r, (double)got, want[r]);
+    }
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+    mtck_rmtree(dir);
+    free(dir);
+    free(in.path);
+}
+
+Test(mt_estimator_embedding, an_input_fns_ids_are_the_tensor_named_by_the_feature)
+{
+    one_dataset_step("fa", NULL);
+    static const char *const keys[1] = {"user_id"};
+    one_dataset_step("user_id", keys);
+}
+
+/* The rows of the CSV of the errors below (x0 float, two int64 columns,
+ * label), under a header of the columns' names. */
+static const char *const csv_rows = "0.5,1,2,0\n1.5,3,4,1\n2.5,5,6,0\n3.5,7,8,1\n";
+
+/* Trains engine eng's model from the CSV with columns cols; returns the
+ * status of the first train. */
+static tl_status train_csv(tl_emb_engine *eng, tl_model_fn fn, const tl_csv_column *cols, int ncols,
+                           const char *const *keys, int nkeys)
+{
+    char *dir = mtck_tmpdir();
+    csv_input in = {.ncols = ncols};
+    memcpy(in.cols, cols, (size_t)ncols * sizeof *cols);
+    char text[512];
+    int n = 0;
+    for (int i = 0; i < ncols; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%s", i ? "," : "", cols[i].name);
+    snprintf(text + n, sizeof text - (size_t)n, "\n%s", csv_rows);
+    csv_write(&in, dir, text);
+    const char *argv[] = {"--devices=1", "--train_batch_size=2", "--train_steps=1"};
+    tl_config *cfg;
+    tl_estimator *est = make_est(ARGC(argv), argv, eng, fn, &cfg);
+    tl_input input = {.input_fn = csv_input_fn, .user = &in, .embedding_keys = keys, .num_embedding_keys = nkeys};
+    tl_train_result tr;
+    tl_status st = tl_estimator_train_input(est, &input, &tr);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    mtck_rmtree(dir);
+    free(dir);
+    free(in.path);
+    return st;
+}
+
+Test(mt_estimator_embedding, an_input_fns_id_tensors_that_cannot_be_ids_are_named)
+{
+    tl_csv_column good[4] = {{"x0", TL_CSV_FLOAT32}, {"fa", TL_CSV_INT64}, {"fb", TL_CSV_INT64},
+                             {"label", TL_CSV_INT64}};
+    tl_emb_engine *eng = emb_engine(1, 2, TL_EMB_SGD);
+    /* The default features are x0 alone (emb_model1 checks): fa and fb are
+     * the ids. */
+    cr_assert_eq(train_csv(eng, emb_model1, good, 4, NULL, 0), TL_OK, "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* Float ids: no id travels as a float. */
+    tl_csv_column floats[4] = {{"x0", TL_CSV_FLOAT32}, {"fa", TL_CSV_FLOAT32}, {"fb", TL_CSV_INT64},
+                               {"label", TL_CSV_INT64}};
+    eng = emb_engine(1, 2, TL_EMB_SGD);
+    cr_assert_eq(train_csv(eng, emb_model1, floats, 4, NULL, 0), TL_EINVAL);
+    cr_assert(has("input tensor \"fa\" holds the ids of embedding feature \"fa\" as float32: ids must be int64 or "
+                  "int32"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* A missing id tensor, named with the feature it is for. */
+    tl_csv_column no_fb[4] = {{"x0", TL_CSV_FLOAT32}, {"fa", TL_CSV_INT64}, {"fc", TL_CSV_INT64},
+                              {"label", TL_CSV_INT64}};
+    eng = emb_engine(1, 2, TL_EMB_SGD);
+    cr_assert_eq(train_csv(eng, emb_model1, no_fb, 4, NULL, 0), TL_EINVAL);
+    cr_assert(has("the input's elements have no id tensor \"fb\" for embedding feature 1 (\"fb\") (they have \"x0\", "
+                  "\"fa\", \"fc\", \"label\")"), "%s", tl_last_error());
+    /* ... and through embedding_keys: fb's ids are "fc". */
+    static const char *const keys[2] = {NULL, "fc"};
+    cr_assert_eq(train_csv(eng, emb_model1, no_fb, 4, keys, 2), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(train_csv(eng, emb_model1, no_fb, 4, keys, 1), TL_EINVAL);
+    cr_assert(has("tl_input.num_embedding_keys is 1 with embedding_keys set; the embedding engine has 2 features"),
+              "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+    /* Keys without an engine. */
+    cr_assert_eq(train_csv(NULL, emb_model1, good, 4, keys, 2), TL_EINVAL);
+    cr_assert(has("tl_input.embedding_keys is set, but the estimator has no embedding engine"), "%s",
+              tl_last_error());
+    /* Another width: a feature of two bags per example reads one id. */
+    tl_emb_table_config t = {.name = "a", .vocabulary_size = 10, .dim = 1, .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "fa", .table = 0, .num_output_dims = 1, .output_shape = {2}};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.batch_size_per_tensor_core = 2;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(train_csv(eng, pair_model, good, 4, NULL, 0), TL_EINVAL);
+    cr_assert(has("input tensor \"fa\" has 1 ids per example; embedding feature \"fa\" takes 2 (the product of its "
+                  "output_shape): shape it (batch) or (batch, 2)"), "%s", tl_last_error());
+    tl_emb_engine_destroy(eng);
+}
+
+/* The determinism test's data from an input_fn, shuffled, by name. */
+static void run_csv(const char *const *argv, int argc, const char *path, char digest[65], int64_t *gs)
+{
+    tl_emb_engine *eng = emb_engine(2, 16, TL_EMB_ADAGRAD);
+    tl_config *cfg;
+    tl_estimator *est = make_est(argc, argv, eng, emb_model, &cfg);
+    csv_input in = {.path = (char *)path,
+                    .cols = {{"x0", TL_CSV_FLOAT32}, {"fb", TL_CSV_INT64}, {"x1", TL_CSV_FLOAT32},
+                             {"fa", TL_CSV_INT64}, {"label", TL_CSV_INT64}},
+                    .ncols = 5,
+                    .shuffle = true};
+    tl_input input = {.input_fn = csv_input_fn, .user = &in};
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train_input(est, &input, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    *gs = tr.global_step;
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_emb_engine_destroy(eng);
+}
+
+Test(mt_estimator_embedding, same_bits_from_an_input_fn_for_any_iterations_per_loop_and_across_a_resume)
+{
+    tl_labeled_data *d = emb_data(320);
+    char *dir = mtck_tmpdir(), *path = mtck_join(dir, "data.csv");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    /* The columns in another order than the features': found by name. */
+    fprintf(f, "x0,fb,x1,fa,label\n");
+    for (int64_t i = 0; i < d->num_examples; i++)
+        fprintf(f, "%.9g,%lld,%.9g,%lld,%d\n", (double)d->features[i * 2], (long long)d->ids[i * 2 + 1],
+                (double)d->features[i * 2 + 1], (long long)d->ids[i * 2], d->labels[i]);
+    cr_assert_eq(fclose(f), 0);
+    char a[65], b[65], c[65], e[65];
+    int64_t gs;
+    const char *one[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=1",
+                         "--tf_random_seed=5"};
+    run_csv(one, ARGC(one), path, a, &gs);
+    const char *five[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=5",
+                          "--tf_random_seed=5"};
+    run_csv(five, ARGC(five), path, b, &gs);
+    cr_assert_str_eq(a, b, "iterations_per_loop 1 and 5 differ");
+    char *md_dir = mtck_join(dir, "model"), md[400];
+    snprintf(md, sizeof md, "--model_dir=%s", md_dir);
+    const char *first[] = {"--devices=2", "--train_batch_size=32", "--max_steps=11", "--iterations_per_loop=3",
+                           "--tf_random_seed=5", md};
+    run_csv(first, ARGC(first), path, c, &gs);
+    cr_assert_eq(gs, 11);
+    cr_assert_str_neq(c, a, "11 steps are not 24");
+    const char *second[] = {"--devices=2", "--train_batch_size=32", "--max_steps=24", "--iterations_per_loop=7",
+                            "--tf_random_seed=5", md};
+    run_csv(second, ARGC(second), path, e, &gs);
+    cr_assert_eq(gs, 24);
+    cr_assert_str_eq(e, a, "stopped at 11 and resumed: other bits than the uninterrupted run");
+    mtck_rmtree(dir);
+    free(md_dir);
+    free(path);
+    free(dir);
+    free_data(d);
 }

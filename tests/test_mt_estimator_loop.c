@@ -270,7 +270,7 @@ Test(mt_estimator_loop, auc_of_a_binary_model_matches_all_pairs)
         features[2 * i] = (float)((x >> 20) % 5);
         features[2 * i + 1] = (float)((x >> 30) % 5) + (labels[i] ? 1.0f : 0.0f);
     }
-    tl_labeled_data d = {N, 2, 2, 1, {2}, features, labels};
+    tl_labeled_data d = {N, 2, 2, 1, {2}, features, labels, NULL, 0};
     char *argv[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--eval_steps=5",
                     "--train_steps=1"};
     tl_config *cfg = make_config(5, argv);
@@ -331,7 +331,7 @@ Test(mt_estimator_loop, auc_needs_two_classes)
     static int32_t labels[N];
     for (int i = 0; i < N; i++)
         features[2 * i + 1] = (float)i;
-    tl_labeled_data one_class = {N, 2, 2, 1, {2}, features, labels};
+    tl_labeled_data one_class = {N, 2, 2, 1, {2}, features, labels, NULL, 0};
     cfg = make_config(5, argv);
     o.model_fn = identity_logits;
     cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());

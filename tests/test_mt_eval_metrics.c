@@ -373,7 +373,7 @@ Test(mt_eval_metrics, T55_reported_loss_is_replica0s_mean_over_steps)
     for (int s = 0; s < STEPS; s++)
         for (int i = 0; i < G; i++) /* rows 0-1: replica 0, loss s + 1; rows 2-3: replica 1, 10 (s + 1) */
             features[(s * G + i) * 2] = features[(s * G + i) * 2 + 1] = (float)((s + 1) * (i < 2 ? 1 : 10));
-    tl_labeled_data d = {STEPS * G, 2, 2, 1, {2}, features, labels};
+    tl_labeled_data d = {STEPS * G, 2, 2, 1, {2}, features, labels, NULL, 0};
     tl_config *cfg;
     cr_assert_eq(tl_config_create(&cfg), TL_OK);
     char *argv[] = {"--devices=2", "--train_batch_size=4", "--train_steps=1", "--eval_batch_size=4",

@@ -4,8 +4,10 @@
  * (vectors T36–T46 scaled to 8 devices), the input_partition_dims tiles of
  * §4.3, and prediction's padding and stop batch (§8). Each invocation's
  * source numbers its examples: example n of invocation i has id
- * i * 100000 + n, its features [id * 10 + j for j in 0..D) and label id, so
- * every delivered row says where it came from. */
+ * i * 100000 + n, its features [id * 10 + j for j in 0..D), its W = 2
+ * int64 embedding ids [id * 7 + k for k in 0..W) and label id, so every
+ * delivered row says where it came from. The ids go whole to core 0 of a
+ * replica, never tiled. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "tpuloop/tpuloop.h"
 
 #define MAX_CALLS 16
+#define W 2 /* embedding ids per example */
 
 /* One invocation's stream. */
 typedef struct src {
@@ -42,6 +45,9 @@ static tl_status src_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
             f[j] = (float)(id * 10 + j);
         if (dst->labels != NULL)
             *tl_feed_dest_label(dst, i) = (int32_t)id;
+        int64_t *ids = tl_feed_dest_ids(dst, i, W);
+        for (int64_t k = 0; k < W; k++)
+            ids[k] = id * 7 + k;
     }
     s->next_id += n;
     *rows = n;
@@ -92,6 +98,7 @@ static void rig_open(rig *g, tl_config *cfg, tl_mode mode, int frank, const int6
                          .plan = g->plan,
                          .frank = frank,
                          .labels = mode != TL_MODE_PREDICT,
+                         .ids = W,
                          .fpart = fpart,
                          .lpart = lpart,
                          .depth = 2,
@@ -117,6 +124,19 @@ static void rig_close(rig *g)
  * expect(r, s, i) — the id it must hold — with whole features and labels. */
 typedef int64_t (*expect_fn)(const rig *g, int r, int64_t s, int64_t i);
 
+/* Core 0 of the replica holds row i's W ids of example id; another core none. */
+static void check_ids(const tl_feed_batch *b, int r, int c, int64_t s, int64_t i, int64_t id)
+{
+    cr_assert_eq(b->has_ids, c == 0, "replica %d core %d", r, c);
+    if (c != 0) {
+        cr_assert_null(b->ids, "replica %d core %d", r, c);
+        return;
+    }
+    for (int64_t k = 0; k < W; k++)
+        cr_assert_eq(b->ids[i * W + k], id * 7 + k, "replica %d step %lld row %lld id %lld: %lld, want %lld", r,
+                     (long long)s, (long long)i, (long long)k, (long long)b->ids[i * W + k], (long long)(id * 7 + k));
+}
+
 static void run_and_check(rig *g, int64_t steps, expect_fn expect)
 {
     cr_assert_eq(tl_feed_start(g->feed, g->sources, 0, steps, INT64_MAX), TL_OK, "%s", tl_last_error());
@@ -135,6 +155,7 @@ static void run_and_check(rig *g, int64_t steps, expect_fn expect)
                                  r, c, (long long)s, (long long)i, b->labels[i], (long long)id);
                     for (int64_t j = 0; j < g->D; j++)
                         cr_assert_eq(b->features[i * g->D + j], (float)(id * 10 + j));
+                    check_ids(b, r, c, s, i, id);
                 }
                 tl_feed_release(g->feed, r, c, b);
             }
@@ -373,6 +394,9 @@ static void check_tiles(rig *g, const int64_t *fshape, int frank, const tl_tenso
                 if (lhas && (lpart == NULL || lpart->kind != TL_PART_TILED))
                     for (int64_t i = 0; i < g->b; i++)
                         cr_assert_eq(b->labels[i], (int32_t)per_host(g, r, s, i));
+                /* The ids are not partitioned: the whole block on core 0. */
+                for (int64_t i = 0; i < g->b; i++)
+                    check_ids(b, r, c, s, i, per_host(g, r, s, i));
                 tl_feed_release(g->feed, r, c, b);
             }
 }
@@ -438,6 +462,8 @@ Test(mt_feed, tiled_labels)
                 cr_assert_eq(b->l_size, 1 + (c == 0)); /* b = 3: rows 0-1, then 2 */
                 for (int64_t i = 0; i < b->l_size; i++)
                     cr_assert_eq(b->labels[i], (int32_t)per_host(&g, r, s, b->l_offset + i));
+                for (int64_t i = 0; i < g.b; i++) /* the ids are not the labels' tiles */
+                    check_ids(b, r, c, s, i, per_host(&g, r, s, i));
                 tl_feed_release(g.feed, r, c, b);
             }
     rig_close(&g);
@@ -464,10 +490,41 @@ Test(mt_feed, predict_pads_then_stops_with_a_copy_of_the_first_batch)
             for (int64_t i = 0; i < 2; i++) {
                 bool is_real = i < real[s0][r];
                 cr_assert_eq(b->padding_mask[i], !is_real);
-                float want = is_real ? (float)(((s0 * 2 + r) * 2 + i) * 10) : 0.0f;
+                int64_t id = (s0 * 2 + r) * 2 + i;
+                float want = is_real ? (float)(id * 10) : 0.0f;
                 cr_assert_eq(b->features[i * 3], want);
+                /* a padding row's ids are 0, a valid id of any table */
+                for (int64_t k = 0; k < W; k++)
+                    cr_assert_eq(b->ids[i * W + k], is_real ? id * 7 + k : 0, "step %lld replica %d row %lld",
+                                 (long long)s, r, (long long)i);
             }
             tl_feed_release(g.feed, r, 0, b);
+        }
+    rig_close(&g);
+}
+
+/* With tiles the feed stages the step first: a prediction whose input is
+ * empty from the start ends with a stop batch of zeros, ids included, on
+ * core 0 only. */
+Test(mt_feed, predict_with_tiles_and_no_input_stops_with_zero_ids)
+{
+    static const int64_t fs[] = {4};
+    tl_tensor_partition part = {TL_PART_TILED, 2, {1, 2}};
+    rig g;
+    rig_open(&g, CFG("--devices=4", "--train_batch_size=4", "--predict_batch_size=4", "--num_cores_per_replica=2",
+                     "--per_host_input_for_training=PER_HOST_V2"),
+             TL_MODE_PREDICT, 1, fs, &part, NULL, 0);
+    cr_assert_eq(tl_feed_start(g.feed, g.sources, 0, -1, INT64_MAX), TL_OK);
+    for (int r = 0; r < g.R; r++)
+        for (int c = 0; c < 2; c++) {
+            tl_feed_batch *b;
+            cr_assert_eq(tl_feed_pop(g.feed, r, c, 0, &b, NULL), TL_OK, "%s", tl_last_error());
+            cr_assert(b->stopping, "replica %d core %d", r, c);
+            cr_assert_eq(b->real_rows, 0);
+            cr_assert_eq(b->has_ids, c == 0);
+            for (int64_t i = 0; c == 0 && i < g.b * W; i++)
+                cr_assert_eq(b->ids[i], 0);
+            tl_feed_release(g.feed, r, c, b);
         }
     rig_close(&g);
 }

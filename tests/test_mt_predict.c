@@ -152,7 +152,7 @@ Test(mt_predict, every_row_in_input_order_whatever_the_padding)
     static int32_t labels[N];
     for (int i = 0; i < N * 3; i++)
         features[i] = (float)i * 0.25f - 3.0f;
-    tl_labeled_data d = {N, 3, 3, 1, {3}, features, labels};
+    tl_labeled_data d = {N, 3, 3, 1, {3}, features, labels, NULL, 0};
     static const struct {
         const char *devices, *batch;
         int depth;
@@ -192,7 +192,7 @@ Test(mt_predict, no_examples_give_an_empty_result_and_no_steps)
 {
     static float features[3];
     static int32_t labels[1];
-    tl_labeled_data d = {0, 3, 3, 1, {3}, features, labels};
+    tl_labeled_data d = {0, 3, 3, 1, {3}, features, labels, NULL, 0};
     tl_config *cfg;
     tl_estimator *est = untrained("2", "4", 0, &cfg);
     tl_predict_result pr;
@@ -204,7 +204,7 @@ Test(mt_predict, no_examples_give_an_empty_result_and_no_steps)
     tl_predict_result_free(&pr);
     cr_assert_null(pr.values);
     /* The estimator still predicts afterwards. */
-    tl_labeled_data one = {1, 3, 3, 1, {3}, features, labels};
+    tl_labeled_data one = {1, 3, 3, 1, {3}, features, labels, NULL, 0};
     features[1] = 7.5f;
     cr_assert_eq(tl_estimator_predict(est, &one, &pr), TL_OK, "%s", tl_last_error());
     cr_assert_eq(pr.device_steps, 2, "one padded batch and the stop batch");
@@ -221,7 +221,7 @@ Test(mt_predict, data_without_labels)
     static float features[5 * 3];
     for (int i = 0; i < 15; i++)
         features[i] = (float)(i % 7);
-    tl_labeled_data d = {5, 3, 3, 1, {3}, features, NULL};
+    tl_labeled_data d = {5, 3, 3, 1, {3}, features, NULL, NULL, 0};
     tl_config *cfg;
     tl_estimator *est = untrained("2", "4", 0, &cfg);
     tl_predict_result pr;

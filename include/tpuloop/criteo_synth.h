@@ -142,12 +142,13 @@ TL_API tl_status tl_criteo_synth_write_tsv(const tl_criteo_synth *g, const char 
 
 /*
  * Examples [first, first + count) as labeled data in memory, what a DLRM
- * reads of Criteo (the Criteo reader's transform): each row is the
- * num_dense values log(1 + x), then the num_categorical ids as float32
- * (exact: every vocabulary must be at most 2^24); labels 0 or 1,
- * num_classes 2. Free *out with tl_labeled_data_destroy.
- * Errors: TL_EINVAL g or out NULL, a range outside [0, N), a vocabulary
- * above 2^24; TL_ENOMEM.
+ * reads of Criteo (the Criteo reader's transform): the features of a row
+ * are the num_dense values log(1 + x) (feature_shape (num_dense)), its ids
+ * the num_categorical ids C1, C2, ... as int64 (num_ids = num_categorical;
+ * an embedding engine with one feature per categorical column, in column
+ * order, reads them: see tl_labeled_data), any vocabulary size; labels 0
+ * or 1, num_classes 2. Free *out with tl_labeled_data_destroy.
+ * Errors: TL_EINVAL g or out NULL, a range outside [0, N); TL_ENOMEM.
  */
 TL_API tl_status tl_criteo_synth_load(const tl_criteo_synth *g, int64_t first, int64_t count, tl_labeled_data **out);
 

@@ -6,7 +6,8 @@
  * Three layers, each usable alone:
  *
  *   tl_idx            one IDX file (plain or gzip), read into host byte order;
- *   tl_labeled_data   features float32 (N, D) and labels int32 (N) in memory —
+ *   tl_labeled_data   features float32 (N, D), labels int32 (N) and embedding
+ *                     ids int64 (N, K) in memory —
  *                     what tl_mnist_load and tl_synthetic_load return, and what
  *                     the dataset pipeline (a later issue) slices, shuffles
  *                     and batches;
@@ -154,7 +155,18 @@ TL_API const char *tl_idx_dtype_name(tl_idx_dtype t);
 
 #define TL_MAX_FEATURE_RANK 4
 
-/* N examples of D float features and one int32 class label each. */
+/*
+ * N examples of D float features and one int32 class label each, and, for a
+ * model with embedding tables, K int64 embedding ids each.
+ *
+ * The ids are typed, never floats among the features: an estimator with an
+ * embedding engine (estimator.h) reads row i's ids as feature after feature
+ * in the engine's feature order, W_f ids each (max_sequence_length for a
+ * sequence feature, -1 marking an absent position; Π output_shape with an
+ * output_shape; else 1), so K = Σ W_f. The features hold only the model's
+ * dense inputs. Without ids (a model without embeddings) ids is NULL and
+ * num_ids 0.
+ */
 typedef struct tl_labeled_data {
     int64_t num_examples;  /* N */
     int64_t num_features;  /* D, the product of feature_shape */
@@ -163,9 +175,11 @@ typedef struct tl_labeled_data {
     int64_t feature_shape[TL_MAX_FEATURE_RANK]; /* (28, 28) for MNIST images, (D) for synthetic */
     float *features;       /* (N, D), row-major */
     int32_t *labels;       /* (N) */
+    int64_t *ids;          /* (N, num_ids), row-major; NULL when num_ids is 0 */
+    int64_t num_ids;       /* K >= 0, embedding ids per example */
 } tl_labeled_data;
 
-/* Frees the struct and both arrays; NULL is ignored. */
+/* Frees the struct and its arrays; NULL is ignored. */
 TL_API void tl_labeled_data_destroy(tl_labeled_data *d);
 
 /* ======================================================================== */

@@ -218,7 +218,10 @@ TL_API tl_status tl_dataset_tfrecord(const char *const *patterns, int n, const t
 /*
  * Criteo TSV files (text_data.h's reader and transform; o may be NULL for its
  * defaults), the files matching patterns read one after another, as
- * elements {"label": int32 scalar, "dense": float32 (13), "cat": int64 (26)}.
+ * elements {"label": int32 scalar, "dense": float32 (13), "C1": int64
+ * scalar, ..., "C26": int64 scalar}: each categorical column's id under
+ * Criteo's name for it, as an embedding feature of that name reads it
+ * (estimator.h's tl_input).
  * Errors: as tl_dataset_from_files; TL_EINVAL bad options (checked at the
  * first file). Reading reports the reader's errors (file:line: field ...).
  */

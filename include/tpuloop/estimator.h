@@ -22,6 +22,14 @@
  * metric_update per eval step, metric_result once at the end); see
  * tl_host_tensor below and the spec's host_call fields in graph.h.
  *
+ * With an embedding engine (TPUEstimator's embedding_config_spec) the
+ * infeed also carries each example's embedding ids, typed: int64, named by
+ * their embedding feature (tl_input.embedding_keys, tl_labeled_data.ids),
+ * never floats among the model's features. Each replica enqueues its
+ * batch's ids straight from its infeed buffer, receives the activations
+ * before the forward pass and sends their gradients after the backward
+ * pass (tl_estimator_options.embedding).
+ *
  * Every reduction has a fixed order, every random number comes from the
  * counter-based RNG keyed by (seed, op, replica, step), and the input order is
  * a pure function of (seed, epoch, position), so the trained parameters are
@@ -199,14 +207,18 @@ typedef struct tl_estimator_options {
      * tables and slots are saved in and restored from every checkpoint
      * ("embedding/<table>/parameters", "embedding/<table>/<slot>").
      *
-     * The ids come from the features: feature f of F takes columns
-     * [first + Σ_{g<f} W_g, first + Σ_{g<=f} W_g) of each example's flattened
-     * features, W_f = max_sequence_length for a sequence feature (position j
-     * of the sequence; -1 marks an absent position), Π output_shape for a
-     * feature with an output_shape (one id per bag, row-major) and 1
-     * otherwise (one id per example). first = embedding_first_column, or with -1 the last
-     * Σ W_f columns. An id travels as float32, exact up to 2^24: every
-     * table's vocabulary_size must be at most 16777216.
+     * The ids travel typed, as int64 named by their feature, beside the
+     * features (which hold only the model's dense inputs): feature f of F
+     * takes W_f ids per example — max_sequence_length for a sequence
+     * feature (position j of the sequence; -1 marks an absent position),
+     * Π output_shape for a feature with an output_shape (one id per bag,
+     * row-major) and 1 otherwise (one id per example). In-memory data
+     * carries them in tl_labeled_data.ids, feature after feature (num_ids =
+     * Σ W_f); an input_fn's elements in the tensor named by the feature
+     * (tl_input.embedding_keys). An id outside [0, vocabulary_size) is the
+     * engine's bounds check (bounds_check_mode; FATAL fails the step naming
+     * the feature, the id, the step and the row). Any vocabulary size the
+     * engine accepts trains.
      *
      * embedding_learning_rates gives the dynamic values of a step (the
      * engine's tl_emb_num_dynamic of them, by tag) — TPUEmbedding's
@@ -222,14 +234,12 @@ typedef struct tl_estimator_options {
      * (tl_estimator_embedding). Copied at create; ignored when embedding is
      * set. */
     const tl_emb_config *embedding_config;
-    int64_t embedding_first_column;
     tl_status (*embedding_learning_rates)(int64_t global_step, float *values, int n, void *user);
     void *embedding_user;
 } tl_estimator_options;
 
 /* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,
- * no host_call or metric callbacks, infeed depth 3, no embedding
- * (embedding_first_column -1). */
+ * no host_call or metric callbacks, infeed depth 3, no embedding. */
 TL_API void tl_estimator_options_init(tl_estimator_options *o);
 
 /*
@@ -264,13 +274,15 @@ typedef struct tl_train_result {
 } tl_train_result;
 
 /*
- * Trains on data (features (N, D), labels (N)) for the configuration's
+ * Trains on data (features (N, D), labels (N) and, with an embedding
+ * engine, ids (N, K)) for the configuration's
  * train_steps or max_steps. Batches are the configuration's
  * train_batch_size, drawn without replacement from a permutation of the
  * examples that depends only on (tf_random_seed, epoch); an epoch drops its
  * last partial batch. Errors: those of tl_config_check_train and the input
- * plan, TL_EINVAL when the data does not match the traced shapes or is
- * smaller than a batch, TL_EINVAL for experimental_host_call_every_n_steps
+ * plan, TL_EINVAL when the data does not match the traced shapes, holds
+ * another number of ids per example than the engine's features take (or
+ * none), or is smaller than a batch, TL_EINVAL for experimental_host_call_every_n_steps
  * < 1, TL_EINVAL "NaN loss during training." and
  * "Gradient for <var> is NaN" (the NaN check of §3.1, at a loop boundary;
  * nothing from the NaN state is kept as the result), a worker's error, and
@@ -345,18 +357,41 @@ typedef tl_status (*tl_input_fn)(const tl_input_context *ctx, void *user, tl_dat
 
 /*
  * An input: the input_fn, and which tensors of its elements the model's
- * features and labels are. The features of an example are the listed
- * tensors' values concatenated in order, as float32 (int32 and int64 values
- * converted); with one tensor its per-example shape is kept (an image stays
- * (28, 28)). Ragged and bytes tensors cannot be features (TL_EINVAL naming
- * the key). The label is an int32 or int64 tensor of one value per example.
+ * features, its labels and its embedding ids are. The features of an
+ * example are the listed tensors' values concatenated in order, as float32
+ * (int32 and int64 values converted); with one tensor its per-example shape
+ * is kept (an image stays (28, 28)). Ragged and bytes tensors cannot be
+ * features (TL_EINVAL naming the key). The label is an int32 or int64
+ * tensor of one value per example.
+ *
+ * With an embedding engine (tl_estimator_options.embedding), as
+ * TPUEstimator's features dict is keyed by feature name: the ids of
+ * embedding feature f are the tensor named embedding_keys[f], or with NULL
+ * (or a NULL entry) the feature's name (tl_emb_feature_config.name,
+ * "feature_<f>" when unnamed). It is int64 or int32, dense, and shaped
+ * (batch) or (batch, W_f) — any (batch, ...) of W_f ids per example, W_f
+ * as tl_estimator_options says (-1 marking an absent position of a
+ * sequence). The ids reach the engine as int64, never as floats. These
+ * tensors are not features unless feature_keys lists them (the features
+ * need one value at least: a model of embeddings alone still takes one
+ * dense tensor, which it may ignore). Errors of the call that reads the
+ * input (TL_EINVAL unless said): no tensor of that key ("the input's elements have no id tensor ... for
+ * embedding feature ..."); a float or bytes tensor ("ids must be int64 or
+ * int32"); another width ("... has 3 ids per example; embedding feature
+ * \"f\" takes 2"); a ragged (VarLen) one, TL_ENOTIMPL (parse it as a
+ * FixedLenFeature of W_f values, -1 padded); num_embedding_keys other than
+ * the engine's feature count; embedding_keys without an engine.
  */
 typedef struct tl_input {
     tl_input_fn input_fn;
     void *user;
-    const char *const *feature_keys; /* (num_feature_keys); NULL: every dense numeric tensor but the label, in element order */
+    const char *const *feature_keys; /* (num_feature_keys); NULL: every dense numeric tensor but the label and the
+                                        embedding ids, in element order */
     int num_feature_keys;
     const char *label_key;           /* NULL: "label" */
+    const char *const *embedding_keys; /* (num_embedding_keys) the id tensor of each embedding feature, in the
+                                          engine's feature order; NULL: the features' names */
+    int num_embedding_keys;          /* the engine's num_features when embedding_keys is set */
     /* Training: the datasets end (they repeat a finite number of times).
      * Training then runs with neither train_steps nor max_steps until the
      * first of them ends, as Estimator.train(steps=None) runs until

@@ -46,9 +46,10 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
  *     loss   = mean sigmoid cross-entropy of logits and labels (not in PREDICT)
  *
  * The bottom MLP's last layer has a ReLU too, as the paper and the PyTorch
- * reference; the logit layer has none. The columns of features after the
- * first num_dense are the embedding ids the runtime reads; the model ignores
- * them. With num_features 0 there is no interaction and the top MLP sees x.
+ * reference; the logit layer has none. The features are the dense inputs
+ * only: the embedding ids travel typed beside them, to the engine
+ * (estimator.h), and the activations come from it. With num_features 0
+ * there is no interaction and the top MLP sees x.
  * labels are int32 (batch,) of 0/1 (tl_sigmoid_xent's binary form) or
  * float32 (batch, 1). spec->logits and spec->predictions are the logits.
  *
@@ -60,7 +61,7 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
  * naming the field, its value and the allowed range): user NULL; features not
  * of rank 2; num_features outside [0, TL_DLRM_MAX_FEATURES]; num_bottom
  * outside [1, TL_DLRM_MAX_LAYERS]; num_top outside [0, TL_DLRM_MAX_LAYERS];
- * num_dense outside [1, the features' width] (or 0 leaving no dense column); a width or dim < 1; a feature
+ * num_dense outside [0, the features' width]; a width or dim < 1; a feature
  * whose dim differs from the bottom MLP's last width ("dlrm: bottom_mlp's
  * last width 64 must equal feature 3's embedding dim 16"). In TRAIN and EVAL,
  * an int32 label other than 0 or 1 fails the step (tl_sigmoid_xent).
@@ -69,7 +70,7 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
 #define TL_DLRM_MAX_FEATURES 64
 typedef struct tl_dlrm_config {
     int num_dense;                          /* the first num_dense columns of features are the dense inputs, >= 1;
-                                               0: the width less one id column per feature */
+                                               0: all of them (the features' width) */
     int num_bottom;                         /* [1, TL_DLRM_MAX_LAYERS] */
     int64_t bottom[TL_DLRM_MAX_LAYERS];     /* (num_bottom) bottom MLP widths; the last equals every feature's dim */
     int num_top;                            /* [0, TL_DLRM_MAX_LAYERS] */

@@ -18,10 +18,12 @@
  *           --label_column (an int64 column) is written as "label", the key
  *           the other two sources use.
  *   criteo  "label": int64_list (0 or 1); "dense": float_list of 13, after
- *           the reader's transform logf(max(x, 0) + 1); "cat": int64_list of
- *           26 ids, modulo --vocab_sizes where set. These are the arrays the
- *           Criteo reader hands the dataset pipeline, so a reader of the
- *           TFRecord gets the same values with no transform of its own.
+ *           the reader's transform logf(max(x, 0) + 1); "C1" .. "C26":
+ *           int64_list of one id each, modulo --vocab_sizes where set. These
+ *           are the tensors the Criteo dataset hands the pipeline, so a
+ *           reader of the TFRecord gets the same values with no transform
+ *           of its own, and each column's ids reach the embedding feature of
+ *           its name.
  *
  * Output: --compression, else GZIP when the name ends in ".gz", else NONE.
  * With --shards=N the examples go round-robin (example i to shard i % N,
@@ -391,6 +393,11 @@ static int parse_vocab(const char *spec, tl_criteo_options *o)
     return 0;
 }
 
+/* Criteo's names of its categorical columns. */
+static const char *const criteo_cat_keys[TL_CRITEO_NUM_CAT] = {
+    "C1",  "C2",  "C3",  "C4",  "C5",  "C6",  "C7",  "C8",  "C9",  "C10", "C11", "C12", "C13",
+    "C14", "C15", "C16", "C17", "C18", "C19", "C20", "C21", "C22", "C23", "C24", "C25", "C26"};
+
 static tl_status convert_criteo(const convert_args *a, const tl_criteo_options *o, sink *k)
 {
     tl_status st = TL_OK;
@@ -406,8 +413,8 @@ static tl_status convert_criteo(const convert_args *a, const tl_criteo_options *
             st = tl_example_builder_add_int64s(k->b, "label", &label, 1);
             if (st == TL_OK)
                 st = tl_example_builder_add_floats(k->b, "dense", ex.dense, TL_CRITEO_NUM_DENSE);
-            if (st == TL_OK)
-                st = tl_example_builder_add_int64s(k->b, "cat", ex.ids, TL_CRITEO_NUM_CAT);
+            for (int c = 0; c < TL_CRITEO_NUM_CAT && st == TL_OK; c++)
+                st = tl_example_builder_add_int64s(k->b, criteo_cat_keys[c], &ex.ids[c], 1);
             if (st == TL_OK)
                 st = sink_write(k);
             if (st != TL_OK)

@@ -498,8 +498,14 @@ static tl_status check_feature_keys(const tl_config *cfg, const tl_input_config 
             if (!found)
                 why = "is not a column of csv_columns";
         } else if (strcmp(in->dataset, "criteo") == 0) {
-            if (strcmp(k, "dense") != 0 && strcmp(k, "cat") != 0)
-                why = "is not a criteo tensor (dense: float32 (13), cat: int64 (26))";
+            bool known = strcmp(k, "dense") == 0;
+            for (int c = 1; c <= 26 && !known; c++) {
+                char name[24];
+                snprintf(name, sizeof name, "C%d", c);
+                known = strcmp(k, name) == 0;
+            }
+            if (!known)
+                why = "is not a criteo tensor (dense: float32 (13), C1 .. C26: int64)";
         } else if (strcmp(k, "features") != 0) {
             why = "is not an idx tensor (features)";
         }

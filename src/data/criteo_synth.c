@@ -486,26 +486,15 @@ tl_status tl_criteo_synth_load(const tl_criteo_synth *g, int64_t first, int64_t 
                         (long long)first, (long long)first, (long long)count,
                         (long long)(g ? g->c.num_examples : 0));
     int nd = g->c.num_dense, nc = g->c.num_categorical;
-    for (int k = 0; k < nc; k++)
-        if (g->c.vocab_sizes[k] > ((int64_t)1 << 24))
-            return tl_error(TL_EINVAL, "tl_criteo_synth_load: vocab_sizes[%d] is %lld; ids above 2^24 are not exact "
-                                       "as float32 features", k, (long long)g->c.vocab_sizes[k]);
-    int64_t D = nd + nc, shape[1] = {D};
-    tl_labeled_data *d = tl_labeled_data_alloc(count, shape, 1, 2);
-    float *dense = tl_alloc_array((size_t)count, (size_t)(nd ? nd : 1) * sizeof *dense);
-    int64_t *ids = tl_alloc_array((size_t)count, (size_t)(nc ? nc : 1) * sizeof *ids);
-    tl_status st = d == NULL || dense == NULL || ids == NULL ? tl_error_oom() : TL_OK;
-    if (st == TL_OK)
-        st = tl_criteo_synth_generate(g, first, count, dense, ids, d->labels, NULL);
-    for (int64_t i = 0; st == TL_OK && i < count; i++) {
-        float *row = d->features + i * D;
-        for (int j = 0; j < nd; j++)
-            row[j] = logf(dense[i * nd + j] + 1.0f);
-        for (int k = 0; k < nc; k++)
-            row[nd + k] = (float)ids[i * nc + k];
-    }
-    tl_free(dense);
-    tl_free(ids);
+    /* The ids go straight into the data's int64 ids: no float copy, so no
+     * vocabulary is too large for them. */
+    int64_t shape[1] = {nd};
+    tl_labeled_data *d = tl_labeled_data_alloc(count, shape, 1, 2, nc);
+    tl_status st = d == NULL ? tl_error_oom() : TL_OK;
+    if (st == TL_OK) /* the raw integers, then the reader's transform in place */
+        st = tl_criteo_synth_generate(g, first, count, nd ? d->features : NULL, d->ids, d->labels, NULL);
+    for (int64_t i = 0; st == TL_OK && i < count * nd; i++)
+        d->features[i] = logf(d->features[i] + 1.0f);
     if (st != TL_OK) {
         tl_labeled_data_destroy(d);
         return st;

@@ -16,10 +16,11 @@ typedef struct tl_scored {
  * *auc = NaN, when a class is absent or a score is NaN (no AUC exists). */
 bool tl_roc_auc(tl_scored *items, int64_t n, double *auc);
 
-/* A tl_labeled_data with uninitialised features (N, D) and labels (N), shape
- * fields set from (shape, rank) and num_classes C; NULL when out of memory
- * (the thread's error is not set). The caller has checked that N * D floats
- * fit in size_t. */
-tl_labeled_data *tl_labeled_data_alloc(int64_t n, const int64_t *shape, int rank, int32_t num_classes);
+/* A tl_labeled_data with uninitialised features (N, D), labels (N) and ids
+ * (N, num_ids; NULL when 0), shape fields set from (shape, rank) and
+ * num_classes C; NULL when out of memory (the thread's error is not set).
+ * The caller has checked that N * D floats fit in size_t. */
+tl_labeled_data *tl_labeled_data_alloc(int64_t n, const int64_t *shape, int rank, int32_t num_classes,
+                                       int64_t num_ids);
 
 #endif /* TL_DATA_INT_H */

@@ -428,6 +428,8 @@ typedef struct text_impl {
     int64_t record;               /* records read from it */
     tl_criteo_reader *cr;
     tl_csv_reader *cv;
+    /* Criteo's keys, interned once: "label", "dense", "C1".."C26". */
+    const char *ckeys[2 + TL_CRITEO_NUM_CAT];
 } text_impl;
 
 static void text_close(text_impl *t)
@@ -445,26 +447,34 @@ static tl_status text_open(text_impl *t)
     return tl_criteo_reader_create_file(t->names[t->file], &t->criteo, &t->cr);
 }
 
-static tl_status criteo_elem(tl_dataset *ds, const tl_criteo_example *x, ds_elem **out)
+/* One record as {"label", "dense" (13), "C1".."C26"}: each categorical
+ * column its own int64 scalar, named as Criteo names it, so a column's ids
+ * reach the embedding feature of that name typed and by name. */
+static tl_status criteo_elem(tl_dataset *ds, text_impl *t, const tl_criteo_example *x, ds_elem **out)
 {
-    const char *kl = ds_intern(ds->ctx, "label"), *kd = ds_intern(ds->ctx, "dense"),
-               *kc = ds_intern(ds->ctx, "cat");
-    ds_elem *e = ds_elem_new(3);
-    tl_status st = kl && kd && kc && e ? TL_OK : tl_error_oom();
-    int64_t nd = TL_CRITEO_NUM_DENSE, nc = TL_CRITEO_NUM_CAT;
+    int64_t nd = TL_CRITEO_NUM_DENSE;
+    int nk = 2 + TL_CRITEO_NUM_CAT;
+    for (int k = 0; k < nk && t->ckeys[nk - 1] == NULL; k++) {
+        char name[24];
+        snprintf(name, sizeof name, "C%d", k - 1);
+        if ((t->ckeys[k] = ds_intern(ds->ctx, k == 0 ? "label" : k == 1 ? "dense" : name)) == NULL)
+            return tl_error_oom();
+    }
+    ds_elem *e = ds_elem_new(nk);
+    tl_status st = e != NULL ? TL_OK : tl_error_oom();
     if (st == TL_OK)
-        st = ds_tensor_alloc(&e->pub.tensors[0], kl, TL_DT_INT32, 0, NULL);
+        st = ds_tensor_alloc(&e->pub.tensors[0], t->ckeys[0], TL_DT_INT32, 0, NULL);
     if (st == TL_OK)
-        st = ds_tensor_alloc(&e->pub.tensors[1], kd, TL_DT_FLOAT32, 1, &nd);
-    if (st == TL_OK)
-        st = ds_tensor_alloc(&e->pub.tensors[2], kc, TL_DT_INT64, 1, &nc);
+        st = ds_tensor_alloc(&e->pub.tensors[1], t->ckeys[1], TL_DT_FLOAT32, 1, &nd);
+    for (int c = 0; c < TL_CRITEO_NUM_CAT && st == TL_OK; c++)
+        if ((st = ds_tensor_alloc(&e->pub.tensors[2 + c], t->ckeys[2 + c], TL_DT_INT64, 0, NULL)) == TL_OK)
+            *(int64_t *)e->pub.tensors[2 + c].data = x->ids[c];
     if (st != TL_OK) {
         ds_elem_free(e);
         return st;
     }
     *(int32_t *)e->pub.tensors[0].data = x->label;
     memcpy(e->pub.tensors[1].data, x->dense, sizeof x->dense);
-    memcpy(e->pub.tensors[2].data, x->ids, sizeof x->ids);
     *out = e;
     return TL_OK;
 }
@@ -513,7 +523,7 @@ static tl_status text_read(tl_dataset *ds, text_impl *t, ds_elem **out)
         tl_criteo_example x;
         st = tl_criteo_reader_next(t->cr, &x, &got);
         if (st == TL_OK && got)
-            st = criteo_elem(ds, &x, out);
+            st = criteo_elem(ds, t, &x, out);
     }
     if (st == TL_OK && got) {
         (*out)->file = ds_intern(ds->ctx, t->names[t->file]);

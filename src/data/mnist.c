@@ -66,7 +66,7 @@ static tl_status convert(const tl_idx *img, const tl_idx *lab, tl_labeled_data *
 {
     int64_t shape[2] = {tl_idx_dim(img, 1), tl_idx_dim(img, 2)};
     int64_t n = tl_idx_dim(img, 0);
-    tl_labeled_data *d = tl_labeled_data_alloc(n, shape, 2, MNIST_CLASSES);
+    tl_labeled_data *d = tl_labeled_data_alloc(n, shape, 2, MNIST_CLASSES, 0);
     if (d == NULL)
         return tl_error_oom();
     /* x / 255 rounded once in float, as numpy's x.astype(np.float32) / 255 */

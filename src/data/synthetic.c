@@ -230,7 +230,7 @@ tl_status tl_synthetic_load(const tl_synthetic_spec *spec, tl_labeled_data **out
     tl_synthetic *g;
     if ((st = tl_synthetic_create(spec, &g)) != TL_OK)
         return st;
-    tl_labeled_data *ld = tl_labeled_data_alloc(n, &d, 1, spec->num_classes);
+    tl_labeled_data *ld = tl_labeled_data_alloc(n, &d, 1, spec->num_classes, 0);
     if (ld == NULL) {
         tl_synthetic_destroy(g);
         return tl_error_oom();

@@ -95,14 +95,15 @@ static tl_status criteo_synthetic(tl_job *job)
         tl_labeled_data_destroy(d);
         return st;
     }
-    int64_t D = d->num_features;
+    int64_t skip = train ? ntrain : 0;
     job->owned[0] = d;
     job->has_oracle = true;
     job->train = job->test = *d;
     job->train.num_examples = train ? ntrain : 0;
     job->test.num_examples = neval;
-    job->test.features += (train ? ntrain : 0) * D;
-    job->test.labels += train ? ntrain : 0;
+    job->test.features += skip * d->num_features;
+    job->test.labels += skip;
+    job->test.ids += skip * d->num_ids;
     return TL_OK;
 }
 

@@ -59,7 +59,8 @@ static tl_status embedding_of(tl_job *job, tl_estimator_options *o)
     o->embedding_config = e; /* the estimator sizes it from its topology */
     if (!dlrm)
         return TL_OK;
-    /* The DLRM: the dense columns come first, one id column per feature last. */
+    /* The DLRM: the features are the dense inputs; each embedding feature's
+     * ids travel apart, named by the feature. */
     tl_dlrm_config *m = &job->dlrm;
     memset(m, 0, sizeof *m);
     if (e->num_features > TL_DLRM_MAX_FEATURES)
@@ -82,7 +83,7 @@ static tl_status embedding_of(tl_job *job, tl_estimator_options *o)
     memcpy(m->bottom, r->model.bottom_mlp, sizeof m->bottom);
     m->num_top = r->model.num_top;
     memcpy(m->top, r->model.top_mlp, sizeof m->top);
-    m->num_dense = 0; /* the features' width less the id columns */
+    m->num_dense = 0; /* the features' width */
     o->model_fn = tl_model_dlrm;
     o->user = m;
     return TL_OK;

@@ -29,10 +29,9 @@ static tl_status check(tl_graph *g, const tl_dlrm_config *c, int64_t width)
         return bad(g, "dlrm: num_bottom must be in [1, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_bottom);
     if (c->num_top < 0 || c->num_top > TL_DLRM_MAX_LAYERS)
         return bad(g, "dlrm: num_top must be in [0, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_top);
-    if (c->num_dense < 0 || c->num_dense > width || (c->num_dense == 0 && width - c->num_features < 1))
-        return bad(g, "dlrm: num_dense must be in [1, %lld] (the features' width), or 0 for the width less one id "
-                      "column per feature (%lld); got %d", (long long)width, (long long)(width - c->num_features),
-                   c->num_dense);
+    if (c->num_dense < 0 || c->num_dense > width)
+        return bad(g, "dlrm: num_dense must be in [1, %lld] (the features' width), or 0 for all of them; got %d",
+                   (long long)width, c->num_dense);
     for (int i = 0; i < c->num_bottom; i++)
         if (c->bottom[i] < 1)
             return bad(g, "dlrm: bottom[%d] must be >= 1, got %lld", i, (long long)c->bottom[i]);
@@ -86,8 +85,7 @@ tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
     if (rank != 2) {
         if (rank < 0)
             return bad(g, "dlrm: features are not a tensor of this graph");
-        return bad(g, "dlrm: features must be (batch, columns): the dense inputs then the embedding ids; got rank %d",
-                   rank);
+        return bad(g, "dlrm: features must be (batch, columns), the dense inputs; got rank %d", rank);
     }
     tl_status st = check(g, c, fdims[1]);
     if (st != TL_OK)
@@ -95,9 +93,9 @@ tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
     int64_t batch = fdims[0];
     char name[64];
 
-    /* The dense columns; the id columns are read by the runtime's embedding
-     * enqueue, not by the model. */
-    int64_t nd = c->num_dense > 0 ? c->num_dense : fdims[1] - c->num_features;
+    /* The dense inputs: the features hold nothing else (the embedding ids
+     * travel apart, to the runtime's enqueue). */
+    int64_t nd = c->num_dense > 0 ? c->num_dense : fdims[1];
     tl_t x = nd == fdims[1] ? a->features : tl_slice(g, a->features, 1, 0, nd);
     for (int i = 0; i < c->num_bottom; i++) {
         layer_name(name, sizeof name, "bottom_mlp", i);

@@ -1,9 +1,10 @@
 /* emb_steps.c — the estimator's side of the embedding engine
  * (tpuloop/embedding.h), as TPUEstimator drives TPUEmbedding: per step and
- * replica the ids are enqueued from the batch's id columns, the activations
- * received into the model's tl_embedding_activations tensors before the
- * forward pass, and their gradients sent after the backward pass; the
- * tables and slots go into every checkpoint beside the dense variables.
+ * replica the ids are enqueued from the batch's int64 id block (the
+ * infeed's, feed.h), the activations received into the model's
+ * tl_embedding_activations tensors before the forward pass, and their
+ * gradients sent after the backward pass; the tables and slots go into
+ * every checkpoint beside the dense variables.
  *
  * The replica is the engine's tensor core. A training step's send comes
  * before the dense gradients' reduce-scatter, which no replica leaves before
@@ -14,17 +15,12 @@
  * meet at a barrier after each step's activations: an engine holds at most
  * EMB_RING steps in flight per core, and a replica may not run that far
  * ahead of another. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "estimator_int.h"
 
-/* Ids travel as float32 in the features: exact up to 2^24. */
-#define EMB_MAX_FLOAT_ID ((int64_t)1 << 24)
-
-/* Id columns of feature f: its bags per sample (S, or Π output_shape, or 1). */
-static int64_t width_of(const tl_emb_feature_config *f)
+int64_t tl_est_emb_width(const tl_emb_feature_config *f)
 {
     int64_t w = f->max_sequence_length > 0 ? f->max_sequence_length : 1;
     for (int d = 0; d < f->num_output_dims; d++)
@@ -32,7 +28,7 @@ static int64_t width_of(const tl_emb_feature_config *f)
     return w;
 }
 
-tl_status tl_est_emb_check(const tl_estimator *est)
+tl_status tl_est_emb_check(tl_estimator *est)
 {
     const tl_estimator_options *o = &est->opt;
     if (o->embedding == NULL)
@@ -51,14 +47,6 @@ tl_status tl_est_emb_check(const tl_estimator *est)
         return tl_error(TL_EINVAL, "pipeline_execution_with_tensor_core is not supported by the estimator: its "
                                    "one-step staleness would hold an update across a checkpoint, and a resumed run "
                                    "would not repeat the uninterrupted one; set it false");
-    for (int t = 0; t < c->num_tables; t++)
-        if (c->tables[t].vocabulary_size > EMB_MAX_FLOAT_ID)
-            return tl_error(TL_EINVAL, "embedding table \"%s\": vocabulary_size %lld is above 16777216, the largest the "
-                                       "estimator's id columns carry exactly (as float32); hash the ids into at "
-                                       "most 2^24 rows", c->tables[t].name, (long long)c->tables[t].vocabulary_size);
-    if (o->embedding_first_column < -1)
-        return tl_error(TL_EINVAL, "tl_estimator_options.embedding_first_column must be >= 0, or -1 for the last "
-                                   "columns; got %lld", (long long)o->embedding_first_column);
     /* Several replicas split each step's update by row owner (the engine's
      * owner apply), after the step's collective; one applies it in its send. */
     tl_status st = tl_emb_set_owner_apply(o->embedding, est->R > 1);
@@ -68,6 +56,9 @@ tl_status tl_est_emb_check(const tl_estimator *est)
     if (nd > 0 && o->embedding_learning_rates == NULL)
         return tl_error(TL_EINVAL, "the embedding tables use %d dynamic learning rate or hyperparameter tag%s: set "
                                    "tl_estimator_options.embedding_learning_rates", nd, nd == 1 ? "" : "s");
+    est->emb_width = 0;
+    for (int f = 0; f < c->num_features; f++)
+        est->emb_width += tl_est_emb_width(&c->features[f]);
     return TL_OK;
 }
 
@@ -84,16 +75,6 @@ tl_status tl_est_emb_plan(tl_estimator *est, tl_mode mode, tl_mode_prog *m)
     }
     const tl_emb_config *c = tl_emb_engine_config(eng);
     int F = c->num_features;
-    int64_t W = 0;
-    for (int f = 0; f < F; f++)
-        W += width_of(&c->features[f]);
-    int64_t first = est->opt.embedding_first_column >= 0 ? est->opt.embedding_first_column : est->D - W;
-    if (first < 0 || first + W > est->D)
-        return tl_error(TL_EINVAL, "the embedding's %d features need %lld id columns from column %lld, but the "
-                                   "examples have %lld feature values", F, (long long)W, (long long)first,
-                        (long long)est->D);
-    est->emb_first = first;
-    est->emb_width = W;
     m->emb_leaf = tl_calloc((size_t)(F ? F : 1), sizeof *m->emb_leaf);
     if (m->emb_leaf == NULL)
         return tl_error_oom();
@@ -148,7 +129,7 @@ void tl_est_emb_plan_free(tl_mode_prog *m)
 /* Floats of feature f's activations at batch b. */
 static int64_t out_floats(const tl_emb_config *c, int f, int64_t b)
 {
-    return b * width_of(&c->features[f]) * c->tables[c->features[f].table].dim;
+    return b * tl_est_emb_width(&c->features[f]) * c->tables[c->features[f].table].dim;
 }
 
 tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
@@ -198,21 +179,33 @@ void tl_est_emb_worker_free(tl_worker *w)
     memset(e, 0, sizeof *e);
 }
 
-/* The id in features' row r at column col: an integer, or an error naming
- * the feature, the row of the replica's batch, the step and the value. */
-static tl_status id_at(const float *row, int64_t col, const tl_emb_feature_config *fc, int64_t r, int64_t step,
-                       int64_t *id)
+/* After the engine refused a step's ids: the first id its bounds check
+ * meets — features in order, rows in order, a sequence's -1 skipped — as
+ * the row of the replica's batch, added to the engine's message (which
+ * names the feature, the id and the vocabulary). Only on the error path:
+ * a healthy step checks nothing here. */
+static tl_status bad_ids(tl_status st, const tl_emb_config *c, const int64_t *ids, int64_t B, int64_t W,
+                         int64_t step)
 {
-    float v = row[col];
-    if (!(v == floorf(v)) || fabsf(v) > (float)EMB_MAX_FLOAT_ID)
-        return tl_error(TL_EINVAL, "embedding feature \"%s\": row %lld of the batch of step %lld holds %g in feature "
-                                   "column %lld, not an integer id in [-16777216, 16777216]", fc->name, (long long)r,
-                        (long long)step, (double)v, (long long)col);
-    *id = (int64_t)v;
-    return TL_OK;
+    int64_t col = 0;
+    for (int f = 0; st == TL_EINVAL && f < c->num_features; f++) {
+        const tl_emb_feature_config *fc = &c->features[f];
+        int64_t P = tl_est_emb_width(fc), V = c->tables[fc->table].vocabulary_size;
+        for (int64_t r = 0; r < B; r++)
+            for (int64_t j = 0; j < P; j++) {
+                int64_t id = ids[r * W + col + j];
+                if ((fc->max_sequence_length > 0 && id == -1) || (id >= 0 && id < V))
+                    continue;
+                return tl_error(st, "step %lld, row %lld of the batch: %s", (long long)step, (long long)r,
+                                tl_last_error());
+            }
+        col += P;
+    }
+    return tl_error(st, "step %lld: %s", (long long)step, tl_last_error());
 }
 
-tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
+tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t *batch_ids, tl_mode mode,
+                             int64_t step)
 {
     tl_estimator *est = w->est;
     tl_emb_engine *eng = est->opt.embedding;
@@ -221,21 +214,25 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
     const tl_emb_config *c = tl_emb_engine_config(eng);
     tl_est_emb *e = &w->emb;
     int F = c->num_features;
-    int64_t B = m->batch, D = est->D;
-    const float *feat = tl_exec_value(m->p, x, m->features);
-    int64_t *ids = e->ids, *coo = e->coo, col = est->emb_first;
-    tl_status st;
+    int64_t B = m->batch, W = est->emb_width, col = 0;
+    int64_t *ids = e->ids, *coo = e->coo;
+    TL_ASSERT(batch_ids != NULL);
+    /* The batch holds (B, W) ids, each row feature after feature; the
+     * engine takes each feature's ids apart. No id is converted or checked
+     * here: the engine's bounds check is the one check. */
     for (int f = 0; f < F; f++) {
         const tl_emb_feature_config *fc = &c->features[f];
         int S = fc->max_sequence_length;
         tl_emb_input *in = &e->in[f];
-        int64_t P = width_of(fc);
-        if (S == 0) {
+        int64_t P = tl_est_emb_width(fc);
+        if (S == 0 && P == W) {
+            /* The only feature: the block is its ids as they are. */
+            *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = batch_ids, .n = B * P};
+        } else if (S == 0) {
             /* One id per bag, P bags per example: dense. */
             for (int64_t r = 0; r < B; r++)
                 for (int64_t j = 0; j < P; j++)
-                    if ((st = id_at(feat + r * D, col + j, fc, r, x->step, &ids[r * P + j])) != TL_OK)
-                        return st;
+                    ids[r * P + j] = batch_ids[r * W + col + j];
             *in = (tl_emb_input){.kind = TL_EMB_INPUT_DENSE, .ids = ids, .n = B * P};
             ids += B * P;
         } else {
@@ -243,9 +240,7 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
             int64_t n = 0;
             for (int64_t r = 0; r < B; r++)
                 for (int j = 0; j < S; j++) {
-                    int64_t id = 0;
-                    if ((st = id_at(feat + r * D, col + j, fc, r, x->step, &id)) != TL_OK)
-                        return st;
+                    int64_t id = batch_ids[r * W + col + j];
                     if (id == -1)
                         continue;
                     ids[n] = id;
@@ -260,8 +255,21 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
         col += P;
     }
     const char *emode = mode == TL_MODE_TRAIN ? "training" : "inference";
-    if ((st = tl_emb_enqueue_batch(eng, w->rank, e->in, F, emode, B)) != TL_OK ||
-        (st = tl_emb_recv_dedup(eng, w->rank, &e->dd)) != TL_OK)
+    tl_status st = tl_emb_enqueue_batch(eng, w->rank, e->in, F, emode, B);
+    return st == TL_OK ? TL_OK : bad_ids(st, c, batch_ids, B, W, step);
+}
+
+tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
+{
+    tl_estimator *est = w->est;
+    tl_emb_engine *eng = est->opt.embedding;
+    if (eng == NULL)
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(eng);
+    tl_est_emb *e = &w->emb;
+    int F = c->num_features;
+    tl_status st;
+    if ((st = tl_emb_recv_dedup(eng, w->rank, &e->dd)) != TL_OK)
         return st;
     for (int f = 0; f < F; f++)
         e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;

@@ -172,7 +172,7 @@ struct tl_estimator {
     tl_summary_writer *eval_summary; /* model_dir/eval; opened by the first evaluate */
     atomic_int stop_requested; /* tl_estimator_request_stop; lock-free (signal-safe) */
     /* ---- the embedding engine (emb_steps.c) */
-    int64_t emb_first, emb_width; /* the id columns [first, first + width) of the features */
+    int64_t emb_width;         /* W = Σ W_f: int64 ids per example, beside the features (0: no engine) */
     tl_emb_engine *own_emb;       /* made from options.embedding_config; destroyed last */
     /* Evaluation on the CPU path (use_tpu or eval_on_tpu false): replica 0
      * alone, with the global batch, to eval_steps or the end of the input;
@@ -193,8 +193,8 @@ struct tl_estimator {
 /* A replica's embedding buffers (emb_steps.c), sized for the largest batch
  * of the traced modes. */
 typedef struct tl_est_emb {
-    int64_t *ids;          /* (batch * id columns) one step's ids, feature after feature */
-    int64_t *coo;          /* (batch * id columns, 2) sequence features' (sample, position) */
+    int64_t *ids;          /* (batch * W) one step's ids as the engine takes them, feature after feature */
+    int64_t *coo;          /* (batch * W, 2) sequence features' (sample, position) */
     tl_emb_input *in;      /* (F) */
     float **out;           /* (F) where each feature's activations go */
     const float **grad;    /* (F) */
@@ -416,13 +416,16 @@ tl_status tl_callback_failed(tl_status st, const char *what);
 /* ---- emb_steps.c --------------------------------------------------------- */
 
 /* At create: options.embedding fits the estimator (one tensor core per
- * replica, mode TRAINING, no pipelining, vocabularies <= 2^24, the dynamic
- * values' callback when needed). Errors: TL_EINVAL naming what. */
-tl_status tl_est_emb_check(const tl_estimator *est);
+ * replica, mode TRAINING, no pipelining, the dynamic values' callback when
+ * needed); sets est->emb_width. Errors: TL_EINVAL naming what. */
+tl_status tl_est_emb_check(tl_estimator *est);
 
-/* After mode's model is traced (est->D known): the id columns and the
- * model's activation tensors, checked against the features' shapes.
- * Errors: TL_EINVAL, TL_ENOMEM. */
+/* W_f, feature f's ids per example: its bags per sample (max_sequence_length,
+ * or Π output_shape, or 1). */
+int64_t tl_est_emb_width(const tl_emb_feature_config *f);
+
+/* After mode's model is traced: the model's activation tensors, checked
+ * against the engine's shapes. Errors: TL_EINVAL, TL_ENOMEM. */
 tl_status tl_est_emb_plan(tl_estimator *est, tl_mode mode, tl_mode_prog *m);
 void tl_est_emb_plan_free(tl_mode_prog *m);
 
@@ -430,11 +433,16 @@ void tl_est_emb_plan_free(tl_mode_prog *m);
 tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w);
 void tl_est_emb_worker_free(tl_worker *w);
 
-/* Before the forward pass (the batch in x's features): enqueue, dedup and
- * activations; TRAIN in training mode, the others in inference. After the
- * backward pass of a TRAIN step: the gradients. Nothing without an engine.
- * Errors: the engine's (a bad id names the feature), the features' (an id
- * column that is not an integer), the callback's. */
+/* While the worker holds the step's infeed buffer: enqueues its (batch, W)
+ * int64 ids (feed.h's block, row after row, feature after feature) as the
+ * replica's step, TRAIN in training mode, the others in inference. Errors:
+ * the engine's, with the step (and, for an id out of range, the row of the
+ * batch) added. Nothing without an engine. */
+tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t *ids, tl_mode mode, int64_t step);
+
+/* Before the forward pass (the step enqueued): dedup and activations.
+ * After the backward pass of a TRAIN step: the gradients. Nothing without
+ * an engine. Errors: the engine's, the callback's. */
 tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode);
 tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step);
 /* With several replicas, after every replica's send: this replica's rows

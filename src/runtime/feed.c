@@ -13,20 +13,23 @@ struct tl_feed {
     tl_input_plan plan;              /* a copy; calls points into `calls` */
     tl_input_call *calls;            /* (plan.input_fn_calls) */
     int R, cores;                    /* replicas; cores per replica (1 without model parallelism) */
-    int64_t b, D;                    /* model_fn batch; features per example */
+    int64_t b, D, W;                 /* model_fn batch; features and ids per example */
     bool broadcast;                  /* BROADCAST: every replica gets the whole host batch */
     int slots;                       /* get_next calls per step, all invocations */
     int64_t cap;                     /* rows per get_next (input_fn's batch) */
     float *stage_f;                  /* (slots * cap, D) one step's host batches */
     int32_t *stage_l;                /* (slots * cap) */
+    int64_t *stage_i;                /* (slots * cap, W) */
     int64_t *stage_rows;             /* (slots) */
     tl_feed_batch *bufs;             /* (R * cores * depth) */
     tl_feed_batch *firsts;           /* (R * cores) prediction: the first step's batches */
     void *slab;
+    int64_t *id_slab;                /* the core-0 buffers' id blocks */
     tl_queue **full, **free_list;    /* (R * cores) */
     tl_feed_batch **cur;             /* (R) one core a replica: the step's buffers */
     float **dst_f;                   /* (chunks) a get_next's destinations */
     int32_t **dst_l;
+    int64_t **dst_i;
     /* The thread. */
     tl_thread thread;
     bool running;
@@ -58,6 +61,8 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     if (spec->depth < 1 || spec->frank < 0 || spec->frank > TL_MAX_RANK - 1)
         return tl_error(TL_EINVAL, "feed: depth %d and feature rank %d must be >= 1 and in [0, %d]", spec->depth,
                         spec->frank, TL_MAX_RANK - 1);
+    if (spec->ids < 0)
+        return tl_error(TL_EINVAL, "feed: ids per example must be >= 0, got %lld", (long long)spec->ids);
     if (p->input_fn_calls < 1 || p->model_fn_batch_size < 1 || (!p->on_device && p->input_fn_calls != 1))
         return tl_error(TL_EINVAL, "feed: the input plan of %s has no input (%s, %d input_fn calls, batch %lld)",
                         tl_mode_name(p->mode), tl_input_plan_mode_name(p), p->input_fn_calls,
@@ -80,6 +85,7 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     f->cores = cores;
     f->b = p->model_fn_batch_size;
     f->D = prod(spec->fshape, spec->frank);
+    f->W = spec->ids;
     f->broadcast = p->on_device && p->input_mode == TL_BROADCAST;
     if (!p->on_device)
         f->spec.fpart = f->spec.lpart = NULL;
@@ -89,32 +95,47 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     pthread_cond_init(&f->cv, NULL);
     int nq = f->R * cores;
     size_t nbuf = (size_t)nq * (size_t)spec->depth + (spec->predict ? (size_t)nq : 0);
-    /* Each buffer: features (b * D), labels (b), padding_mask (b). */
+    /* Each buffer: features (b * D), labels (b), padding_mask (b); a
+     * core-0 buffer also ids (b * W), in a slab of their own (int64). */
     size_t per = (size_t)(f->b * f->D + 2 * f->b);
+    size_t id_bufs = nbuf / (size_t)cores;
     f->calls = tl_calloc((size_t)p->input_fn_calls, sizeof *f->calls);
     f->stage_f = tl_calloc((size_t)(f->slots * f->cap * f->D) + 1, sizeof(float));
     f->stage_l = tl_calloc((size_t)(f->slots * f->cap) + 1, sizeof(int32_t));
+    f->stage_i = tl_calloc((size_t)(f->slots * f->cap * f->W) + 1, sizeof(int64_t));
     f->stage_rows = tl_calloc((size_t)f->slots, sizeof(int64_t));
     f->bufs = tl_calloc(nbuf, sizeof *f->bufs);
     f->slab = tl_calloc(nbuf * per + 1, sizeof(float));
+    f->id_slab = tl_calloc(id_bufs * (size_t)(f->b * f->W) + 1, sizeof(int64_t));
     f->full = tl_calloc((size_t)nq, sizeof *f->full);
     f->free_list = tl_calloc((size_t)nq, sizeof *f->free_list);
     f->cur = tl_calloc((size_t)f->R, sizeof *f->cur);
     f->dst_f = tl_calloc((size_t)f->R + 1, sizeof *f->dst_f);
     f->dst_l = tl_calloc((size_t)f->R + 1, sizeof *f->dst_l);
-    if (f->cur == NULL || f->dst_f == NULL || f->dst_l == NULL || f->calls == NULL || f->stage_f == NULL || f->stage_l == NULL || f->stage_rows == NULL || f->bufs == NULL ||
-        f->slab == NULL || f->full == NULL || f->free_list == NULL) {
+    f->dst_i = tl_calloc((size_t)f->R + 1, sizeof *f->dst_i);
+    if (f->cur == NULL || f->dst_f == NULL || f->dst_l == NULL || f->dst_i == NULL || f->calls == NULL ||
+        f->stage_f == NULL || f->stage_l == NULL || f->stage_i == NULL || f->stage_rows == NULL || f->bufs == NULL ||
+        f->slab == NULL || f->id_slab == NULL || f->full == NULL || f->free_list == NULL) {
         tl_feed_destroy(f);
         return tl_error_oom();
     }
     memcpy(f->calls, p->calls, (size_t)p->input_fn_calls * sizeof *f->calls);
     f->plan.calls = f->calls;
     float *cur = f->slab;
+    int64_t *icur = f->id_slab;
     for (size_t i = 0; i < nbuf; i++) {
         f->bufs[i].features = cur;
         f->bufs[i].labels = spec->labels ? (int32_t *)(cur + f->b * f->D) : NULL;
         f->bufs[i].padding_mask = (int32_t *)(cur + f->b * f->D + f->b);
         cur += per;
+        /* Buffer i serves queue i / depth (the prediction firsts: queue
+         * i - nq * depth); queue q is core q % cores of its replica. */
+        size_t queued = (size_t)nq * (size_t)spec->depth;
+        size_t q = i < queued ? i / (size_t)spec->depth : i - queued;
+        if (f->W > 0 && q % (size_t)cores == 0) {
+            f->bufs[i].ids = icur;
+            icur += f->b * f->W;
+        }
     }
     if (spec->predict)
         f->firsts = f->bufs + (size_t)nq * (size_t)spec->depth;
@@ -142,14 +163,17 @@ void tl_feed_destroy(tl_feed *f)
     tl_free(f->calls);
     tl_free(f->stage_f);
     tl_free(f->stage_l);
+    tl_free(f->stage_i);
     tl_free(f->stage_rows);
     tl_free(f->bufs);
     tl_free(f->slab);
+    tl_free(f->id_slab);
     tl_free(f->full);
     tl_free(f->free_list);
     tl_free(f->cur);
     tl_free(f->dst_f);
     tl_free(f->dst_l);
+    tl_free(f->dst_i);
     tl_free(f);
 }
 
@@ -228,10 +252,10 @@ static void tile_of(const tl_tensor_partition *part, int core, const int64_t *sh
     TL_ASSERT(st == TL_OK); /* dims were checked by tl_partition_plan */
 }
 
-/* Fills (replica r, core c)'s buffer for step s from b rows of features and
- * labels, of which `real` are real. */
-static void fill_buffer(tl_feed *f, int c, const float *feat, const int32_t *lab, int64_t real, int64_t s,
-                        tl_feed_batch *out)
+/* Fills (replica r, core c)'s buffer for step s from b rows of features,
+ * labels and ids, of which `real` are real. */
+static void fill_buffer(tl_feed *f, int c, const float *feat, const int32_t *lab, const int64_t *ids, int64_t real,
+                        int64_t s, tl_feed_batch *out)
 {
     int64_t shape[TL_MAX_RANK + 1] = {f->b};
     memcpy(shape + 1, f->spec.fshape, (size_t)f->spec.frank * sizeof *shape);
@@ -250,28 +274,36 @@ static void fill_buffer(tl_feed *f, int c, const float *feat, const int32_t *lab
         if (out->has_labels)
             memcpy(out->labels, lab + out->l_offset, (size_t)out->l_size * sizeof *lab);
     }
+    out->has_ids = out->ids != NULL;
+    if (out->has_ids)
+        memcpy(out->ids, ids, (size_t)(f->b * f->W) * sizeof *ids);
     for (int64_t i = 0; i < f->b; i++)
         out->padding_mask[i] = i >= real;
 }
 
+/* src and dst are buffers of the same core: both hold ids or neither. */
 static void copy_batch(const tl_feed *f, const tl_feed_batch *src, tl_feed_batch *dst)
 {
     float *fe = dst->features;
     int32_t *la = dst->labels, *pm = dst->padding_mask;
+    int64_t *ids = dst->ids;
     *dst = *src;
     dst->features = fe;
     dst->labels = la;
     dst->padding_mask = pm;
+    dst->ids = ids;
     memcpy(fe, src->features, (size_t)(f->b * f->D) * sizeof *fe);
     if (la != NULL)
         memcpy(la, src->labels, (size_t)f->b * sizeof *la);
     memcpy(pm, src->padding_mask, (size_t)f->b * sizeof *pm);
+    if (ids != NULL)
+        memcpy(ids, src->ids, (size_t)(f->b * f->W) * sizeof *ids);
 }
 
 /* Hands (r, c) its batch of step s: takes a free buffer, fills it (from
  * rows, or as the stop batch when stop), pushes it. False when closed. */
-static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, const int32_t *lab, int64_t real,
-                    bool stop, bool end)
+static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, const int32_t *lab, const int64_t *ids,
+                    int64_t real, bool stop, bool end)
 {
     int q = r * f->cores + c;
     tl_feed_batch *b;
@@ -281,13 +313,15 @@ static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, cons
         if (s > f->first) {
             copy_batch(f, &f->firsts[q], b);
         } else { /* no first batch to repeat: zeros, all padding */
-            fill_buffer(f, c, f->stage_f, f->stage_l, 0, s, b);
+            fill_buffer(f, c, f->stage_f, f->stage_l, f->stage_i, 0, s, b);
             memset(b->features, 0, (size_t)(f->b * f->D) * sizeof(float));
+            if (b->ids != NULL)
+                memset(b->ids, 0, (size_t)(f->b * f->W) * sizeof(int64_t));
         }
         b->step = s;
         b->stopping = true;
     } else {
-        fill_buffer(f, c, feat, lab, real, s, b);
+        fill_buffer(f, c, feat, lab, ids, real, s, b);
         b->end = end;
         if (f->spec.predict && s == f->first)
             copy_batch(f, b, &f->firsts[q]);
@@ -341,7 +375,8 @@ static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty, bool *any_emp
             int slot = i * gn + k;
             float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
             int32_t *la = f->stage_l + (int64_t)slot * f->cap;
-            tl_feed_dest dst = {&fe, f->spec.labels ? &la : NULL, f->cap};
+            int64_t *ii = f->stage_i + (int64_t)slot * f->cap * f->W;
+            tl_feed_dest dst = {&fe, f->spec.labels ? &la : NULL, f->W > 0 ? &ii : NULL, f->cap};
             int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
             int64_t rows = -1;
             tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);
@@ -351,6 +386,7 @@ static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty, bool *any_emp
             if (rows < f->cap) { /* prediction: zero padding rows */
                 memset(fe + rows * f->D, 0, (size_t)((f->cap - rows) * f->D) * sizeof *fe);
                 memset(la + rows, 0, (size_t)(f->cap - rows) * sizeof *la);
+                memset(ii + rows * f->W, 0, (size_t)((f->cap - rows) * f->W) * sizeof *ii);
             }
             f->stage_rows[slot] = rows;
             if (rows > 0)
@@ -375,11 +411,12 @@ static bool route_step(tl_feed *f, int64_t s, bool stop, bool end)
             int slot = i * gn + k;
             const float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
             const int32_t *la = f->stage_l + (int64_t)slot * f->cap;
+            const int64_t *ii = f->stage_i + (int64_t)slot * f->cap * f->W;
             int64_t rows = f->stage_rows[slot];
             if (f->broadcast) {
                 for (int r = call->first_replica; r < call->first_replica + call->num_replicas; r++)
                     for (int c = 0; c < f->cores; c++)
-                        if (!deliver(f, r, c, s, fe, la, end ? 0 : rows, stop, end))
+                        if (!deliver(f, r, c, s, fe, la, ii, end ? 0 : rows, stop, end))
                             return false;
                 continue;
             }
@@ -388,7 +425,8 @@ static bool route_step(tl_feed *f, int64_t s, bool stop, bool end)
                 int64_t real = rows - j * f->b;
                 real = real < 0 ? 0 : real > f->b ? f->b : real;
                 for (int c = 0; c < f->cores; c++)
-                    if (!deliver(f, r, c, s, fe + j * f->b * f->D, la + j * f->b, end ? 0 : real, stop, end))
+                    if (!deliver(f, r, c, s, fe + j * f->b * f->D, la + j * f->b, ii + j * f->b * f->W,
+                                 end ? 0 : real, stop, end))
                         return false;
             }
         }
@@ -417,10 +455,13 @@ static void finish_buffer(const tl_feed *f, int64_t s, int64_t real, tl_feed_bat
     }
     b->l_offset = 0;
     b->l_size = f->b;
+    b->has_ids = b->ids != NULL;
     if (real < f->b) {
         memset(b->features + real * f->D, 0, (size_t)((f->b - real) * f->D) * sizeof(float));
         if (b->labels != NULL)
             memset(b->labels + real, 0, (size_t)(f->b - real) * sizeof(int32_t));
+        if (b->ids != NULL)
+            memset(b->ids + real * f->W, 0, (size_t)((f->b - real) * f->W) * sizeof(int64_t));
     }
     for (int64_t i = 0; i < f->b; i++)
         b->padding_mask[i] = i >= real;
@@ -449,8 +490,9 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
                 tl_feed_batch *b = f->cur[replica_of(f, call, k, j)];
                 f->dst_f[j] = b->features;
                 f->dst_l[j] = b->labels;
+                f->dst_i[j] = b->ids;
             }
-            tl_feed_dest dst = {f->dst_f, f->spec.labels ? f->dst_l : NULL, f->b};
+            tl_feed_dest dst = {f->dst_f, f->spec.labels ? f->dst_l : NULL, f->W > 0 ? f->dst_i : NULL, f->b};
             int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
             int64_t rows = -1;
             tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);

@@ -35,6 +35,13 @@
  * Every (replica, core) has its own bounded queue of batch buffers, `depth`
  * deep: the thread runs that far ahead of the slowest consumer.
  *
+ * Embedding ids travel beside features and labels, typed: each example's W
+ * int64 ids (spec.ids), the replica's (b, W) block written by the sources
+ * straight into its buffer as the features are. They are never tiled: the
+ * embedding engine takes one enqueue per replica (its tensor core), so the
+ * whole block goes to the replica's logical core 0 and no other core holds
+ * it (has_ids false there).
+ *
  * Prediction (§8) reads until every source is exhausted: a short host batch
  * is padded with zero rows (padding_mask 1), an exhausted source gives all
  * padding while others still have data, and after the step where all are
@@ -74,19 +81,23 @@ typedef struct tl_feed_batch {
     float *features;           /* the tile, row-major */
     int32_t *labels;           /* the tile; NULL when the mode has none */
     int32_t *padding_mask;     /* (rows), of the whole replica batch */
+    bool has_ids;              /* spec.ids > 0 and this is the replica's core 0 */
+    int64_t *ids;              /* (rows, W) the replica's whole block (padding rows 0); NULL when !has_ids */
 } tl_feed_batch;
 
 /* Where the rows of one get_next go: row i to features[i / chunk] at row
- * i % chunk (D values a row) and labels[i / chunk][i % chunk]. The feed
- * hands a source the replicas' own buffers, chunk = the model_fn batch, so
- * rows are copied once; with tiles it hands one staging area instead. */
+ * i % chunk (D values a row), labels[i / chunk][i % chunk] and ids[i /
+ * chunk] at row i % chunk (W ids a row). The feed hands a source the
+ * replicas' own buffers, chunk = the model_fn batch, so rows are copied
+ * once; with tiles it hands one staging area instead. */
 typedef struct tl_feed_dest {
     float *const *features;  /* (ceil(cap / chunk)) */
     int32_t *const *labels;  /* (ceil(cap / chunk)); NULL when the mode has no labels */
+    int64_t *const *ids;     /* (ceil(cap / chunk)); NULL when the examples have no ids (W 0) */
     int64_t chunk;           /* rows per destination */
 } tl_feed_dest;
 
-/* Row i's features (D values) and label in d. */
+/* Row i's features (D values), label and ids (W) in d. */
 static inline float *tl_feed_dest_row(const tl_feed_dest *d, int64_t i, int64_t D)
 {
     return d->features[i / d->chunk] + (i % d->chunk) * D;
@@ -95,6 +106,11 @@ static inline float *tl_feed_dest_row(const tl_feed_dest *d, int64_t i, int64_t 
 static inline int32_t *tl_feed_dest_label(const tl_feed_dest *d, int64_t i)
 {
     return d->labels[i / d->chunk] + i % d->chunk;
+}
+
+static inline int64_t *tl_feed_dest_ids(const tl_feed_dest *d, int64_t i, int64_t W)
+{
+    return d->ids[i / d->chunk] + (i % d->chunk) * W;
 }
 
 /*
@@ -118,6 +134,7 @@ typedef struct tl_feed_spec {
     int frank;                      /* one example's features: rank and shape */
     int64_t fshape[TL_MAX_RANK];
     bool labels;                    /* the mode has labels */
+    int64_t ids;                    /* W >= 0: int64 embedding ids per example (0: none) */
     const tl_tensor_partition *fpart, *lpart; /* NULL: replicate to every core */
     int depth;                      /* buffers per (replica, core), >= 1 */
     bool predict;                   /* pad short batches; the stop batch ends */
@@ -134,7 +151,7 @@ typedef struct tl_feed_spec {
 typedef struct tl_feed tl_feed;
 
 /* Makes the buffers and queues. Errors: TL_EINVAL for a spec out of range
- * (a partition whose rank is not the tensor's); TL_ENOMEM. */
+ * (a partition whose rank is not the tensor's, ids < 0); TL_ENOMEM. */
 tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out);
 void tl_feed_destroy(tl_feed *f);
 

@@ -2,9 +2,12 @@
  * in-memory data of tl_estimator_train & co, cut from the global batches of
  * a shuffled epoch, or the datasets an input_fn returns per invocation of
  * the mode's input plan (spec tpu_estimator.md §4.1) — and the positions of
- * those datasets that checkpoints carry. */
+ * those datasets that checkpoints carry. Both write each example's
+ * embedding ids as int64 beside its features: from tl_labeled_data.ids, or
+ * from the element tensors named by the embedding features. */
 #define _GNU_SOURCE
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "estimator_int.h"
@@ -58,7 +61,7 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
 {
     const tl_mem_source *m = ud;
     const tl_labeled_data *d = m->est->data;
-    int64_t D = d->num_features;
+    int64_t D = d->num_features, W = m->est->emb_width;
     uint64_t seed = m->est->rc.tf_random_seed.set ? (uint64_t)m->est->rc.tf_random_seed.value : 0;
     int64_t n = cap, epoch = 0, in_epoch = step;
     if (m->cmd == CMD_TRAIN) {
@@ -76,6 +79,8 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
         memcpy(tl_feed_dest_row(dst, i, D), d->features + ex * D, (size_t)D * sizeof(float));
         if (dst->labels != NULL)
             *tl_feed_dest_label(dst, i) = d->labels[ex];
+        if (dst->ids != NULL)
+            memcpy(tl_feed_dest_ids(dst, i, W), d->ids + ex * W, (size_t)W * sizeof(int64_t));
     }
     *rows = n;
     return TL_OK;
@@ -83,7 +88,8 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
 
 /* ---- datasets ------------------------------------------------------------ */
 
-/* Where the model's features and label are in a dataset's elements. */
+/* Where the model's features, label and embedding ids are in a dataset's
+ * elements. */
 typedef struct tl_key_layout {
     int nf;           /* feature tensors */
     int *fidx;        /* (nf) their index in the element */
@@ -92,11 +98,16 @@ typedef struct tl_key_layout {
     int64_t D;
     int frank;
     int64_t fshape[TL_MAX_RANK];
+    int nid;          /* embedding features (0 without an engine) */
+    int *iidx;        /* (nid) the index of each one's id tensor */
+    int64_t *iwidth;  /* (nid) its ids per example, W_f */
+    int64_t W;        /* Σ W_f */
 } tl_key_layout;
 
 struct tl_ds_source {
     tl_dataset *ds;
     const tl_input *in;
+    const tl_emb_config *emb; /* NULL without an embedding engine */
     int index;        /* invocation */
     bool labels;
     int64_t D;        /* the traced width */
@@ -121,31 +132,138 @@ static int find_key(const tl_element *e, const char *key)
     return -1;
 }
 
-static tl_status no_key(const tl_element *e, const char *what, const char *key)
+/* "the input's elements have no <what> tensor "key"<after> (they have ...)" */
+static tl_status no_key_for(const tl_element *e, const char *what, const char *key, const char *after)
 {
     tl_strbuf sb = {0};
     for (int i = 0; i < e->num_tensors; i++)
         tl_strbuf_appendf(&sb, "%s\"%s\"", i ? ", " : "", e->tensors[i].key);
-    tl_status st = tl_error(TL_EINVAL, "the input's elements have no %s tensor \"%s\" (they have %s)", what, key,
-                            sb.len ? sb.data : "none");
+    tl_status st = tl_error(TL_EINVAL, "the input's elements have no %s tensor \"%s\"%s (they have %s)", what, key,
+                            after, sb.len ? sb.data : "none");
     tl_strbuf_free(&sb);
     return st;
+}
+
+static tl_status no_key(const tl_element *e, const char *what, const char *key)
+{
+    return no_key_for(e, what, key, "");
 }
 
 static void layout_free(tl_key_layout *l)
 {
     tl_free(l->fidx);
     tl_free(l->fwidth);
+    tl_free(l->iidx);
+    tl_free(l->iwidth);
     memset(l, 0, sizeof *l);
 }
 
-/* Finds in's feature and label tensors in element e. */
-static tl_status layout_of(const tl_element *e, const tl_input *in, bool need_label, tl_key_layout *l)
+/* Values per example of a batched tensor: the product of its dims after
+ * the batch. */
+static int64_t row_width(const tl_tensor *t)
+{
+    int64_t w = 1;
+    for (int d = 1; d < t->rank; d++)
+        w *= t->shape[d];
+    return w;
+}
+
+/* The key of embedding feature f's ids. */
+static const char *id_key(const tl_input *in, const tl_emb_config *c, int f)
+{
+    return in->embedding_keys != NULL && in->embedding_keys[f] != NULL ? in->embedding_keys[f]
+                                                                       : c->features[f].name;
+}
+
+/* Why id tensor t cannot carry feature fc's ids (W_f per example), as an
+ * error; TL_OK when it can. */
+static tl_status check_ids(const tl_tensor *t, const tl_emb_feature_config *fc, int64_t want)
+{
+    if (t->ragged)
+        return tl_error(TL_ENOTIMPL, "input tensor \"%s\" (the ids of embedding feature \"%s\") is ragged (a "
+                                     "VarLenFeature): ragged ids are not supported yet; parse it as a "
+                                     "FixedLenFeature of %lld value%s%s", t->key, fc->name, (long long)want,
+                        want == 1 ? "" : "s", fc->max_sequence_length > 0 ? ", -1 where a position is absent" : "");
+    if (t->dtype != TL_DT_INT64 && t->dtype != TL_DT_INT32)
+        return tl_error(TL_EINVAL, "input tensor \"%s\" holds the ids of embedding feature \"%s\" as %s: ids must "
+                                   "be int64 or int32 (an id never travels as a float)",
+                        t->key, fc->name, tl_data_type_name(t->dtype));
+    if (t->rank < 1)
+        return tl_error(TL_EINVAL, "input tensor \"%s\" (the ids of embedding feature \"%s\") is a scalar, not a "
+                                   "batch: batch the dataset", t->key, fc->name);
+    int64_t w = row_width(t);
+    if (w != want)
+        return tl_error(TL_EINVAL, "input tensor \"%s\" has %lld ids per example; embedding feature \"%s\" takes "
+                                   "%lld (%s): shape it (batch) or (batch, %lld)",
+                        t->key, (long long)w, fc->name, (long long)want,
+                        fc->max_sequence_length > 0 ? "its max_sequence_length"
+                        : fc->num_output_dims > 0   ? "the product of its output_shape"
+                                                    : "one id per example",
+                        (long long)want);
+    return TL_OK;
+}
+
+/* Finds the id tensor of every embedding feature of c in element e. */
+static tl_status ids_layout(const tl_element *e, const tl_input *in, const tl_emb_config *c, tl_key_layout *l)
+{
+    if (c == NULL) {
+        if (in->embedding_keys != NULL)
+            return tl_error(TL_EINVAL, "tl_input.embedding_keys is set, but the estimator has no embedding engine "
+                                       "(tl_estimator_options.embedding)");
+        return TL_OK;
+    }
+    int F = c->num_features;
+    if ((in->embedding_keys != NULL && in->num_embedding_keys != F) ||
+        (in->embedding_keys == NULL && in->num_embedding_keys != 0))
+        return tl_error(TL_EINVAL, "tl_input.num_embedding_keys is %d with embedding_keys %s; the embedding engine "
+                                   "has %d features, one key each (or embedding_keys NULL and 0: their names)",
+                        in->num_embedding_keys, in->embedding_keys != NULL ? "set" : "NULL", F);
+    l->iidx = tl_calloc((size_t)F + 1, sizeof *l->iidx);
+    l->iwidth = tl_calloc((size_t)F + 1, sizeof *l->iwidth);
+    if (l->iidx == NULL || l->iwidth == NULL)
+        return tl_error_oom();
+    for (int f = 0; f < F; f++) {
+        const tl_emb_feature_config *fc = &c->features[f];
+        const char *key = id_key(in, c, f);
+        int i = find_key(e, key);
+        if (i < 0) {
+            char after[160];
+            snprintf(after, sizeof after, " for embedding feature %d (\"%s\")", f, fc->name);
+            return no_key_for(e, "id", key, after);
+        }
+        int64_t want = tl_est_emb_width(fc);
+        tl_status st = check_ids(&e->tensors[i], fc, want);
+        if (st != TL_OK)
+            return st;
+        l->iidx[l->nid] = i;
+        l->iwidth[l->nid++] = want;
+        l->W += want;
+    }
+    return TL_OK;
+}
+
+static bool is_id_tensor(const tl_key_layout *l, int i)
+{
+    for (int k = 0; k < l->nid; k++)
+        if (l->iidx[k] == i)
+            return true;
+    return false;
+}
+
+/* Finds in's feature, label and (with an engine's config c) id tensors in
+ * element e. */
+static tl_status layout_of(const tl_element *e, const tl_input *in, bool need_label, const tl_emb_config *c,
+                           tl_key_layout *l)
 {
     memset(l, 0, sizeof *l);
     l->lidx = find_key(e, label_key(in));
     if (need_label && l->lidx < 0)
         return no_key(e, "label", label_key(in));
+    tl_status st = ids_layout(e, in, c, l);
+    if (st != TL_OK) {
+        layout_free(l);
+        return st;
+    }
     int cap = in->feature_keys != NULL ? in->num_feature_keys : e->num_tensors;
     l->fidx = tl_calloc((size_t)cap + 1, sizeof *l->fidx);
     l->fwidth = tl_calloc((size_t)cap + 1, sizeof *l->fwidth);
@@ -157,35 +275,34 @@ static tl_status layout_of(const tl_element *e, const tl_input *in, bool need_la
         for (int k = 0; k < in->num_feature_keys; k++) {
             int i = find_key(e, in->feature_keys[k]);
             if (i < 0) {
-                tl_status st = no_key(e, "feature", in->feature_keys[k]);
+                st = no_key(e, "feature", in->feature_keys[k]);
                 layout_free(l);
                 return st;
             }
             l->fidx[l->nf++] = i;
         }
     } else {
+        /* The ids are the embedding's input, not the model's features. */
         for (int i = 0; i < e->num_tensors; i++)
-            if (i != l->lidx && numeric(e->tensors[i].dtype) && !e->tensors[i].ragged)
+            if (i != l->lidx && numeric(e->tensors[i].dtype) && !e->tensors[i].ragged && !is_id_tensor(l, i))
                 l->fidx[l->nf++] = i;
     }
     if (l->nf == 0) {
         layout_free(l);
-        return tl_error(TL_EINVAL, "the input's elements have no dense numeric feature tensor besides the label \"%s\"",
-                        label_key(in));
+        return tl_error(TL_EINVAL, "the input's elements have no dense numeric feature tensor besides the label "
+                                   "\"%s\"%s", label_key(in), c != NULL ? " and the embedding ids" : "");
     }
     for (int k = 0; k < l->nf; k++) {
         const tl_tensor *t = &e->tensors[l->fidx[k]];
         if (!numeric(t->dtype) || t->ragged || t->rank < 1) {
-            tl_status st = tl_error(TL_EINVAL, "input tensor \"%s\" cannot be a model feature: it is %s%s; features "
-                                               "are dense float32, int32 or int64 batches (batch, ...)",
-                                    t->key, t->ragged ? "ragged" : t->dtype == TL_DT_BYTES ? "bytes" : "",
-                                    t->rank < 1 ? "a scalar, not a batch" : "");
+            st = tl_error(TL_EINVAL, "input tensor \"%s\" cannot be a model feature: it is %s%s; features are "
+                                     "dense float32, int32 or int64 batches (batch, ...)",
+                          t->key, t->ragged ? "ragged" : t->dtype == TL_DT_BYTES ? "bytes" : "",
+                          t->rank < 1 ? "a scalar, not a batch" : "");
             layout_free(l);
             return st;
         }
-        int64_t w = 1;
-        for (int d = 1; d < t->rank; d++)
-            w *= t->shape[d];
+        int64_t w = row_width(t);
         l->fwidth[k] = w;
         l->D += w;
     }
@@ -219,6 +336,38 @@ static void convert(const tl_tensor *t, int64_t row, int64_t w, float *dst)
     }
 }
 
+/* Writes the n rows' ids of element e into dst: feature after feature,
+ * int64 as they are, int32 widened; nothing is checked per id (the
+ * engine's bounds check is the one check). */
+static tl_status copy_ids(const tl_ds_source *s, const tl_element *e, int64_t n, const tl_feed_dest *dst)
+{
+    const tl_key_layout *l = &s->lay;
+    int64_t off = 0;
+    for (int k = 0; k < l->nid; k++) {
+        const tl_tensor *t = &e->tensors[l->iidx[k]];
+        int64_t w = l->iwidth[k];
+        tl_status st = check_ids(t, &s->emb->features[k], w);
+        if (st == TL_OK && t->shape[0] != n)
+            st = tl_error(TL_EINVAL, "input tensor \"%s\" (the ids of embedding feature \"%s\") has %lld rows; the "
+                                     "features have %lld", t->key, s->emb->features[k].name,
+                          (long long)t->shape[0], (long long)n);
+        if (st != TL_OK)
+            return st;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t *row = tl_feed_dest_ids(dst, i, l->W) + off;
+            if (t->dtype == TL_DT_INT64) {
+                memcpy(row, (const int64_t *)t->data + i * w, (size_t)w * sizeof *row);
+            } else {
+                const int32_t *v = (const int32_t *)t->data + i * w;
+                for (int64_t j = 0; j < w; j++)
+                    row[j] = v[j];
+            }
+        }
+        off += w;
+    }
+    return TL_OK;
+}
+
 static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     (void)step;
@@ -232,7 +381,7 @@ static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, cons
     if (e == NULL)
         return TL_OK;
     if (s->lay.fidx == NULL) {
-        if ((st = layout_of(e, s->in, s->labels, &s->lay)) != TL_OK)
+        if ((st = layout_of(e, s->in, s->labels, s->emb, &s->lay)) != TL_OK)
             return st;
         if (s->lay.D != s->D)
             return tl_error(TL_EINVAL, "the input's features have %lld values per example; the model was traced for "
@@ -247,9 +396,7 @@ static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, cons
                         t0->key, (long long)n, (long long)cap);
     for (int k = 0; k < l->nf; k++) {
         const tl_tensor *t = &e->tensors[l->fidx[k]];
-        int64_t w = 1;
-        for (int d = 1; d < t->rank; d++)
-            w *= t->shape[d];
+        int64_t w = row_width(t);
         if (t->rank < 1 || t->shape[0] != n || w != l->fwidth[k] || !numeric(t->dtype) || t->ragged)
             return tl_error(TL_EINVAL, "input tensor \"%s\" changed shape: %lld rows of %lld values, where the first "
                                        "element had %lld values per row and \"%s\" %lld rows",
@@ -271,6 +418,8 @@ static tl_status ds_next(void *ud, int64_t step, int64_t row0, int64_t cap, cons
             }
         }
     }
+    if (dst->ids != NULL && (st = copy_ids(s, e, n, dst)) != TL_OK)
+        return st;
     if (dst->labels != NULL) {
         const tl_tensor *t = &e->tensors[l->lidx];
         bool ok = (t->dtype == TL_DT_INT32 || t->dtype == TL_DT_INT64) && !t->ragged &&
@@ -338,7 +487,8 @@ tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input 
     if ((st = tl_dataset_next(ds, &e)) == TL_OK && e == NULL)
         st = tl_error(TL_EINVAL, "input_fn (%s, invocation 0): the dataset is empty", tl_mode_name(mode));
     tl_key_layout l;
-    if (st == TL_OK && (st = layout_of(e, in, mode != TL_MODE_PREDICT, &l)) == TL_OK) {
+    const tl_emb_config *c = tl_emb_engine_config(est->opt.embedding);
+    if (st == TL_OK && (st = layout_of(e, in, mode != TL_MODE_PREDICT, c, &l)) == TL_OK) {
         *frank = l.frank;
         memcpy(fshape, l.fshape, (size_t)l.frank * sizeof *fshape);
         layout_free(&l);
@@ -378,6 +528,7 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
     for (int i = 0; i < p->input_fn_calls; i++) {
         tl_ds_source *s = &f->ds[i];
         s->in = in;
+        s->emb = tl_emb_engine_config(est->opt.embedding);
         s->index = i;
         s->labels = mode != TL_MODE_PREDICT;
         s->D = est->D;
@@ -469,6 +620,7 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
                              .plan = f->plan[m],
                              .frank = est->frank,
                              .labels = m != TL_MODE_PREDICT,
+                             .ids = est->emb_width,
                              .depth = depth,
                              .predict = m == TL_MODE_PREDICT,
                              .may_end = m == TL_MODE_TRAIN || (m == TL_MODE_EVAL && !f->plan[m]->on_device),

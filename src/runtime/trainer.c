@@ -43,8 +43,9 @@ static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec 
 }
 
 /* Moves the next batch, which must be for step, from the infeed into the
- * program's inputs. */
-static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step, tl_batch_info *info)
+ * program's inputs, and its embedding ids into the engine (mode's). */
+static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t step, tl_mode mode,
+                      tl_batch_info *info)
 {
     tl_estimator *est = w->est;
     tl_feed_batch *b;
@@ -55,12 +56,17 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
     if (st != TL_OK)
         return st;
     info->end = b->end;
-    if (!b->end)
+    if (!b->end) {
         fill_inputs(est, m, x, b);
+        /* The ids are enqueued straight from the buffer, as the infeed wrote
+         * them: typed, never a float among the features. (The CPU path's
+         * evaluation, whose short batches run apart, has no engine.) */
+        st = tl_est_emb_enqueue(w, m, b->ids, mode, step);
+    }
     info->real_rows = b->real_rows;
     info->stopping = b->stopping;
     tl_infeed_release(est, w->rank, b);
-    return TL_OK;
+    return st;
 }
 
 /* One training step; *end when the input ended before it (nothing ran). */
@@ -70,7 +76,7 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     const tl_program *p = est->train.p;
     tl_exec *x = &w->train_x;
     tl_batch_info info;
-    tl_status st = feed(w, &est->train, x, step, &info);
+    tl_status st = feed(w, &est->train, x, step, TL_MODE_TRAIN, &info);
     if (st != TL_OK || (*end = info.end))
         return st;
     x->step = step;
@@ -170,7 +176,7 @@ static tl_status eval_step(tl_worker *w, int64_t step)
     const tl_mode_prog *m = &est->eval;
     tl_exec *x = &w->eval_x;
     tl_batch_info info;
-    tl_status st = feed(w, m, x, step, &info);
+    tl_status st = feed(w, m, x, step, TL_MODE_EVAL, &info);
     if (st != TL_OK || (w->ended = info.end))
         return st;
     if (info.real_rows < m->batch) {
@@ -200,7 +206,7 @@ static tl_status predict_step(tl_worker *w, int64_t step, bool *stop)
     const tl_mode_prog *m = &est->predict;
     tl_exec *x = &w->predict_x;
     tl_batch_info info;
-    tl_status st = feed(w, m, x, step, &info);
+    tl_status st = feed(w, m, x, step, TL_MODE_PREDICT, &info);
     if (st != TL_OK)
         return st;
     *stop = info.stopping;
@@ -279,7 +285,6 @@ void tl_estimator_options_init(tl_estimator_options *o)
     memset(o, 0, sizeof *o);
     tl_optimizer_config_default(TL_OPTIM_ADAM, &o->optimizer);
     o->optimizer.lr.learning_rate = 1e-3;
-    o->embedding_first_column = -1;
 }
 
 /* The infeed depth when the options leave it 0. */
@@ -643,9 +648,35 @@ tl_status tl_est_prepare_shape(tl_estimator *est, int frank, const int64_t *fsha
     return TL_OK;
 }
 
+/* In-memory data's ids fit the engine: W of them per example, feature
+ * after feature. Without an engine, ids are not read. */
+static tl_status check_data_ids(const tl_estimator *est, const tl_labeled_data *data)
+{
+    int64_t W = est->emb_width;
+    if (est->opt.embedding == NULL || (data->num_ids == W && (data->ids != NULL || data->num_examples == 0)))
+        return TL_OK;
+    const tl_emb_config *c = tl_emb_engine_config(est->opt.embedding);
+    tl_strbuf sb = {0};
+    for (int f = 0; f < c->num_features && f < 8; f++)
+        tl_strbuf_appendf(&sb, "%s\"%s\" %lld", f ? ", " : "", c->features[f].name,
+                          (long long)tl_est_emb_width(&c->features[f]));
+    tl_status st = tl_error(TL_EINVAL, "the data has %lld embedding ids per example (tl_labeled_data.num_ids%s); the "
+                                       "embedding engine's %d features take %lld, feature after feature (%s%s)",
+                            (long long)data->num_ids, data->ids == NULL ? ", ids NULL" : "", c->num_features,
+                            (long long)W, sb.len ? sb.data : "", c->num_features > 8 ? ", ..." : "");
+    tl_strbuf_free(&sb);
+    return st;
+}
+
 tl_status tl_est_prepare(tl_estimator *est, const tl_labeled_data *data)
 {
-    return tl_est_prepare_shape(est, data->feature_rank, data->feature_shape);
+    /* Ids are no features: data of ids alone leaves the model no input. */
+    if (data->num_features < 1)
+        return tl_error(TL_EINVAL, "the data has %lld feature values per example; the model's features need at least "
+                                   "one (the embedding ids travel apart, in tl_labeled_data.ids)",
+                        (long long)data->num_features);
+    tl_status st = check_data_ids(est, data);
+    return st != TL_OK ? st : tl_est_prepare_shape(est, data->feature_rank, data->feature_shape);
 }
 
 void tl_estimator_destroy(tl_estimator *est)
