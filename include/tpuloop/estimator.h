@@ -195,6 +195,24 @@ typedef struct tl_estimator_options {
      * depth); 0 means 3. */
     int infeed_depth;
     /*
+     * CheckpointSaverListener.after_save (TensorFlow's saving_listeners), on
+     * the host thread after every checkpoint train saves in model_dir, with
+     * its global step and file. The first call of a train call is the save
+     * of the state it starts from, which TensorFlow's listeners see too. It
+     * may evaluate on this estimator (tl_estimator_evaluate, _evaluate_input):
+     * the evaluation runs between two training loops on its own input, and
+     * training then goes on as if it had not run — the same bits, the same
+     * input positions. A non-OK return ends train with that status
+     * ("after_save: ..."). NULL: none.
+     */
+    tl_status (*after_save)(tl_estimator *est, int64_t global_step, const char *checkpoint, void *user);
+    void *after_save_user;
+    /* Also save at the first loop boundary at or after every this many
+     * steps since the last save (0: only save_checkpoints_steps / _secs),
+     * for a listener that acts every N steps; the configuration's schedule
+     * keeps its own cadence. */
+    int64_t save_every_n_steps;
+    /*
      * The embedding engine (tpuloop/embedding.h; TPUEstimator's
      * embedding_config_spec), borrowed: it must outlive the estimator, and
      * nothing else may step it while the estimator runs. NULL: none.

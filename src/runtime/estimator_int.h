@@ -86,20 +86,31 @@ typedef struct tl_mode_prog {
 } tl_mode_prog;
 
 /* The estimator's side of the infeed (infeed.c): one feed per mode, made in
- * prepare, and the sources of the running call. */
+ * prepare, and each mode's call: its sources and datasets. Two calls run at
+ * once only when an evaluation runs between two training loops (train and
+ * evaluate): the training feed, held at its loop boundary, waits as `outer`
+ * while the workers pop the evaluation's. */
 typedef struct tl_mem_source tl_mem_source;
 typedef struct tl_ds_source tl_ds_source;
-typedef struct tl_infeed {
-    int depth;                /* batches prefetched per replica */
-    tl_input_plan *plan[3];   /* per tl_mode */
-    tl_feed *feed[3];         /* per tl_mode; NULL for a mode not traced */
-    tl_feed *cur;             /* the running one, NULL when none */
+typedef struct tl_infeed_call {
     tl_feed_source *sources;  /* (ncalls) */
     tl_mem_source *mem;       /* (ncalls) in-memory data */
     tl_ds_source *ds;         /* (ncalls) datasets; NULL for in-memory data */
     int ncalls;
     bool hold;                /* held at loop boundaries (datasets: exact positions) */
+} tl_infeed_call;
+
+typedef struct tl_infeed {
+    int depth;                /* batches prefetched per replica */
+    tl_input_plan *plan[3];   /* per tl_mode */
+    tl_feed *feed[3];         /* per tl_mode; NULL for a mode not traced */
+    tl_infeed_call call[3];   /* per tl_mode */
+    tl_feed *cur;             /* the running one the workers pop, NULL when none */
+    tl_mode cur_mode;
     int64_t first;            /* the running call's first step */
+    tl_feed *outer;           /* the training feed an evaluation interrupts, or NULL */
+    tl_mode outer_mode;
+    int64_t outer_first;
     int64_t sleep_ns;         /* initial_infeed_sleep_secs, before the first step */
 } tl_infeed;
 
@@ -174,6 +185,7 @@ struct tl_estimator {
     /* ---- the embedding engine (emb_steps.c) */
     int64_t emb_width;         /* W = Σ W_f: int64 ids per example, beside the features (0: no engine) */
     tl_emb_engine *own_emb;       /* made from options.embedding_config; destroyed last */
+    int64_t last_saved_step;      /* the running train's last checkpoint, -1 before the first */
     /* Evaluation on the CPU path (use_tpu or eval_on_tpu false): replica 0
      * alone, with the global batch, to eval_steps or the end of the input;
      * a short last batch is evaluated by eval_part, traced at its size. */
@@ -231,6 +243,10 @@ struct tl_worker {
     int64_t scored_cap, scored_len;
     tl_est_emb emb;
 };
+
+/* The replicas whose infeed waits an after_save listener's evaluation
+ * leaves out of training's (more are counted with it). */
+#define TL_MAX_LISTENER_REPLICAS 256
 
 /* ---- trainer.c ----------------------------------------------------------- */
 
@@ -328,36 +344,40 @@ tl_status tl_infeed_init(tl_estimator *est, int depth);
 tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input *in, int *frank, int64_t *fshape);
 
 /* Calls in->input_fn once per invocation of mode's plan (host thread): the
- * next tl_infeed_start of that mode reads these datasets instead of
- * est->data. Errors: the input_fn's (every dataset made is destroyed). */
+ * next tl_infeed_start of that mode reads these datasets instead of data in
+ * memory. Errors: the input_fn's (every dataset made is destroyed). */
 tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_input *in);
 
-/* Destroys the datasets (after tl_infeed_stop). */
-void tl_infeed_close_datasets(tl_estimator *est);
+/* Destroys mode's datasets (after its tl_infeed_stop). */
+void tl_infeed_close_datasets(tl_estimator *est, tl_mode mode);
 
-/* The datasets' positions as one JSON array (tl_free it), once the feed has
- * produced every step below step and is held there; NULL *json for
+/* The training datasets' positions as one JSON array (tl_free it), once the
+ * feed has produced every step below step and is held there; NULL *json for
  * in-memory data. Errors: the datasets', TL_ENOMEM. */
 tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json);
 
 /* Restores positions saved by tl_infeed_save_positions into the open
- * datasets, before the feed starts. Errors: TL_EINVAL when the count or a
+ * training datasets, before the feed starts. Errors: TL_EINVAL when the count or a
  * dataset's state does not match (named), TL_EPARSE for bad JSON. */
 tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json);
 
 /* Starts the input thread of cmd for count steps from first (train: global
  * steps; eval: eval steps from 0; predict: batches from 0 until the input
- * ends, then the stop batch — count < 0). Datasets in training are held:
- * tl_infeed_allow lets each loop's steps through. Errors: TL_ENOMEM,
- * TL_ERUNTIME; then nothing runs. */
-tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int64_t count);
+ * ends, then the stop batch — count < 0), reading the mode's open datasets
+ * or else data. Datasets in training are held: tl_infeed_allow lets each
+ * loop's steps through. An evaluation may start while training's feed runs
+ * (between its loops): the workers pop the evaluation's until its stop,
+ * then training's again. Errors: TL_ENOMEM, TL_ERUNTIME; then nothing runs. */
+tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, const tl_labeled_data *data, int64_t first,
+                          int64_t count);
 
 /* Lets a held feed produce the steps below limit. */
 void tl_infeed_allow(tl_estimator *est, int64_t limit);
 
-/* Closes the queues (waking the thread and any waiting worker), joins the
- * thread and returns its error (a dataset's, with its message) or TL_OK.
- * Safe to call when nothing runs. */
+/* Closes the running feed's queues (waking the thread and any waiting
+ * worker), joins the thread and returns its error (a dataset's, with its
+ * message) or TL_OK; an interrupted training feed runs on. Safe to call
+ * when nothing runs. */
 tl_status tl_infeed_stop(tl_estimator *est);
 
 /* The running feed's error, if it failed (the root cause of the workers'

@@ -93,12 +93,11 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
         if (est->part_features == NULL || est->part_labels == NULL)
             return tl_error_oom();
     }
-    est->data = data;
     tl_status st = TL_OK;
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_EVAL, in)) != TL_OK)
         return st;
-    if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps == INT64_MAX ? -1 : steps)) != TL_OK) {
-        tl_infeed_close_datasets(est);
+    if ((st = tl_infeed_start(est, CMD_EVAL, data, 0, steps == INT64_MAX ? -1 : steps)) != TL_OK) {
+        tl_infeed_close_datasets(est, TL_MODE_EVAL);
         return st;
     }
     cpu_totals t = {0};
@@ -133,7 +132,7 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
             break;
     }
     tl_status ist = tl_infeed_stop(est);
-    tl_infeed_close_datasets(est);
+    tl_infeed_close_datasets(est, TL_MODE_EVAL);
     if (st == TL_OK)
         st = ist;
     if (st == TL_OK && k == 0)
@@ -188,7 +187,6 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
                                    "(%lld whole batches)",
                         (long long)steps, (long long)G, (long long)data->num_examples,
                         (long long)(data->num_examples / G));
-    est->data = data;
     int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
     int64_t per_replica = steps * est->eval.batch;
     for (int r = 0; C <= 2 && r < est->R; r++) {
@@ -208,13 +206,13 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
         return st;
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_EVAL, in)) != TL_OK)
         return st;
-    if ((st = tl_infeed_start(est, CMD_EVAL, 0, steps)) != TL_OK) {
-        tl_infeed_close_datasets(est);
+    if ((st = tl_infeed_start(est, CMD_EVAL, data, 0, steps)) != TL_OK) {
+        tl_infeed_close_datasets(est, TL_MODE_EVAL);
         return st;
     }
     st = tl_est_device_loop(est, CMD_EVAL, 0, steps);
     tl_status ist = tl_infeed_stop(est);
-    tl_infeed_close_datasets(est);
+    tl_infeed_close_datasets(est, TL_MODE_EVAL);
     if (st == TL_OK)
         st = ist;
     if (st != TL_OK)
@@ -317,11 +315,10 @@ static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, co
     int64_t n = ipl->unit == TL_IPL_COUNT && ipl->value > 0 ? ipl->value : 100;
     if ((st = reserve_predictions(est, n)) != TL_OK)
         return st;
-    est->data = data;
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_PREDICT, in)) != TL_OK)
         return st;
-    if ((st = tl_infeed_start(est, CMD_PREDICT, 0, -1)) != TL_OK) {
-        tl_infeed_close_datasets(est);
+    if ((st = tl_infeed_start(est, CMD_PREDICT, data, 0, -1)) != TL_OK) {
+        tl_infeed_close_datasets(est, TL_MODE_PREDICT);
         return st;
     }
     int64_t b = est->predict.batch, W = est->pred_width, cap = 0, len = 0, steps = 0, padded = 0;
@@ -358,7 +355,7 @@ static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, co
         done = w0->pred_stopped;
     }
     tl_status ist = tl_infeed_stop(est);
-    tl_infeed_close_datasets(est);
+    tl_infeed_close_datasets(est, TL_MODE_PREDICT);
     if (st == TL_OK)
         st = ist;
     if (st == TL_OK && out == NULL && (out = tl_malloc(sizeof(float))) == NULL)

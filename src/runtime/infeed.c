@@ -50,6 +50,7 @@ static int64_t shuffled(uint64_t seed, int64_t epoch, int64_t position, int64_t 
 
 struct tl_mem_source {
     const tl_estimator *est;
+    const tl_labeled_data *data;
     tl_cmd_kind cmd;
     int64_t G; /* rows of a global batch */
 };
@@ -60,7 +61,7 @@ struct tl_mem_source {
 static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     const tl_mem_source *m = ud;
-    const tl_labeled_data *d = m->est->data;
+    const tl_labeled_data *d = m->data;
     int64_t D = d->num_features, W = m->est->emb_width;
     uint64_t seed = m->est->rc.tf_random_seed.set ? (uint64_t)m->est->rc.tf_random_seed.value : 0;
     int64_t n = cap, epoch = 0, in_epoch = step;
@@ -498,9 +499,9 @@ tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input 
     return st;
 }
 
-void tl_infeed_close_datasets(tl_estimator *est)
+void tl_infeed_close_datasets(tl_estimator *est, tl_mode mode)
 {
-    tl_infeed *f = &est->infeed;
+    tl_infeed_call *f = &est->infeed.call[mode];
     for (int i = 0; f->ds != NULL && i < f->ncalls; i++) {
         /* skip_corrupt_records: each skip was logged where it happened;
          * the total goes beside them. */
@@ -517,9 +518,9 @@ void tl_infeed_close_datasets(tl_estimator *est)
 
 tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_input *in)
 {
-    tl_infeed *f = &est->infeed;
-    tl_infeed_close_datasets(est);
-    const tl_input_plan *p = f->plan[mode];
+    tl_infeed_call *f = &est->infeed.call[mode];
+    tl_infeed_close_datasets(est, mode);
+    const tl_input_plan *p = est->infeed.plan[mode];
     TL_ASSERT(p != NULL);
     f->ds = tl_calloc((size_t)p->input_fn_calls, sizeof *f->ds);
     if (f->ds == NULL)
@@ -534,7 +535,7 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
         s->D = est->D;
         tl_status st = call_input_fn(in, p, i, &s->ds);
         if (st != TL_OK) {
-            tl_infeed_close_datasets(est);
+            tl_infeed_close_datasets(est, mode);
             return st;
         }
     }
@@ -543,12 +544,13 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
 
 tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
 {
-    tl_infeed *f = &est->infeed;
+    tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
     *json = NULL;
     if (f->ds == NULL)
         return TL_OK;
-    if (f->cur != NULL)
-        tl_feed_wait_produced(f->cur, step);
+    tl_feed *train = est->infeed.cur_mode == TL_MODE_TRAIN ? est->infeed.cur : est->infeed.outer;
+    if (train != NULL)
+        tl_feed_wait_produced(train, step);
     json_t *arr = json_array();
     tl_status st = arr != NULL ? TL_OK : tl_error_oom();
     for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
@@ -574,7 +576,7 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
 
 tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json)
 {
-    tl_infeed *f = &est->infeed;
+    tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
     json_error_t jerr;
     json_t *arr = json_loads(json, 0, &jerr);
     if (arr == NULL || !json_is_array(arr)) {
@@ -629,50 +631,61 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
         if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
             return st;
     }
-    int calls = 0;
-    for (int m = 0; m < 3; m++)
-        if (f->plan[m] != NULL && f->plan[m]->input_fn_calls > calls)
-            calls = f->plan[m]->input_fn_calls;
-    f->sources = tl_calloc((size_t)calls, sizeof *f->sources);
-    f->mem = tl_calloc((size_t)calls, sizeof *f->mem);
-    if (f->sources == NULL || f->mem == NULL)
-        return tl_error_oom();
+    for (int m = 0; m < 3; m++) {
+        if (f->plan[m] == NULL)
+            continue;
+        int calls = f->plan[m]->input_fn_calls;
+        f->call[m].sources = tl_calloc((size_t)calls, sizeof *f->call[m].sources);
+        f->call[m].mem = tl_calloc((size_t)calls, sizeof *f->call[m].mem);
+        if (f->call[m].sources == NULL || f->call[m].mem == NULL)
+            return tl_error_oom();
+    }
     return TL_OK;
 }
 
-tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, int64_t first, int64_t count)
+tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, const tl_labeled_data *data, int64_t first,
+                          int64_t count)
 {
     tl_infeed *f = &est->infeed;
     tl_mode mode = mode_of(cmd);
     const tl_input_plan *p = f->plan[mode];
-    TL_ASSERT(p != NULL && f->cur == NULL);
+    tl_infeed_call *c = &f->call[mode];
+    /* Only an evaluation interrupts a running (training) feed. */
+    TL_ASSERT(p != NULL && (f->cur == NULL || (f->outer == NULL && mode == TL_MODE_EVAL && f->cur_mode != mode)));
     for (int i = 0; i < p->input_fn_calls; i++) {
-        if (f->ds != NULL) {
-            f->sources[i] = (tl_feed_source){ds_next, &f->ds[i]};
+        if (c->ds != NULL) {
+            c->sources[i] = (tl_feed_source){ds_next, &c->ds[i]};
         } else {
-            f->mem[i] = (tl_mem_source){est, cmd, p->global_batch_size};
-            f->sources[i] = (tl_feed_source){mem_next, &f->mem[i]};
+            c->mem[i] = (tl_mem_source){est, data, cmd, p->global_batch_size};
+            c->sources[i] = (tl_feed_source){mem_next, &c->mem[i]};
         }
     }
     /* A dataset's position is only known where the feed stands: training
      * holds it at each loop's end so a checkpoint there is exact. The
      * in-memory order is a function of the step, so it runs ahead freely. */
-    f->hold = cmd == CMD_TRAIN && f->ds != NULL;
-    f->first = first;
+    c->hold = cmd == CMD_TRAIN && c->ds != NULL;
     int64_t secs = est->rc.tpu.initial_infeed_sleep_secs;
     f->sleep_ns = secs <= 0 ? 0 : secs >= INT64_MAX / 1000000000 ? INT64_MAX : secs * 1000000000;
-    tl_feed_set_sleep(f->feed[mode], f->sleep_ns);
-    tl_status st = tl_feed_start(f->feed[mode], f->sources, first, count, f->hold ? first : INT64_MAX);
+    tl_feed_set_sleep(f->feed[mode], f->cur == NULL ? f->sleep_ns : 0);
+    tl_status st = tl_feed_start(f->feed[mode], c->sources, first, count, c->hold ? first : INT64_MAX);
     if (st != TL_OK)
         return st;
+    if (f->cur != NULL) {
+        f->outer = f->cur;
+        f->outer_mode = f->cur_mode;
+        f->outer_first = f->first;
+    }
     f->cur = f->feed[mode];
+    f->cur_mode = mode;
+    f->first = first;
     return TL_OK;
 }
 
 void tl_infeed_allow(tl_estimator *est, int64_t limit)
 {
-    if (est->infeed.cur != NULL && est->infeed.hold)
-        tl_feed_allow(est->infeed.cur, limit);
+    tl_infeed *f = &est->infeed;
+    if (f->cur != NULL && f->call[f->cur_mode].hold)
+        tl_feed_allow(f->cur, limit);
 }
 
 tl_status tl_infeed_stop(tl_estimator *est)
@@ -681,7 +694,10 @@ tl_status tl_infeed_stop(tl_estimator *est)
     if (f->cur == NULL)
         return TL_OK;
     tl_status st = tl_feed_stop(f->cur);
-    f->cur = NULL;
+    f->cur = f->outer;
+    f->cur_mode = f->outer_mode;
+    f->first = f->outer_first;
+    f->outer = NULL;
     return st;
 }
 
@@ -703,16 +719,17 @@ void tl_infeed_abort(tl_estimator *est)
 void tl_infeed_free(tl_estimator *est)
 {
     tl_infeed *f = &est->infeed;
-    (void)tl_infeed_stop(est);
-    tl_infeed_close_datasets(est);
+    while (f->cur != NULL)
+        (void)tl_infeed_stop(est);
     for (int m = 0; m < 3; m++) {
+        tl_infeed_close_datasets(est, (tl_mode)m);
         tl_feed_destroy(f->feed[m]);
         tl_input_plan_destroy(f->plan[m]);
+        tl_free(f->call[m].sources);
+        tl_free(f->call[m].mem);
         f->feed[m] = NULL;
         f->plan[m] = NULL;
     }
-    tl_free(f->sources);
-    tl_free(f->mem);
 }
 
 tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns)

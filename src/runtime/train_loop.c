@@ -41,11 +41,35 @@ static double seconds_since(int64_t t0)
 }
 
 /* Flushes the summaries, then saves (CheckpointSaverHook's order: the
- * events of a step are durable no later than its checkpoint). */
+ * events of a step are durable no later than its checkpoint), then calls
+ * the after_save listener — which may evaluate between two training loops:
+ * the replicas' infeed waits of that evaluation are not training's. */
 static tl_status checkpoint(tl_estimator *est)
 {
     tl_status st = tl_est_summaries_flush(est);
-    return st != TL_OK ? st : tl_est_save(est);
+    if (st == TL_OK)
+        st = tl_est_save(est);
+    if (st != TL_OK || est->model_dir == NULL)
+        return st;
+    est->last_saved_step = est->global_step;
+    if (est->opt.after_save == NULL)
+        return TL_OK;
+    char path[4096];
+    if ((st = tl_ckpt_path(est->model_dir, est->global_step, path, sizeof path)) != TL_OK)
+        return st;
+    int64_t waits[2 * TL_MAX_LISTENER_REPLICAS];
+    int R = est->R < TL_MAX_LISTENER_REPLICAS ? est->R : TL_MAX_LISTENER_REPLICAS;
+    for (int r = 0; r < R; r++) {
+        waits[2 * r] = est->workers[r].wait_ns;
+        waits[2 * r + 1] = est->workers[r].start_wait_ns;
+    }
+    tl_clear_error();
+    st = est->opt.after_save(est, est->global_step, path, est->opt.after_save_user);
+    for (int r = 0; r < R; r++) {
+        est->workers[r].wait_ns = waits[2 * r];
+        est->workers[r].start_wait_ns = waits[2 * r + 1];
+    }
+    return st == TL_OK ? TL_OK : tl_callback_failed(st, "after_save");
 }
 
 /* The losses since the previous loss log: their sum over replicas and
@@ -218,9 +242,10 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_TRAIN, in)) == TL_OK)
         st = tl_est_restore_input(est);
     if (st == TL_OK)
-        st = tl_infeed_start(est, CMD_TRAIN, est->global_step, tl_train_schedule_final_step(sched) - est->global_step);
+        st = tl_infeed_start(est, CMD_TRAIN, data, est->global_step,
+                             tl_train_schedule_final_step(sched) - est->global_step);
     if (st != TL_OK) {
-        tl_infeed_close_datasets(est);
+        tl_infeed_close_datasets(est, TL_MODE_TRAIN);
         tl_train_schedule_destroy(sched);
         return st;
     }
@@ -230,6 +255,7 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
     loss_window win = {0};
     int64_t t0 = tl_now_ns(), start_step = est->global_step;
     /* CheckpointSaverHook saves the restored (or initial) state first. */
+    est->last_saved_step = -1;
     if (tl_ckpt_schedule_at_start(&ck, est->global_step, 0.0))
         st = checkpoint(est);
     int64_t n = st == TL_OK ? tl_train_schedule_next(sched) : 0;
@@ -267,7 +293,13 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
             break;
         if ((st = tl_train_schedule_after_loop(sched, est->global_step, elapsed, &n)) != TL_OK)
             break;
-        if (tl_ckpt_schedule_after_loop(&ck, est->global_step, seconds_since(t0)) && (st = checkpoint(est)) != TL_OK)
+        /* The schedule's saves, and options.save_every_n_steps' beside them
+         * (which leave the schedule's cadence as it is). */
+        bool due = tl_ckpt_schedule_after_loop(&ck, est->global_step, seconds_since(t0));
+        int64_t every = est->opt.save_every_n_steps;
+        if (!due && every > 0 && est->model_dir != NULL && est->global_step != est->last_saved_step)
+            due = est->last_saved_step < 0 || est->global_step - est->last_saved_step >= every;
+        if (due && (st = checkpoint(est)) != TL_OK)
             break;
         if (est->steps_per_epoch > 0 && input_end != INT64_MAX && est->global_step >= input_end)
             res->end_of_input = true;
@@ -281,9 +313,10 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
      * without a checkpoint hook when a stop was requested (the graceful-
      * shutdown save). Not after an error: TensorFlow's hooks do not end
      * then, and a NaN state must never be saved. */
-    if (st == TL_OK && tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped))
+    if (st == TL_OK && est->last_saved_step != est->global_step &&
+        tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped))
         st = checkpoint(est);
-    tl_infeed_close_datasets(est); /* after the last checkpoint saved their positions */
+    tl_infeed_close_datasets(est, TL_MODE_TRAIN); /* after the last checkpoint saved their positions */
     tl_status fst = tl_est_summaries_flush(est);
     if (st == TL_OK)
         st = fst;

@@ -484,6 +484,9 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     if (o->infeed_depth < 0 || o->infeed_depth > 1024)
         return tl_error(TL_EINVAL, "tl_estimator_options.infeed_depth must be in [0, 1024] (0: %d), got %d",
                         TL_INFEED_DEPTH_DEFAULT, o->infeed_depth);
+    if (o->save_every_n_steps < 0)
+        return tl_error(TL_EINVAL, "tl_estimator_options.save_every_n_steps must be >= 0 (0: none), got %lld",
+                        (long long)o->save_every_n_steps);
     if (rc->tpu.num_cores_per_replica.set && rc->tpu.num_cores_per_replica.value > 1)
         return tl_error(TL_EINVAL, "num_cores_per_replica %lld: model parallelism is not built yet; leave it unset "
                                    "or 1", (long long)rc->tpu.num_cores_per_replica.value);
