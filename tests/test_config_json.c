@@ -299,6 +299,29 @@ Test(emit, help_mentions_every_option)
     tl_free_string(help);
 }
 
+Test(emit, help_lists_where_tpuloop_is_stricter)
+{
+    /* Each deliberate difference from TensorFlow is named with the value it
+     * refuses and why. */
+    static const char *const says[] = {
+        "stricter than TensorFlow",
+        "booleans for integer options",
+        "reads True as 1",
+        "floats for integer options",
+        "iterations_per_loop \"5|\" and a trailing newline",
+        "experimental_host_call_every_n_steps <= 0",
+        "divides\n    by it",
+        "per_host_input_for_training other than",
+        "initial_infeed_sleep_secs false, '', [] or {}",
+        "0.0 mean no sleep",
+    };
+    char *help = NULL;
+    cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());
+    for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+        cr_assert_not_null(strstr(help, says[i]), "help lacks \"%s\"", says[i]);
+    tl_free_string(help);
+}
+
 /* ---- allocation failure -------------------------------------------------- */
 
 static tl_status oom_full_sequence(void *ctx)

@@ -152,6 +152,29 @@ oom:
     return tl_error_oom();
 }
 
+/* What tpuloop refuses although TensorFlow takes it, and why: each is a
+ * value TensorFlow accepts by accident of Python and then misreads or fails
+ * on later, never one a working TensorFlow program relies on. */
+static const char stricter[] =
+    "\nWhere tpuloop is stricter than TensorFlow, on purpose (each value below is refused\n"
+    "when the configuration is resolved; TensorFlow takes it by accident of Python):\n"
+    "  - booleans for integer options (num_shards, num_cores_per_replica, the batch sizes,\n"
+    "    steps, seeds, ...): Python's bool is an int, so TensorFlow reads True as 1; tpuloop\n"
+    "    refuses a boolean with TensorFlow's TypeError, as it is always a slip.\n"
+    "  - floats for integer options (2.0 for num_cores_per_replica, 2.5 for\n"
+    "    save_checkpoints_steps): TensorFlow checks some only by comparison or list\n"
+    "    membership; tpuloop needs an int. (0.0 for initial_infeed_sleep_secs is no sleep,\n"
+    "    as in TensorFlow.)\n"
+    "  - iterations_per_loop \"5|\" and a trailing newline (\"5\\n\"): Python's regex takes\n"
+    "    them by accident ([s|m|h] admits '|', `$` matches before a final newline); refused\n"
+    "    as the TPUEstimator spec recommends.\n"
+    "  - experimental_host_call_every_n_steps <= 0: TensorFlow does not check it and divides\n"
+    "    by it in the outfeed thread; refused at once.\n"
+    "  - per_host_input_for_training other than true, false or 1..4 (a name or number):\n"
+    "    TensorFlow stores any value unchecked; refused.\n"
+    "  - initial_infeed_sleep_secs false, '', [] or {}: TensorFlow skips its check for a\n"
+    "    falsy value; refused (null, 0 and 0.0 mean no sleep, as in TensorFlow).\n";
+
 tl_status tl_config_help(char **out)
 {
     tl_strbuf sb = {0};
@@ -168,6 +191,7 @@ tl_status tl_config_help(char **out)
     }
     tl_strbuf_append(&sb, "\nTF_CONFIG (JSON) supplies tpu_job_name (service.tpu_worker_job_name), model_dir,\n"
                           "session_master and eval_session_master as in TensorFlow.\n");
+    tl_strbuf_append(&sb, stricter);
     *out = tl_strbuf_take(&sb);
     return *out ? TL_OK : tl_error_oom();
 }
