@@ -299,8 +299,28 @@ TL_API tl_status tl_config_check_eval(const tl_config *cfg);
 TL_API tl_status tl_config_to_json(const tl_config *cfg, char **out);
 
 /* The option table as help text: every option, its file key, flag, default,
- * allowed values and meaning. Caller frees with tl_free_string. */
+ * allowed values and meaning, then where tpuloop is deliberately stricter
+ * than TensorFlow and why. Caller frees with tl_free_string. */
 TL_API tl_status tl_config_help(char **out);
+
+/*
+ * The option nearest to a name no option has, for "did you mean" messages.
+ * name may be a flag ("--train_batch_sise", also "--train_batch_sise=256")
+ * or a file key ("tpu_config.iterations_per_lop"); its last part is compared,
+ * ignoring case, with every option's name by edit distance (an insertion, a
+ * deletion, a substitution or a swap of two neighbours is one edit). *out is
+ * the nearest option's name (static storage; ties go to the earlier option
+ * of `tpuloop help config`) when it is at most max(2, n / 4) edits away for
+ * a name of n characters, else NULL. A name that is an option's in another
+ * case suggests that option. The configuration's own unknown-key and
+ * unknown-option errors (TL_EUNKNOWN) end with the same suggestion.
+ * Errors: TL_EINVAL when name or out is NULL.
+ *
+ *     const char *near;
+ *     if (tl_config_suggest("--train_batch_sise", &near) == TL_OK && near != NULL)
+ *         fprintf(stderr, "unknown option '--train_batch_sise'; did you mean --%s?\n", near);
+ */
+TL_API tl_status tl_config_suggest(const char *name, const char **out);
 
 TL_API void tl_free_string(char *s);
 

@@ -83,10 +83,20 @@ static tl_status put(tl_config *cfg, int id, json_t *v, tl_config_source source,
     return TL_OK;
 }
 
+/* "unknown option 'x' [in where]; did you mean y? ...": in a file (where
+ * set) y is the nearest option's file key ("tpu_config.num_shards"), else
+ * its name. */
 static tl_status unknown_option(const char *name, const char *where)
 {
-    return tl_error(TL_EUNKNOWN, "unknown option '%s'%s%s; `tpuloop help config` lists them", name,
-                    where ? " in " : "", where ? where : "");
+    const char *near = NULL;
+    char hint[160] = "";
+    if (tl_config_suggest(name, &near) == TL_OK && near != NULL) {
+        const char *section = tl_options[tl_option_find(near)].section;
+        snprintf(hint, sizeof hint, "; did you mean %s%s%s?", where && section ? section : "",
+                 where && section ? "." : "", near);
+    }
+    return tl_error(TL_EUNKNOWN, "unknown option '%s'%s%s%s; `tpuloop help config` lists them", name,
+                    where ? " in " : "", where ? where : "", hint);
 }
 
 /* A flag's or an environment variable's text as a value of option o. */
