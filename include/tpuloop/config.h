@@ -138,9 +138,15 @@ typedef struct tl_input_config {
     const char *dataset;          /* "fashion_mnist", "synthetic", "tfrecord", "criteo", "csv" or "idx" */
     const char *data_dir;         /* NULL: the Debian package's directory */
     tl_opt_int epochs;
-    tl_opt_int synthetic_examples;      /* criteo_synthetic; unset: 1048576 */
-    tl_opt_int synthetic_eval_examples; /* criteo_synthetic; unset: 131072 */
-    tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic; unset: 100000 */
+    /* The synthetic datasets' sizes. Each is set exactly when the dataset
+     * reads it, to the value given or its default, and unset otherwise. */
+    tl_opt_int synthetic_examples;      /* training examples: synthetic (default 60000), criteo_synthetic (1048576) */
+    tl_opt_int synthetic_eval_examples; /* evaluation examples, after them: synthetic (10000), criteo_synthetic (131072) */
+    tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic: vocabulary c is min(Criteo Kaggle's c, cap) (100000);
+                                           unset when synthetic_vocab_sizes is given */
+    const int64_t *synthetic_vocab_sizes; /* (26) criteo_synthetic: vocabulary of C1..C26, each in
+                                             [1, 2^31 - 1]; NULL when None (the cap applies) */
+    tl_opt_int synthetic_num_features;  /* synthetic: features per example (784) */
     const char *const *files;     /* (num_files) paths or glob patterns; NULL when None */
     int num_files;
     const char *const *eval_files;/* (num_eval_files); NULL when None (evaluate reads files) */

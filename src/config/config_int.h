@@ -86,6 +86,14 @@ struct tl_input_store;
  * TL_ETYPE (naming the option, the key and field, the value and what is
  * allowed), TL_ENOMEM. */
 tl_status tl_config_resolve_input(tl_config *cfg);
+/* The synthetic datasets' options (synthetic_examples ... synthetic_num_features),
+ * in the table's order: each is set in rc.input when the dataset reads it,
+ * to its value or, for null, its default (the table's, or the dataset's for
+ * the sizes), and unset otherwise; one the dataset does not read must be
+ * null unless it is the table's default. Creates cfg->input. Errors:
+ * TL_EINVAL, TL_ETYPE (naming the option, the value and what is allowed),
+ * TL_ENOMEM. */
+tl_status tl_config_resolve_synthetic(tl_config *cfg);
 void tl_input_store_free(struct tl_input_store *s);
 /* The resolved value of an input option as JSON (a new reference; NULL when
  * out of memory), or json_null() for an id that is not one of them. */

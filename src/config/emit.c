@@ -80,9 +80,6 @@ static json_t *resolved_value(const tl_config *cfg, int id)
             json_array_append_new(a, json_integer(bottom ? rc->model.bottom_mlp[i] : rc->model.top_mlp[i]));
         return a;
     }
-    case TL_OPT_ID_synthetic_examples: return opt_int(rc->input.synthetic_examples);
-    case TL_OPT_ID_synthetic_eval_examples: return opt_int(rc->input.synthetic_eval_examples);
-    case TL_OPT_ID_synthetic_vocab_cap: return opt_int(rc->input.synthetic_vocab_cap);
     case TL_OPT_ID_activation: return json_string(rc->model.activation);
     case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
     case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);
@@ -91,6 +88,11 @@ static json_t *resolved_value(const tl_config *cfg, int id)
     case TL_OPT_ID_dataset: return json_string(rc->input.dataset);
     case TL_OPT_ID_data_dir: return opt_str(rc->input.data_dir);
     case TL_OPT_ID_epochs: return opt_int(rc->input.epochs);
+    case TL_OPT_ID_synthetic_examples:
+    case TL_OPT_ID_synthetic_eval_examples:
+    case TL_OPT_ID_synthetic_vocab_cap:
+    case TL_OPT_ID_synthetic_vocab_sizes:
+    case TL_OPT_ID_synthetic_num_features:
     case TL_OPT_ID_files:
     case TL_OPT_ID_eval_files:
     case TL_OPT_ID_compression:

@@ -618,18 +618,8 @@ static tl_status resolve_sections(tl_config *cfg)
     free(emb_text);
     if (st != TL_OK || (st = keep_string(emb_path, &cfg->s_embedding_config, &cfg->rc.embedding_config)) != TL_OK)
         return st;
-    if ((st = opt_bounded(cfg, TL_OPT_ID_synthetic_examples, 1, &in->synthetic_examples)) != TL_OK ||
-        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_eval_examples, 1, &in->synthetic_eval_examples)) != TL_OK ||
-        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_vocab_cap, 1, &in->synthetic_vocab_cap)) != TL_OK)
+    if ((st = tl_config_resolve_synthetic(cfg)) != TL_OK)
         return st;
-    if (strcmp(in->dataset, "criteo_synthetic") != 0) {
-        static const tl_opt_id synth[] = {TL_OPT_ID_synthetic_examples, TL_OPT_ID_synthetic_eval_examples,
-                                          TL_OPT_ID_synthetic_vocab_cap};
-        for (size_t i = 0; i < sizeof synth / sizeof synth[0]; i++)
-            if (!json_is_null(cfg->raw[synth[i]]))
-                return rerr(cfg, synth[i], TL_EINVAL, "%s is only read by dataset criteo_synthetic; dataset is %s "
-                                                      "(set it to null)", tl_options[synth[i]].name, in->dataset);
-    }
     if ((st = opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs)) != TL_OK)
         return st;
     return tl_config_resolve_input(cfg);
