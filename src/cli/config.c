@@ -194,7 +194,12 @@ int cli_config(int argc, char **argv)
     int ncpr = tl_topology_num_cores_per_replica(topo);
     if (seen[0]) {
         json_t *root = json_object();
-        json_object_set(root, "iterations_per_loop", json_object_get(tpu, "iterations_per_loop"));
+        /* The loop as TensorFlow's parse_iterations_per_loop returns it (the
+         * run_config keeps the option's own syntax). */
+        const tl_ipl *ipl = &r->tpu.iterations_per_loop;
+        json_object_set_new(root, "iterations_per_loop",
+                            json_pack("{s:s, s:I}", "unit", ipl->unit == TL_IPL_COUNT ? "count" : "seconds", "value",
+                                      (json_int_t)ipl->value));
         json_object_set_new(root, "num_hosts", json_integer(tl_topology_num_hosts(topo)));
         json_object_set_new(root, "num_devices", json_integer(tl_topology_num_devices(topo)));
         json_object_set_new(root, "devices_per_host", json_integer(tl_topology_devices_per_host(topo)));

@@ -15,14 +15,24 @@ static json_t *opt_str(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* iterations_per_loop as TensorFlow takes it: a count as an int, a time as
+ * "<N>h", "<N>m" or "<N>s" in the largest unit that divides it, so that the
+ * text reads back as the same value ("1h" and "60m" both print "1h"). */
 static json_t *ipl_json(tl_ipl ipl)
 {
-    return json_pack("{s:s, s:I}", "unit", ipl.unit == TL_IPL_COUNT ? "count" : "seconds", "value",
-                     (json_int_t)ipl.value);
+    if (ipl.unit == TL_IPL_COUNT)
+        return json_integer(ipl.value);
+    char text[32];
+    if (ipl.value % 3600 == 0)
+        snprintf(text, sizeof text, "%lldh", (long long)(ipl.value / 3600));
+    else if (ipl.value % 60 == 0)
+        snprintf(text, sizeof text, "%lldm", (long long)(ipl.value / 60));
+    else
+        snprintf(text, sizeof text, "%llds", (long long)ipl.value);
+    return json_string(text);
 }
 
-/* The resolved value of option id as JSON (a new reference). */
-static json_t *resolved_value(const tl_config *cfg, int id)
+json_t *tl_config_value_json(const tl_config *cfg, int id)
 {
     const tl_run_config *rc = &cfg->rc;
     const tl_tpu_config *t = &rc->tpu;
@@ -126,7 +136,7 @@ tl_status tl_config_to_json(const tl_config *cfg, char **out)
     if (root == NULL)
         goto oom;
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
-        json_t *v = resolved_value(cfg, i);
+        json_t *v = tl_config_value_json(cfg, i);
         if (v == NULL)
             goto oom;
         json_t *dst = root;

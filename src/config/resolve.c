@@ -635,7 +635,9 @@ tl_status tl_config_resolve(tl_config *cfg)
     cfg->pdims = NULL;
     tl_input_store_free(cfg->input);
     cfg->input = NULL;
-    tl_status st = parse_tf_config(cfg, &tf);
+    tl_status st = tl_config_model_dir_rules(cfg);
+    if (st == TL_OK)
+        st = parse_tf_config(cfg, &tf);
     if (st == TL_OK)
         st = resolve_tpu_config(cfg, tf);
     if (st == TL_OK)
