@@ -516,3 +516,62 @@ Test(emb_spec_json, output_shape)
                "{'table': 't', 'output_shape': [32, 0]}]}",
                TL_EINVAL, "output_shape[1]");
 }
+
+/* ---- FrequencyEstimator's tau ----------------------------------------------- */
+
+/* The warnings logged while capturing, one per line. */
+static char warned[4096];
+
+static void capture(tl_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level == TL_LOG_WARN && strlen(warned) + strlen(msg) + 2 < sizeof warned) {
+        strcat(warned, msg);
+        strcat(warned, "\n");
+    }
+}
+
+Test(emb_spec_json, tau_outside_0_1_is_accepted_with_a_warning)
+{
+    /* TensorFlow documents tau "between (0, 1)" and checks nothing. */
+    static const char *const taus[] = {"1.5", "0", "1", "-0.25"};
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0]; i++) {
+        char text[600];
+        snprintf(text, sizeof text,
+                 "{'tables': [{'name': 'freq', 'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type':"
+                 " 'frequency_estimator', 'tau': %s, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1,"
+                 " 'learning_rate_tag': 0}}], 'features': [{'table': 0}]}",
+                 taus[i]);
+        warned[0] = '\0';
+        tl_set_log_handler(capture, NULL);
+        tl_set_log_level(TL_LOG_WARN);
+        tl_emb_spec *s = json_ok(text);
+        tl_set_log_level(TL_LOG_OFF);
+        tl_set_log_handler(NULL, NULL);
+        char want[200];
+        snprintf(want, sizeof want, "table \"freq\": FrequencyEstimator tau %s is outside (0, 1)", taus[i]);
+        cr_assert(strstr(warned, want) != NULL && strstr(warned, "accepted, as TensorFlow does") != NULL,
+                  "tau %s: warnings:\n%s", taus[i], warned);
+        tl_emb_spec_destroy(s);
+    }
+    /* The shared optimizer warns once, not per table; a tau inside warns not. */
+    warned[0] = '\0';
+    tl_set_log_handler(capture, NULL);
+    tl_set_log_level(TL_LOG_WARN);
+    tl_emb_spec *s = json_ok("{'tables': [{'vocabulary_size': 4, 'dim': 1}, {'vocabulary_size': 4, 'dim': 1},"
+                             " {'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type': 'frequency_estimator',"
+                             " 'tau': 0.5, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}],"
+                             " 'features': [{'table': 0}], 'optimizer': {'type': 'frequency_estimator', 'tau': 2,"
+                             " 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}");
+    tl_set_log_level(TL_LOG_OFF);
+    tl_set_log_handler(NULL, NULL);
+    cr_assert_str_eq(warned, "the embedding optimizer of the tables without their own: FrequencyEstimator tau 2 is "
+                             "outside (0, 1), the range FrequencyEstimatorParameters documents; accepted, as "
+                             "TensorFlow does\n");
+    cr_assert_eq(tl_emb_spec_config(s)->optimizer.tau, 2.0f);
+    tl_emb_spec_destroy(s);
+    json_fails("{'tables': [{'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type': 'frequency_estimator',"
+               " 'tau': 1e39, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}],"
+               " 'features': [{'table': 0}]}",
+               TL_EINVAL, "float32");
+}
