@@ -71,3 +71,67 @@ Test(cli_config, help_names_where_tpuloop_is_stricter)
               "%s", r.out);
     tc_done(&r);
 }
+
+Test(cli_config, embedding_optimizer_parameters_are_shown)
+{
+    static const char emb[] =
+        "--embedding='{\"tables\": [{\"name\": \"user\", \"vocabulary_size\": 1000, \"dim\": 16, \"optimizer\": "
+        "{\"type\": \"adam\", \"learning_rate\": 0.01, \"beta_1\": 0.8, \"clipvalue\": 2}}, {\"name\": \"item\", "
+        "\"vocabulary_size\": 300, \"dim\": 8}], \"features\": [{\"name\": \"u\", \"table\": \"user\"}, "
+        "{\"name\": \"i\", \"table\": \"item\"}], \"optimizer\": {\"type\": \"ftrl\", \"learning_rate_tag\": 0, "
+        "\"l1_regularization_strength\": 0.5, \"weight_decay_factor\": 0.001}}'";
+    tc_result r = tc_runf("config --json %s", emb);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = tc_json(&r);
+    tc_done(&r);
+    json_t *tables = json_object_get(json_object_get(j, "embedding"), "tables");
+    json_t *user = json_object_get(json_array_get(tables, 0), "optimizer_parameters");
+    json_t *item = json_object_get(json_array_get(tables, 1), "optimizer_parameters");
+    cr_assert(json_is_object(user) && json_is_object(item), "each table's optimizer_parameters");
+    cr_assert_str_eq(json_string_value(json_object_get(user, "type")), "adam");
+    cr_assert_eq(json_real_value(json_object_get(user, "learning_rate")), 0.01, "the value written, exactly");
+    cr_assert_eq(json_real_value(json_object_get(user, "beta_1")), 0.8);
+    cr_assert_eq(json_real_value(json_object_get(user, "beta_2")), 0.999, "a default is shown too");
+    cr_assert_eq(json_real_value(json_object_get(user, "epsilon")), 1e-7);
+    cr_assert(json_is_true(json_object_get(user, "lazy_adam")));
+    json_t *gclip = json_object_get(user, "gradient_clipping_limits");
+    cr_assert(json_real_value(json_object_get(gclip, "lower")) == -2 &&
+              json_real_value(json_object_get(gclip, "upper")) == 2);
+    /* The shared optimizer, on the table without its own. */
+    cr_assert_str_eq(json_string_value(json_object_get(item, "type")), "ftrl");
+    cr_assert_eq(json_integer_value(json_object_get(item, "learning_rate_tag")), 0);
+    cr_assert_null(json_object_get(item, "learning_rate"), "a dynamic rate has no constant");
+    cr_assert_eq(json_real_value(json_object_get(item, "l1_regularization_strength")), 0.5);
+    cr_assert_eq(json_real_value(json_object_get(item, "learning_rate_power")), -0.5);
+    cr_assert_eq(json_real_value(json_object_get(item, "initial_accumulator_value")), 0.1);
+    cr_assert_eq(json_real_value(json_object_get(item, "weight_decay_factor")), 0.001);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(tables, 1), "optimizer")), "FTRL");
+    json_decref(j);
+
+    /* The text names the key ones under each table. */
+    r = tc_runf("config %s", emb);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "learning_rate 0.01, beta_1 0.8, beta_2 0.999, epsilon 1e-7, lazy_adam true") &&
+                  strstr(r.out, "clip gradients [-2.0, 2.0]"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "learning_rate dynamic (tag 0), initial_accumulator_value 0.1, "
+                            "l1_regularization_strength 0.5") &&
+                  strstr(r.out, "weight_decay_factor 0.001"),
+              "%s", r.out);
+    tc_done(&r);
+
+    /* A binary TPUEmbeddingConfiguration's too. */
+    r = tc_run(NULL, "config --json --embedding_config=tests/data/emb_config.pb");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    tc_done(&r);
+    tables = json_object_get(json_object_get(j, "embedding"), "tables");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tables, i, t) {
+        json_t *p = json_object_get(t, "optimizer_parameters");
+        cr_assert(json_is_string(json_object_get(p, "type")), "table %zu", i);
+        cr_assert(json_object_get(p, "learning_rate") != NULL || json_object_get(p, "learning_rate_tag") != NULL);
+    }
+    json_decref(j);
+}

@@ -59,7 +59,8 @@ static void features_eq(const tl_input_config *a, const tl_input_config *b)
             else if (x->dtype == TL_FEATURE_INT64)
                 cr_assert_eq(((const int64_t *)x->default_value)[k], ((const int64_t *)y->default_value)[k]);
             else {
-                const tl_bytes *p = &((const tl_bytes *)x->default_value)[k], *q = &((const tl_bytes *)y->default_value)[k];
+                const tl_bytes *p = &((const tl_bytes *)x->default_value)[k];
+                const tl_bytes *q = &((const tl_bytes *)y->default_value)[k];
                 cr_assert(p->len == q->len && memcmp(p->data, q->data, p->len) == 0, "feature %s default", x->key);
             }
         }
@@ -189,7 +190,8 @@ Test(roundtrip, tpu_config_and_time_mode_ipl)
         tu_set_flag(cfg, "iterations_per_loop", ipls[i]);
         round_trips(cfg, ipls[i]);
     }
-    round_trips(tu_from_json("{'tpu_config': {'per_host_input_for_training': false, 'initial_infeed_sleep_secs': 0.0}}"),
+    round_trips(tu_from_json("{'tpu_config': {'per_host_input_for_training': false,"
+                             " 'initial_infeed_sleep_secs': 0.0}}"),
                 "PER_SHARD_V1 and a float zero");
 }
 
@@ -215,7 +217,8 @@ Test(roundtrip, run_config_and_estimator)
 Test(roundtrip, params_and_model)
 {
     round_trips(tu_from_json("{'params': {'num_classes': 3, 'nested': {'a': [1, 2.5, 'x', null, true]}, 'lr': 0.1},"
-                             " 'model': {'model_name': 'dlrm', 'bottom_mlp': [32, 8], 'top_mlp': [], 'hidden_units': [7],"
+                             " 'model': {'model_name': 'dlrm', 'bottom_mlp': [32, 8], 'top_mlp': [],"
+                             " 'hidden_units': [7],"
                              " 'activation': 'tanh', 'dropout': 0.25, 'optimizer': 'momentum',"
                              " 'learning_rate': 0.05, 'cross_shard_reduction': 'SUM'}}"),
                 "params and model");
