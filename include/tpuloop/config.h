@@ -146,7 +146,8 @@ typedef struct tl_input_config {
     /* The synthetic datasets' sizes. Each is set exactly when the dataset
      * reads it, to the value given or its default, and unset otherwise. */
     tl_opt_int synthetic_examples;      /* training examples: synthetic (default 60000), criteo_synthetic (1048576) */
-    tl_opt_int synthetic_eval_examples; /* evaluation examples, after them: synthetic (10000), criteo_synthetic (131072) */
+    tl_opt_int synthetic_eval_examples; /* evaluation examples, the next ones: synthetic (10000),
+                                           criteo_synthetic (131072) */
     tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic: vocabulary c is min(Criteo Kaggle's c, cap) (100000);
                                            unset when synthetic_vocab_sizes is given */
     const int64_t *synthetic_vocab_sizes; /* (26) criteo_synthetic: vocabulary of C1..C26, each in
