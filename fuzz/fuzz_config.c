@@ -1,11 +1,15 @@
 /* fuzz_config.c — libFuzzer target for the configuration parser: a JSON
  * config file, --flags and environment variables, then resolution, the JSON
- * dump, the topology and the input plans of every mode.
+ * dump, the topology and the input plans of every mode, the "did you mean"
+ * of every flag, and the JSON file reused as a model_dir's config.json.
  *
  * Input layout: <JSON text> NUL <flags, one per line> NUL <env lines>.
  * Missing parts are empty. Everything must end in a status, never a crash,
- * a leak or undefined behaviour. */
+ * a leak or undefined behaviour. And what tl_config_to_json writes must be a
+ * configuration: it loads and resolves, and (without the environment, whose
+ * TF_CONFIG can give values a file cannot) prints the same text again. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +57,57 @@ static void exercise_topology(const tl_config *cfg)
     tl_topology_destroy(topo);
 }
 
+#define CHECK(c)              \
+    do {                      \
+        if (!(c))             \
+            __builtin_trap(); \
+    } while (0)
+
+/* to_json's text reads back as a configuration (exact when same_text). */
+static void check_round_trip(const char *text, bool same_text)
+{
+    tl_config *back;
+    if (tl_config_create(&back) != TL_OK)
+        return;
+    CHECK(tl_config_load_json(back, text, strlen(text), "config.json") == TL_OK);
+    CHECK(tl_config_resolve(back) == TL_OK);
+    char *again;
+    CHECK(tl_config_to_json(back, &again) == TL_OK);
+    CHECK(!same_text || strcmp(text, again) == 0);
+    tl_free_string(again);
+    tl_config_destroy(back);
+}
+
+/* The JSON text as a model_dir's config.json, under the flags. One
+ * directory serves the whole run (left in /tmp when it ends). */
+static void exercise_model_dir(const char *json, size_t len, int argc, char **argv)
+{
+    static char dir[] = "/tmp/fuzz-config-md-XXXXXX";
+    static bool made;
+    if (!made && mkdtemp(dir) == NULL)
+        return;
+    made = true;
+    char path[64];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return;
+    fwrite(json, 1, len, f);
+    fclose(f);
+    tl_config *cfg;
+    if (tl_config_create(&cfg) != TL_OK)
+        return;
+    tl_config_apply_args(cfg, argc, argv, NULL, NULL);
+    bool found;
+    if (tl_config_load_model_dir(cfg, dir, &found) == TL_OK && tl_config_resolve(cfg) == TL_OK) {
+        char *text;
+        CHECK(found);
+        if (tl_config_model_dir_conflicts(cfg, &text) == TL_OK)
+            tl_free_string(text);
+    }
+    tl_config_destroy(cfg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -77,24 +132,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tl_config *cfg;
     if (tl_config_create(&cfg) != TL_OK)
         goto out;
-    if (json_len > 0)
-        tl_config_load_json(cfg, json, json_len, "fuzz.json");
+    bool loaded = json_len > 0 && tl_config_load_json(cfg, json, json_len, "fuzz.json") == TL_OK;
     char *envv[MAX_ARGS + 1];
     int ne = split_lines(env, envv, MAX_ARGS);
     envv[ne] = NULL;
     tl_config_apply_env(cfg, (const char *const *)envv);
     char *argv[MAX_ARGS], *rest[MAX_ARGS];
     int na = split_lines(flags, argv, MAX_ARGS), nrest = 0;
+    for (int i = 0; i < na; i++) {
+        const char *near;
+        tl_config_suggest(argv[i], &near);
+    }
     tl_config_apply_args(cfg, na, argv, &nrest, rest);
     if (tl_config_resolve(cfg) == TL_OK) {
         char *text;
-        if (tl_config_to_json(cfg, &text) == TL_OK)
+        if (tl_config_to_json(cfg, &text) == TL_OK) {
+            check_round_trip(text, ne == 0);
             tl_free_string(text);
+        }
         exercise_topology(cfg);
         tl_config_check_train(cfg);
         tl_config_check_eval(cfg);
     }
     tl_config_destroy(cfg);
+    if (loaded)
+        exercise_model_dir(json, json_len, na, argv);
 out:
     free(buf);
     return 0;

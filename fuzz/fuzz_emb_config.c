@@ -6,13 +6,14 @@
  * rest is the bytes or the text. Everything must end in a status with a
  * message, never a crash, a leak or undefined behaviour. A failure leaves no
  * spec; a success must hold what the header promises — tables and features
- * in range, names set, every table's optimizer valid — and a small enough
- * config is handed to the engine, which must take it or refuse it with a
- * status. */
+ * in range, names set, every table's optimizer valid and written as JSON
+ * that reads back as itself — and a small enough config is handed to the
+ * engine, which must take it or refuse it with a status. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpuloop/config.h"
 #include "tpuloop/emb_spec.h"
 #include "tpuloop/embedding.h"
 
@@ -73,6 +74,33 @@ static void try_engine(const tl_emb_config *c)
     tl_emb_engine_destroy(eng);
 }
 
+/* Each table's optimizer written as JSON (tl_emb_optimizer_to_json) reads
+ * back, and writes the same text again. */
+static void check_optimizer_json(const tl_emb_config *c)
+{
+    for (int i = 0; i < c->num_tables; i++) {
+        const tl_emb_optimizer *o = c->tables[i].optimizer != NULL ? c->tables[i].optimizer : &c->optimizer;
+        char *text = NULL, *again = NULL;
+        CHECK(tl_emb_optimizer_to_json(o, &text) == TL_OK);
+        static const char head[] = "{\"tables\": [{\"vocabulary_size\": 2, \"dim\": 1, \"optimizer\": ";
+        static const char tail[] = "}], \"features\": [{\"table\": 0}]}";
+        size_t n = strlen(head) + strlen(text) + strlen(tail);
+        char *section = malloc(n + 1);
+        CHECK(section != NULL);
+        strcpy(section, head);
+        strcat(section, text);
+        strcat(section, tail);
+        tl_emb_spec *back = NULL;
+        CHECK(tl_emb_spec_from_json(section, n, &back) == TL_OK);
+        CHECK(tl_emb_optimizer_to_json(tl_emb_spec_config(back)->tables[0].optimizer, &again) == TL_OK);
+        CHECK(strcmp(text, again) == 0);
+        tl_emb_spec_destroy(back);
+        free(section);
+        tl_free_string(text);
+        tl_free_string(again);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -106,6 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(s != NULL);
     const tl_emb_config *c = tl_emb_spec_config(s);
     check_config(c);
+    check_optimizer_json(c);
     try_engine(c);
     tl_emb_spec_destroy(s);
     return 0;

@@ -196,9 +196,8 @@ Test(emit, ipl_time_mode_and_layout)
     json_t *root = resolved_json(cfg);
     json_t *tpu = json_object_get(root, "tpu_config");
     cr_assert(json_is_object(tpu), "\"tpu_config\" object");
-    json_t *ipl = json_object_get(tpu, "iterations_per_loop");
-    cr_assert_str_eq(json_string_value(json_object_get(ipl, "unit")), "seconds", "unit");
-    cr_assert_eq(json_integer_value(json_object_get(ipl, "value")), 3600, "value");
+    /* In TensorFlow's syntax, so that the output loads back. */
+    cr_assert_str_eq(json_string_value(json_object_get(tpu, "iterations_per_loop")), "1h", "time mode");
     cr_assert_eq(json_integer_value(json_object_get(root, "train_batch_size")), 1024, "train_batch_size");
     cr_assert_null(json_object_get(root, "iterations_per_loop"), "TPUConfig fields nest only under tpu_config");
     cr_assert_null(json_object_get(tpu, "train_batch_size"), "top-level fields stay at the top");
@@ -214,21 +213,37 @@ Test(emit, ipl_count_mode)
     tl_config *cfg = tu_new_config();
     json_t *root = resolved_json(cfg);
     json_t *ipl = json_object_get(json_object_get(root, "tpu_config"), "iterations_per_loop");
-    cr_assert_str_eq(json_string_value(json_object_get(ipl, "unit")), "count", "unit");
-    cr_assert_eq(json_integer_value(json_object_get(ipl, "value")), 2, "value");
+    cr_assert(json_is_integer(ipl) && json_integer_value(ipl) == 2, "a count is an int");
     json_decref(root);
     tl_config_destroy(cfg);
 }
 
+Test(emit, ipl_time_in_the_largest_exact_unit)
+{
+    static const char *const cases[][2] = {{"3600s", "1h"}, {"60m", "1h"}, {"90m", "90m"}, {"120s", "2m"},
+                                           {"90s", "90s"}, {"7201s", "7201s"}, {"5", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_config *cfg = tu_new_config();
+        tu_set_flag(cfg, "iterations_per_loop", cases[i][0]);
+        json_t *root = resolved_json(cfg);
+        json_t *ipl = json_object_get(json_object_get(root, "tpu_config"), "iterations_per_loop");
+        if (cases[i][1] == NULL)
+            cr_assert(json_is_integer(ipl) && json_integer_value(ipl) == 5, "the count \"5\" is the int 5");
+        else
+            cr_assert(json_is_string(ipl) && strcmp(json_string_value(ipl), cases[i][1]) == 0, "%s -> %s, want %s",
+                      cases[i][0], json_is_string(ipl) ? json_string_value(ipl) : "(not a string)", cases[i][1]);
+        json_decref(root);
+        tl_config_destroy(cfg);
+    }
+}
+
 Test(emit, output_loads_back)
 {
-    /* The resolved configuration, minus the printed iterations_per_loop
-     * object, loads back as a configuration file. */
+    /* The resolved configuration loads back as a configuration file. */
     tl_config *cfg = tu_new_config();
     tu_set_flag(cfg, "model_dir", "/tmp/m");
     tu_set_flag(cfg, "num_cores_per_replica", "2");
     json_t *root = resolved_json(cfg);
-    json_object_del(json_object_get(root, "tpu_config"), "iterations_per_loop");
     char *text = json_dumps(root, 0);
     json_decref(root);
     tl_config *again = tu_new_config();
@@ -263,7 +278,8 @@ Test(emit, help_mentions_every_option)
         "train_steps", "max_steps", "eval_steps", "warm_start_from", "warm_start_vars", "devices", "num_hosts",
         "model_name", "hidden_units", "bottom_mlp", "top_mlp",
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset",
-        "synthetic_examples", "synthetic_eval_examples", "synthetic_vocab_cap", "data_dir",
+        "synthetic_examples", "synthetic_eval_examples", "synthetic_vocab_cap", "synthetic_vocab_sizes",
+        "synthetic_num_features", "data_dir",
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
         "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
         "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "idx_scale", "embedding",
@@ -296,6 +312,29 @@ Test(emit, help_mentions_every_option)
     cr_assert_not_null(strstr(help, "TPULOOP_DEVICE_COUNT"), "help names the environment variable");
     json_decref(root);
     tl_config_destroy(cfg);
+    tl_free_string(help);
+}
+
+Test(emit, help_lists_where_tpuloop_is_stricter)
+{
+    /* Each deliberate difference from TensorFlow is named with the value it
+     * refuses and why. */
+    static const char *const says[] = {
+        "stricter than TensorFlow",
+        "booleans for integer options",
+        "reads True as 1",
+        "floats for integer options",
+        "iterations_per_loop \"5|\" and a trailing newline",
+        "experimental_host_call_every_n_steps <= 0",
+        "divides\n    by it",
+        "per_host_input_for_training other than",
+        "initial_infeed_sleep_secs false, '', [] or {}",
+        "0.0 mean no sleep",
+    };
+    char *help = NULL;
+    cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());
+    for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+        cr_assert_not_null(strstr(help, says[i]), "help lacks \"%s\"", says[i]);
     tl_free_string(help);
 }
 

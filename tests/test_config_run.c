@@ -488,3 +488,22 @@ Test(estimator, use_tpu_must_be_bool)
 {
     tu_json_fails("{'use_tpu': 1}", TL_ETYPE, "use_tpu");
 }
+
+Test(estimator, warm_start_vars_checked_at_resolve)
+{
+    /* The pattern the estimator would fail to compile is refused when the
+     * configuration is resolved, naming the option, the value and why. */
+    tu_json_fails("{'warm_start_vars': '(dense'}", TL_EINVAL,
+                  "warm_start_vars '(dense' is not a supported regular expression: missing ), unterminated "
+                  "subpattern at position 6 [from file test.json]");
+    tu_json_fails("{'warm_start_vars': 'dense(?=x)'}", TL_EINVAL, "'(?' groups");
+    tu_json_fails("{'warm_start_vars': 'a{70000}'}", TL_EINVAL, "warm_start_vars 'a{70000}' is not a supported");
+    tu_json_fails("{'warm_start_vars': 3}", TL_ETYPE, "warm_start_vars must be a string or None");
+    static const char *const ok[] = {"{'warm_start_vars': 'dense/.*'}", "{'warm_start_vars': null}",
+                                     "{'warm_start_vars': '[a-z_]+/kernel|bias'}"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        tl_config *cfg = tu_from_json(ok[i]);
+        tu_resolve_ok(cfg);
+        tl_config_destroy(cfg);
+    }
+}

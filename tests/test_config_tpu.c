@@ -358,6 +358,37 @@ Test(tpu_config, T13b_infeed_sleep_float_is_type_error)
 {
     tu_json_fails("{'tpu_config': {'initial_infeed_sleep_secs': 2.5}}", TL_ETYPE,
                   "TPUConfig initial_infeed_sleep_secs must be int, got <class 'float'>");
+    tu_json_fails("{'tpu_config': {'initial_infeed_sleep_secs': 30.0}}", TL_ETYPE,
+                  "TPUConfig initial_infeed_sleep_secs must be int, got <class 'float'>");
+}
+
+Test(tpu_config, T13b_infeed_sleep_zero_float_is_falsy)
+{
+    /* TensorFlow checks the value only `if initial_infeed_sleep_secs:`, so
+     * 0.0 (as a flag, a file or -0.0) passes unchecked and means no sleep. */
+    static const char *const zeros[] = {"{'tpu_config': {'initial_infeed_sleep_secs': 0.0}}",
+                                        "{'tpu_config': {'initial_infeed_sleep_secs': -0.0}}"};
+    for (size_t i = 0; i < sizeof zeros / sizeof zeros[0]; i++) {
+        tl_config *cfg = tu_from_json(zeros[i]);
+        cr_assert_eq(tu_resolve_ok(cfg)->tpu.initial_infeed_sleep_secs, 0, "%s", zeros[i]);
+        tl_config_destroy(cfg);
+    }
+    tl_config *cfg = tu_new_config();
+    tu_set_flag(cfg, "initial_infeed_sleep_secs", "0.0");
+    cr_assert_eq(tu_resolve_ok(cfg)->tpu.initial_infeed_sleep_secs, 0, "--initial_infeed_sleep_secs=0.0");
+    tl_config_destroy(cfg);
+}
+
+Test(tpu_config, T13b_infeed_sleep_falsy_non_numbers_are_type_errors)
+{
+    /* TensorFlow lets False, '' and [] pass unchecked; tpuloop refuses them
+     * (a documented difference, `tpuloop help config`). */
+    tu_json_fails("{'tpu_config': {'initial_infeed_sleep_secs': false}}", TL_ETYPE,
+                  "TPUConfig initial_infeed_sleep_secs must be int, got <class 'bool'>");
+    tu_json_fails("{'tpu_config': {'initial_infeed_sleep_secs': ''}}", TL_ETYPE,
+                  "TPUConfig initial_infeed_sleep_secs must be int, got <class 'str'>");
+    tu_json_fails("{'tpu_config': {'initial_infeed_sleep_secs': []}}", TL_ETYPE,
+                  "TPUConfig initial_infeed_sleep_secs must be int, got <class 'list'>");
 }
 
 static void per_host_is(const char *squoted, tl_input_mode want)

@@ -375,11 +375,18 @@ Test(emb_optim_config, validation_of_each_algorithms_ranges)
 
     tl_emb_optimizer o = make(TL_EMB_FREQUENCY_ESTIMATOR, 1.0f);
     invalid(&o, TL_EINVAL, "FrequencyEstimator: tau, max_delta, outlier_threshold and weight_exponent are required");
-    o.tau = 0.0f;
+    o.tau = INFINITY;
     o.max_delta = 10.0f;
     o.outlier_threshold = 1.0f;
     o.weight_exponent = 1.0f;
-    invalid(&o, TL_EINVAL, "FrequencyEstimator: tau must be in (0, 1]; got 0");
+    invalid(&o, TL_EINVAL, "FrequencyEstimator: tau must be finite; got inf");
+    /* TensorFlow documents tau in (0, 1) and checks nothing: any finite tau
+     * is valid (the readers warn). */
+    static const float taus[] = {0.0f, 1.0f, -0.5f, 2.0f};
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0]; i++) {
+        o.tau = taus[i];
+        cr_assert_eq(tl_emb_optimizer_validate(&o), TL_OK, "tau %g: %s", (double)taus[i], tl_last_error());
+    }
     o.tau = 0.5f;
     o.max_delta = 0.0f;
     invalid(&o, TL_EINVAL, "FrequencyEstimator: max_delta must be positive");

@@ -704,3 +704,43 @@ Test(emb_spec, every_allocation_failure_unwinds)
     cr_assert_gt(tu_oom_sweep(parse_and_free, &b, "tl_emb_spec_from_proto"), 10);
     free(b.data);
 }
+
+/* ---- FrequencyEstimator's tau ----------------------------------------------- */
+
+static char warned[2048];
+
+static void capture(tl_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level == TL_LOG_WARN && strlen(warned) + strlen(msg) + 2 < sizeof warned) {
+        strcat(warned, msg);
+        strcat(warned, "\n");
+    }
+}
+
+Test(emb_spec, tau_outside_0_1_is_accepted_with_a_warning)
+{
+    /* The proto's comment says "between (0, 1)"; TensorFlow checks nothing,
+     * and proto3 reads a tau left out as 0. */
+    static const float taus[] = {0.0f, 1.5f, 1.0f};
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0]; i++) {
+        builder b;
+        builder_init(&b, 2);
+        Tpuloop__FrequencyEstimatorParameters fe = TPULOOP__FREQUENCY_ESTIMATOR_PARAMETERS__INIT;
+        fe.tau = taus[i], fe.max_delta = 10, fe.outlier_threshold = 2, fe.weight_exponent = 1;
+        b.op[1].parameters_case = TPULOOP__OPTIMIZATION_PARAMETERS__PARAMETERS_FREQUENCY_ESTIMATOR;
+        b.op[1].frequency_estimator = &fe;
+        b.t[1].dimension = 1;
+        warned[0] = '\0';
+        tl_set_log_handler(capture, NULL);
+        tl_set_log_level(TL_LOG_WARN);
+        tl_emb_spec *s = parse_ok(&b);
+        tl_set_log_level(TL_LOG_OFF);
+        tl_set_log_handler(NULL, NULL);
+        char want[200];
+        snprintf(want, sizeof want, "table \"t1\": FrequencyEstimator tau %g is outside (0, 1)", (double)taus[i]);
+        cr_assert(strstr(warned, want) != NULL, "tau %g: warnings:\n%s", (double)taus[i], warned);
+        cr_assert_eq(tl_emb_spec_config(s)->tables[1].optimizer->tau, taus[i]);
+        tl_emb_spec_destroy(s);
+    }
+}

@@ -2,6 +2,7 @@
  * every field is checked in the tl_emb_config it makes, the defaults of
  * TensorFlow's Python classes, and each error. JSON is written with ' for "
  * to stay readable. */
+#define _GNU_SOURCE /* asprintf */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,4 +516,170 @@ Test(emb_spec_json, output_shape)
     json_fails("{'optimizer': {'type': 'sgd'}, 'tables': [{'name': 't', 'vocabulary_size': 10, 'dim': 4}], 'features': ["
                "{'table': 't', 'output_shape': [32, 0]}]}",
                TL_EINVAL, "output_shape[1]");
+}
+
+/* ---- FrequencyEstimator's tau ----------------------------------------------- */
+
+/* The warnings logged while capturing, one per line. */
+static char warned[4096];
+
+static void capture(tl_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level == TL_LOG_WARN && strlen(warned) + strlen(msg) + 2 < sizeof warned) {
+        strcat(warned, msg);
+        strcat(warned, "\n");
+    }
+}
+
+Test(emb_spec_json, tau_outside_0_1_is_accepted_with_a_warning)
+{
+    /* TensorFlow documents tau "between (0, 1)" and checks nothing. */
+    static const char *const taus[] = {"1.5", "0", "1", "-0.25"};
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0]; i++) {
+        char text[600];
+        snprintf(text, sizeof text,
+                 "{'tables': [{'name': 'freq', 'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type':"
+                 " 'frequency_estimator', 'tau': %s, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1,"
+                 " 'learning_rate_tag': 0}}], 'features': [{'table': 0}]}",
+                 taus[i]);
+        warned[0] = '\0';
+        tl_set_log_handler(capture, NULL);
+        tl_set_log_level(TL_LOG_WARN);
+        tl_emb_spec *s = json_ok(text);
+        tl_set_log_level(TL_LOG_OFF);
+        tl_set_log_handler(NULL, NULL);
+        char want[200];
+        snprintf(want, sizeof want, "table \"freq\": FrequencyEstimator tau %s is outside (0, 1)", taus[i]);
+        cr_assert(strstr(warned, want) != NULL && strstr(warned, "accepted, as TensorFlow does") != NULL,
+                  "tau %s: warnings:\n%s", taus[i], warned);
+        tl_emb_spec_destroy(s);
+    }
+    /* The shared optimizer warns once, not per table; a tau inside warns not. */
+    warned[0] = '\0';
+    tl_set_log_handler(capture, NULL);
+    tl_set_log_level(TL_LOG_WARN);
+    tl_emb_spec *s = json_ok("{'tables': [{'vocabulary_size': 4, 'dim': 1}, {'vocabulary_size': 4, 'dim': 1},"
+                             " {'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type': 'frequency_estimator',"
+                             " 'tau': 0.5, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}],"
+                             " 'features': [{'table': 0}], 'optimizer': {'type': 'frequency_estimator', 'tau': 2,"
+                             " 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}");
+    tl_set_log_level(TL_LOG_OFF);
+    tl_set_log_handler(NULL, NULL);
+    cr_assert_str_eq(warned, "the embedding optimizer of the tables without their own: FrequencyEstimator tau 2 is "
+                             "outside (0, 1), the range FrequencyEstimatorParameters documents; accepted, as "
+                             "TensorFlow does\n");
+    cr_assert_eq(tl_emb_spec_config(s)->optimizer.tau, 2.0f);
+    tl_emb_spec_destroy(s);
+    json_fails("{'tables': [{'vocabulary_size': 4, 'dim': 1, 'optimizer': {'type': 'frequency_estimator',"
+               " 'tau': 1e39, 'max_delta': 10, 'outlier_threshold': 2, 'weight_exponent': 1}}],"
+               " 'features': [{'table': 0}]}",
+               TL_EINVAL, "float32");
+}
+
+/* ---- an optimizer written as JSON ------------------------------------------------ */
+
+/* tl_emb_optimizer_to_json(o) read back as a table's optimizer is o. */
+static void writes_and_reads_back(const tl_emb_optimizer *o, const char *what)
+{
+    char *text = NULL;
+    cr_assert_eq(tl_emb_optimizer_to_json(o, &text), TL_OK, "%s: %s", what, tl_last_error());
+    char *section = NULL;
+    cr_assert(asprintf(&section, "{\"tables\": [{\"vocabulary_size\": 2, \"dim\": 1, \"optimizer\": %s}],"
+                                 " \"features\": [{\"table\": 0}]}",
+                       text) > 0);
+    tl_emb_spec *s = NULL;
+    tl_status st = tl_emb_spec_from_json(section, strlen(section), &s);
+    cr_assert_eq(st, TL_OK, "%s: %s does not read back: %s", what, text, tl_last_error());
+    const tl_emb_optimizer *back = tl_emb_spec_config(s)->tables[0].optimizer;
+    opt_eq(back, o, what);
+    cr_assert(back->tau == o->tau || (back->tau != back->tau && o->tau != o->tau), "%s: tau", what);
+    cr_assert(back->max_delta == o->max_delta || (back->max_delta != back->max_delta && o->max_delta != o->max_delta));
+    cr_assert(back->simulated_quantization.clipping_limits.lower == o->simulated_quantization.clipping_limits.lower &&
+              back->simulated_quantization.clipping_limits.has_upper ==
+                  o->simulated_quantization.clipping_limits.has_upper,
+              "%s: quantization", what);
+    tl_emb_spec_destroy(s);
+    free(section);
+    tl_free_string(text);
+}
+
+Test(emb_spec_json, every_optimizer_parameter_as_json)
+{
+    /* Adagrad's defaults at 0.05, exactly. */
+    tl_emb_optimizer o;
+    tl_emb_optimizer_default(TL_EMB_ADAGRAD, &o);
+    o.learning_rate = 0.05f;
+    char *text = NULL;
+    ASSERT_OK(tl_emb_optimizer_to_json(&o, &text));
+    cr_assert_str_eq(text, "{\"type\":\"adagrad\",\"learning_rate\":0.05,\"gradient_accumulation_status\":"
+                           "\"unspecified\",\"clipping_limits\":{\"lower\":null,\"upper\":null},"
+                           "\"gradient_clipping_limits\":{\"lower\":null,\"upper\":null},\"weight_decay_factor\":0.0,"
+                           "\"multiply_weight_decay_factor_by_learning_rate\":false,\"simulated_quantization\":"
+                           "{\"enabled\":false,\"num_buckets\":0,\"lower\":null,\"upper\":null},"
+                           "\"low_dimensional_packing_status\":\"unspecified\",\"hot_id_replication_status\":"
+                           "\"unspecified\",\"initial_accumulator_value\":0.1}");
+    tl_free_string(text);
+
+    /* Every algorithm JSON can give, with its defaults and with every
+     * parameter moved off them, reads back as itself. */
+    static const tl_emb_algorithm algs[] = {
+        TL_EMB_SGD, TL_EMB_ADAGRAD, TL_EMB_ADAGRAD_MOMENTUM, TL_EMB_BOUNDED_ADAGRAD, TL_EMB_FREQUENCY_AWARE_ADAGRAD,
+        TL_EMB_FTRL, TL_EMB_ADAM, TL_EMB_MOMENTUM, TL_EMB_LION, TL_EMB_RMSPROP, TL_EMB_CENTERED_RMSPROP,
+        TL_EMB_ADADELTA, TL_EMB_PROXIMAL_ADAGRAD, TL_EMB_PROXIMAL_YOGI, TL_EMB_FREQUENCY_ESTIMATOR, TL_EMB_ASSIGN};
+    for (size_t i = 0; i < sizeof algs / sizeof algs[0]; i++) {
+        tl_emb_optimizer_default(algs[i], &o);
+        if (algs[i] == TL_EMB_FREQUENCY_ESTIMATOR)
+            o.tau = 0.25f, o.max_delta = 10, o.outlier_threshold = 2, o.weight_exponent = 1.5f;
+        writes_and_reads_back(&o, tl_emb_algorithm_name(algs[i]));
+        o.learning_rate = 0.123f;
+        o.clipping_limits = (tl_emb_limits){true, false, -1.5f, 0};
+        o.gradient_clipping_limits = (tl_emb_limits){false, true, 0, 3};
+        o.weight_decay_factor = 0.01f;
+        o.multiply_weight_decay_factor_by_learning_rate = true;
+        o.simulated_quantization.enabled = true;
+        o.simulated_quantization.num_buckets = 16;
+        o.simulated_quantization.clipping_limits = (tl_emb_limits){true, true, -2, 2};
+        o.low_dimensional_packing_status = 2;
+        o.hot_id_replication_status = 3;
+        o.momentum = 0.7f, o.use_nesterov = true, o.exponent = 3, o.beta1 = 0.2f, o.beta2 = 0.3f, o.epsilon = 1e-5f;
+        o.update_accumulator_first = true, o.max_var_update = 2, o.max_accumulator = 9;
+        o.l1_regularization_strength = 0.01f, o.l2_regularization_strength = 0.02f;
+        o.max_lr_multiplier = 5, o.probability_exponent = 0.3f, o.accumulator_decay = 0.9f, o.step_counter_tag = 2;
+        o.learning_rate_power = -0.7f, o.multiply_linear_by_lr = true, o.beta = 0.4f, o.use_sum_inside_sqrt = false;
+        o.rho = 0.85f, o.initial_accumulator_value = 0.2f;
+        /* Only what the algorithm takes is written: what reads back writes
+         * the same text, so every written parameter kept its value. */
+        char *t = NULL, *again = NULL, *section = NULL;
+        ASSERT_OK(tl_emb_optimizer_to_json(&o, &t));
+        cr_assert(asprintf(&section, "{\"tables\": [{\"vocabulary_size\": 2, \"dim\": 1, \"optimizer\": %s}],"
+                                     " \"features\": [{\"table\": 0}]}",
+                           t) > 0);
+        tl_emb_spec *s = NULL;
+        tl_status st = tl_emb_spec_from_json(section, strlen(section), &s);
+        cr_assert_eq(st, TL_OK, "%s: %s: %s", tl_emb_algorithm_name(algs[i]), t, tl_last_error());
+        ASSERT_OK(tl_emb_optimizer_to_json(tl_emb_spec_config(s)->tables[0].optimizer, &again));
+        cr_assert_str_eq(again, t, "%s", tl_emb_algorithm_name(algs[i]));
+        cr_assert(strstr(t, "\"learning_rate\":0.123,") && strstr(t, "\"lower\":-1.5,\"upper\":null"),
+                  "%s", t);
+        tl_emb_spec_destroy(s);
+        free(section);
+        tl_free_string(t);
+        tl_free_string(again);
+    }
+    /* A dynamic learning rate, non-lazy Adam. */
+    tl_emb_optimizer_default(TL_EMB_ADAM, &o);
+    o.lr_tag = 1, o.use_non_lazy = true, o.beta1 = 0.5f, o.epsilon = 1e-8f;
+    writes_and_reads_back(&o, "dynamic Adam");
+    ASSERT_OK(tl_emb_optimizer_to_json(&o, &text));
+    cr_assert(strstr(text, "\"learning_rate_tag\":1") && !strstr(text, "\"learning_rate\":") &&
+                  strstr(text, "\"lazy_adam\":false") && strstr(text, "\"beta_1\":0.5") &&
+                  strstr(text, "\"epsilon\":1e-8"),
+              "%s", text);
+    tl_free_string(text);
+
+    ASSERT_ERR(tl_emb_optimizer_to_json(NULL, &text), TL_EINVAL, "NULL");
+    ASSERT_ERR(tl_emb_optimizer_to_json(&o, NULL), TL_EINVAL, "out is NULL");
+    o.algorithm = (tl_emb_algorithm)99;
+    ASSERT_ERR(tl_emb_optimizer_to_json(&o, &text), TL_EINVAL, "algorithm 99 is unknown");
 }

@@ -561,15 +561,13 @@ Test(mt_ckpt, warm_start_loads_only_the_matching_variables)
 
 Test(mt_ckpt, warm_start_vars_must_be_a_supported_regex)
 {
+    /* The configuration refuses it when resolved, before any estimator. */
     const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--warm_start_from=/nowhere",
                           "--warm_start_vars=(dense"};
-    tl_config *cfg = mtck_config(ARGC(argv), argv);
-    tl_estimator_options o;
-    tl_estimator_options_init(&o);
-    o.model_fn = mtck_model_fn;
-    tl_estimator *est = NULL;
-    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_EINVAL);
-    cr_assert_null(est);
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    cr_assert_eq(tl_config_apply_args(cfg, ARGC(argv), (char *const *)argv, NULL, NULL), TL_OK);
+    cr_assert_eq(tl_config_resolve(cfg), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "warm_start_vars '(dense' is not a supported regular expression") != NULL, "%s",
               tl_last_error());
     tl_config_destroy(cfg);

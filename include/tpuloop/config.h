@@ -3,16 +3,21 @@
  * TPUConfig fields, TPUEstimator's batch sizes, and tpuloop's own (devices,
  * num_hosts), with TensorFlow's defaults and its validation in its order.
  *
- * Values come from four sources; a later one wins:
+ * Values come from these sources; a later one wins:
  *
  *   1. built-in defaults (TensorFlow's),
- *   2. a JSON file; TPUConfig fields nest under "tpu_config":
+ *   2. a model_dir's config.json, when the job reuses a model_dir
+ *      (tl_config_load_model_dir): below every source that follows, whatever
+ *      the order of the calls,
+ *   3. a JSON file; TPUConfig fields nest under "tpu_config":
  *          {"model_dir": "/tmp/m", "train_batch_size": 1024,
  *           "tpu_config": {"iterations_per_loop": "1h", "num_cores_per_replica": 2}}
- *   3. environment variables named by the spec or tpuloop (TPULOOP_DEVICE_COUNT
+ *   4. environment variables named by the spec or tpuloop (TPULOOP_DEVICE_COUNT
  *      for `devices`; TF_CONFIG's service.tpu_worker_job_name for an unset
  *      tpu_job_name),
- *   4. `--name=value` flags with the leaf names (--iterations_per_loop=1h).
+ *   5. `--name=value` flags with the leaf names (--iterations_per_loop=1h).
+ *
+ * Among 3 to 5 the call made last wins (the CLI calls them in this order).
  *
  * One option table drives the file keys, the flags, the defaults, the bounds,
  * the validation and `tpuloop help config` (tl_config_help).
@@ -138,9 +143,16 @@ typedef struct tl_input_config {
     const char *dataset;          /* "fashion_mnist", "synthetic", "tfrecord", "criteo", "csv" or "idx" */
     const char *data_dir;         /* NULL: the Debian package's directory */
     tl_opt_int epochs;
-    tl_opt_int synthetic_examples;      /* criteo_synthetic; unset: 1048576 */
-    tl_opt_int synthetic_eval_examples; /* criteo_synthetic; unset: 131072 */
-    tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic; unset: 100000 */
+    /* The synthetic datasets' sizes. Each is set exactly when the dataset
+     * reads it, to the value given or its default, and unset otherwise. */
+    tl_opt_int synthetic_examples;      /* training examples: synthetic (default 60000), criteo_synthetic (1048576) */
+    tl_opt_int synthetic_eval_examples; /* evaluation examples, the next ones: synthetic (10000),
+                                           criteo_synthetic (131072) */
+    tl_opt_int synthetic_vocab_cap;     /* criteo_synthetic: vocabulary c is min(Criteo Kaggle's c, cap) (100000);
+                                           unset when synthetic_vocab_sizes is given */
+    const int64_t *synthetic_vocab_sizes; /* (26) criteo_synthetic: vocabulary of C1..C26, each in
+                                             [1, 2^31 - 1]; NULL when None (the cap applies) */
+    tl_opt_int synthetic_num_features;  /* synthetic: features per example (784) */
     const char *const *files;     /* (num_files) paths or glob patterns; NULL when None */
     int num_files;
     const char *const *eval_files;/* (num_eval_files); NULL when None (evaluate reads files) */
@@ -210,12 +222,14 @@ TL_API tl_status tl_config_create(tl_config **out);
 /* Accepts NULL. */
 TL_API void tl_config_destroy(tl_config *cfg);
 
-/* Where an option's current value came from. */
+/* Where an option's current value came from. Values are append-only, so
+ * they are not the precedence: DEFAULT < MODEL_DIR < FILE, ENV, FLAG. */
 typedef enum {
     TL_SOURCE_DEFAULT = 0,
     TL_SOURCE_FILE = 1,
     TL_SOURCE_ENV = 2,
-    TL_SOURCE_FLAG = 3
+    TL_SOURCE_FLAG = 3,
+    TL_SOURCE_MODEL_DIR = 4 /* model_dir/config.json (tl_config_load_model_dir) */
 } tl_config_source;
 
 /*
@@ -223,8 +237,11 @@ typedef enum {
  * as "tpu_config.num_shards") from text as a flag gives it: integers, reals,
  * true/false/True/False, null/None and JSON arrays and objects are read as
  * such; anything else is a string. String options take the text verbatim.
- * Errors: TL_EUNKNOWN for a name no option has; TL_EPARSE for malformed JSON
- * in an option that takes a structure; TL_ENOMEM.
+ * Errors: TL_EUNKNOWN for a name no option has (with "did you mean ...?",
+ * see tl_config_suggest); TL_EPARSE for malformed JSON in an option that
+ * takes a structure; TL_EINVAL for source TL_SOURCE_MODEL_DIR (only
+ * tl_config_load_model_dir sets those) or a value that is no source;
+ * TL_ENOMEM.
  */
 TL_API tl_status tl_config_set(tl_config *cfg, const char *name, const char *text,
                                tl_config_source source);
@@ -234,9 +251,10 @@ TL_API tl_status tl_config_set(tl_config *cfg, const char *name, const char *tex
  * options and "tpu_config", an object of TPUConfig options. `origin` names the
  * source in messages (a file name). Errors: TL_EPARSE for malformed JSON (the
  * message gives origin:line:column) or a top level that is not an object;
- * TL_EUNKNOWN for an unknown key (named with its path); TL_ETYPE when
- * "tpu_config" is not an object; TL_ENOMEM. Values are type-checked by
- * tl_config_resolve, in TensorFlow's order.
+ * TL_EUNKNOWN for an unknown key (named with its path, and the nearest
+ * option's file key: "did you mean tpu_config.iterations_per_loop?");
+ * TL_ETYPE when "tpu_config" is not an object; TL_ENOMEM. Values are
+ * type-checked by tl_config_resolve, in TensorFlow's order.
  */
 TL_API tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, const char *origin);
 
@@ -276,7 +294,10 @@ TL_API const tl_run_config *tl_config_get(const tl_config *cfg);
 
 /* Where option `name` got its value, and a printable description of that
  * source ("default", "file run.json", "env TPULOOP_DEVICE_COUNT",
- * "flag --num_shards"). TL_EUNKNOWN for an unknown name. */
+ * "flag --num_shards", "model_dir /tmp/m/config.json"). After
+ * tl_config_resolve, a value from a model_dir that a higher source made
+ * void (see tl_config_load_model_dir) reads as "default". TL_EUNKNOWN for an
+ * unknown name. */
 TL_API tl_status tl_config_source_of(const tl_config *cfg, const char *name, tl_config_source *source,
                                      const char **description);
 
@@ -294,13 +315,102 @@ TL_API tl_status tl_config_check_eval(const tl_config *cfg);
 /*
  * The resolved configuration as a JSON object (a tl_malloc'd string the caller
  * frees with tl_free_string): every option under its file key, TPUConfig
- * fields under "tpu_config", iterations_per_loop as {"unit", "value"}.
+ * fields under "tpu_config" and the sections under "model" and "input", each
+ * value in the syntax tl_config_load_json reads: iterations_per_loop as
+ * TensorFlow takes it (a count as an int, 100; a time as "<N>h", "<N>m" or
+ * "<N>s" in the largest unit that divides it), input modes by name, the
+ * input, model and embedding sections as given, with their defaults filled
+ * in. So the text is a configuration file: loaded and resolved it prints the
+ * same text, with the same resolved values. The estimator writes it to
+ * model_dir/config.json. Errors: TL_EINVAL before tl_config_resolve;
+ * TL_ENOMEM.
  */
 TL_API tl_status tl_config_to_json(const tl_config *cfg, char **out);
 
+/*
+ * Reuses a model_dir's configuration: loads model_dir/config.json (what the
+ * estimator wrote there, tl_config_to_json's text) as the source
+ * TL_SOURCE_MODEL_DIR, above the built-in defaults and below a file, the
+ * environment and flags, whatever the order of the calls: an option a
+ * higher source has set keeps its value, and a later one replaces the
+ * file's. The key model_dir itself is never taken from the file. *found
+ * (may be NULL) tells whether the file exists; a model_dir without one (or
+ * that does not exist yet) is TL_OK and changes nothing. Loading a second
+ * model_dir replaces the first's values. The iterations_per_loop object
+ * {"unit", "value"} of files written before this format is read as the
+ * count or "<N>s".
+ *
+ * At tl_config_resolve, a value from the file that a higher source's choice
+ * makes void goes back to its default instead of clashing with it: the
+ * other half of save_checkpoints_steps / _secs, train_steps / max_steps and
+ * embedding / embedding_config; evaluation_master when it only followed the
+ * file's master and master is set; the file's input section when the
+ * dataset is set to another one. A value from the file that fails a check
+ * is reported as such: "... [from model_dir /tmp/m/config.json]".
+ *
+ * Errors (the configuration is unchanged): TL_EINVAL model_dir NULL or "";
+ * TL_EIO the file exists but cannot be read (naming it and the system's
+ * reason); TL_EPARSE it is not JSON ("D/config.json:line:column: malformed
+ * JSON ...") or not an object; TL_EUNKNOWN a key no option has; TL_ETYPE a
+ * section that is not an object; TL_ENOMEM.
+ *
+ *     tl_config *cfg;
+ *     tl_config_create(&cfg);
+ *     tl_config_load_file(cfg, "run.json");
+ *     tl_config_apply_args(cfg, argc, argv, NULL, NULL);
+ *     bool found;
+ *     if (tl_config_load_model_dir(cfg, "/tmp/m", &found) != TL_OK ||
+ *         tl_config_resolve(cfg) != TL_OK)
+ *         fprintf(stderr, "error: %s\n", tl_last_error());
+ *     char *conflicts;
+ *     if (found && tl_config_model_dir_conflicts(cfg, &conflicts) == TL_OK && conflicts != NULL) {
+ *         fprintf(stderr, "warning: the run differs from its model_dir:\n%s", conflicts);
+ *         tl_free_string(conflicts);
+ *     }
+ *
+ * (The model_dir to reuse is the one the file and flags give: read it with
+ * a first tl_config_resolve, or from the arguments.)
+ */
+TL_API tl_status tl_config_load_model_dir(tl_config *cfg, const char *model_dir, bool *found);
+
+/*
+ * After tl_config_resolve: the options a file, the environment or a flag set
+ * to another value than model_dir/config.json holds (compared as resolved,
+ * so "60m" and "1h" agree), one line each, in the order of `tpuloop help
+ * config`, each ending in a newline:
+ *
+ *     train_batch_size: 256 from flag --train_batch_size, model_dir /tmp/m/config.json has 128
+ *
+ * Values print as compact JSON (strings quoted, long values cut with
+ * "..."). *text is NULL when there is none or no model_dir was loaded; free
+ * it with tl_free_string. Errors: TL_EINVAL text NULL or cfg not resolved;
+ * TL_ENOMEM.
+ */
+TL_API tl_status tl_config_model_dir_conflicts(const tl_config *cfg, char **text);
+
 /* The option table as help text: every option, its file key, flag, default,
- * allowed values and meaning. Caller frees with tl_free_string. */
+ * allowed values and meaning, then where tpuloop is deliberately stricter
+ * than TensorFlow and why. Caller frees with tl_free_string. */
 TL_API tl_status tl_config_help(char **out);
+
+/*
+ * The option nearest to a name no option has, for "did you mean" messages.
+ * name may be a flag ("--train_batch_sise", also "--train_batch_sise=256")
+ * or a file key ("tpu_config.iterations_per_lop"); its last part is compared,
+ * ignoring case, with every option's name by edit distance (an insertion, a
+ * deletion, a substitution or a swap of two neighbours is one edit). *out is
+ * the nearest option's name (static storage; ties go to the earlier option
+ * of `tpuloop help config`) when it is at most max(2, n / 4) edits away for
+ * a name of n characters, else NULL. A name that is an option's in another
+ * case suggests that option. The configuration's own unknown-key and
+ * unknown-option errors (TL_EUNKNOWN) end with the same suggestion.
+ * Errors: TL_EINVAL when name or out is NULL.
+ *
+ *     const char *near;
+ *     if (tl_config_suggest("--train_batch_sise", &near) == TL_OK && near != NULL)
+ *         fprintf(stderr, "unknown option '--train_batch_sise'; did you mean --%s?\n", near);
+ */
+TL_API tl_status tl_config_suggest(const char *name, const char **out);
 
 TL_API void tl_free_string(char *s);
 

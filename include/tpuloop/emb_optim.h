@@ -229,7 +229,10 @@ TL_API void tl_emb_optimizer_default(tl_emb_algorithm algorithm, tl_emb_optimize
  *     initial_accumulator_value > 0 where TF says "must be a positive float",
  *     learning_rate_power <= 0, UserDefinedProgram without user_fn,
  *     FrequencyAwareAdagrad without a step_counter_tag, FrequencyEstimator
- *     without its four parameters, FTRL with a constant learning rate 0
+ *     without its four parameters or with a tau that is not finite (a
+ *     finite tau outside (0, 1), the proto's documented range, is valid:
+ *     TensorFlow accepts it, and the configuration readers warn), FTRL
+ *     with a constant learning rate 0
  *     and without multiply_linear_by_lr, which divides by it), naming the
  *     algorithm, field and value.
  */

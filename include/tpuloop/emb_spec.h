@@ -208,6 +208,30 @@ TL_API tl_status tl_emb_spec_from_proto_file(const char *path, tl_emb_spec **out
  */
 TL_API tl_status tl_emb_spec_from_json(const char *text, size_t len, tl_emb_spec **out);
 
+/*
+ * Every parameter of an optimizer as a JSON optimizer object of the syntax
+ * above, which tl_emb_spec_from_json reads back as the same optimizer (all
+ * but a user_defined_program, which JSON cannot give): "type"; the learning
+ * rate, "learning_rate" (constant) or "learning_rate_tag" (dynamic);
+ * "gradient_accumulation_status", "clipping_limits" and
+ * "gradient_clipping_limits" ({"lower", "upper"}, null for no bound),
+ * "weight_decay_factor", "multiply_weight_decay_factor_by_learning_rate",
+ * "simulated_quantization", "low_dimensional_packing_status",
+ * "hot_id_replication_status"; then each parameter the algorithm takes,
+ * under TensorFlow's Python name (initial_accumulator_value, beta_1,
+ * beta_2, epsilon, l1_regularization_strength, lazy_adam, tau, ...), in the
+ * order of the list above. Floats print as the shortest decimal that reads
+ * back as the float ("0.1"); one that is not finite prints null. *out is a
+ * compact one-line text, freed with tl_free_string (tpuloop/config.h). For
+ * example Adagrad's defaults at learning rate 0.05:
+ *
+ *     {"type":"adagrad","learning_rate":0.05,"gradient_accumulation_status":"unspecified",
+ *      "clipping_limits":{"lower":null,"upper":null}, ..., "initial_accumulator_value":0.1}
+ *
+ * Errors: TL_EINVAL o or out NULL, or an algorithm out of range; TL_ENOMEM.
+ */
+TL_API tl_status tl_emb_optimizer_to_json(const tl_emb_optimizer *o, char **out);
+
 /* The config, valid while s lives. NULL for a NULL s. */
 TL_API const tl_emb_config *tl_emb_spec_config(const tl_emb_spec *s);
 

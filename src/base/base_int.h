@@ -57,6 +57,22 @@ void tl_strbuf_free(tl_strbuf *sb);
  * success, -1 when the text is not an integer, -2 on overflow. */
 int tl_parse_int64(const char *s, int64_t *out);
 
+/*
+ * Python `re` patterns (pyregex.c). tl_pyregex_translate_named turns pat
+ * into a POSIX extended regular expression (a tl_malloc'd string in *out),
+ * anchored as ^(...)$ when full (re.fullmatch), else unanchored. Errors:
+ * TL_EINVAL "<what> '<pat>' is not a supported regular expression: <why> at
+ * position <i>" (what names the pattern: "LayoutMap key", "warm_start_vars");
+ * TL_ENOMEM. tl_pyregex_translate is the same with what "LayoutMap key".
+ */
+tl_status tl_pyregex_translate_named(const char *what, const char *pat, bool full, char **out);
+tl_status tl_pyregex_translate(const char *pat, bool full, char **out);
+
+/* Checks that pat translates and compiles as re.match uses it (anchored at
+ * the start): the errors of tl_pyregex_translate_named, and TL_EINVAL with
+ * regerror's reason when the POSIX engine refuses the translation. */
+tl_status tl_pyregex_check_match(const char *what, const char *pat);
+
 /* A broken invariant: a bug in tpuloop, never bad input. */
 #define TL_ASSERT(cond)                                               \
     do {                                                              \

@@ -1,8 +1,10 @@
 /* config.c — `tpuloop config` (the resolved configuration, the topology,
  * the input plans of train, eval and predict, and the embedding tables with
- * their memory) and `tpuloop devices`. The command uses only the public API
+ * their optimizers' parameters and their memory) and `tpuloop devices`. The command uses only the public API
  * (include/tpuloop/). */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -123,6 +125,84 @@ static void print_plan_text(const char *label, const tl_input_plan *p, const cha
         printf("           ... %d more calls\n", p->input_fn_calls - shown);
 }
 
+/* A line of text built piece by piece, cut at its size. */
+typedef struct text_line {
+    char buf[1024];
+    size_t n;
+} text_line;
+
+static void add(text_line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text_line *l, const char *fmt, ...)
+{
+    if (l->n >= sizeof l->buf - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(l->buf + l->n, sizeof l->buf - l->n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        l->n += (size_t)k < sizeof l->buf - l->n ? (size_t)k : sizeof l->buf - 1 - l->n;
+}
+
+/* A JSON number or null as text (malloc'd; NULL when out of memory). */
+static char *num_text(const json_t *v)
+{
+    return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
+}
+
+/* The optimizer parameters of a table that matter when reading a run: the
+ * learning rate and the algorithm's own, then the common ones that are set
+ * (clipping, weight decay, no accumulation, quantization). */
+static void print_optimizer_text(const json_t *p)
+{
+    static const char *const common[] = {"type", "gradient_accumulation_status", "clipping_limits",
+                                         "gradient_clipping_limits", "weight_decay_factor",
+                                         "multiply_weight_decay_factor_by_learning_rate", "simulated_quantization",
+                                         "low_dimensional_packing_status", "hot_id_replication_status"};
+    text_line l = {.n = 0};
+    l.buf[0] = '\0';
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)p, key, v) {
+        bool skip = false;
+        for (size_t i = 0; !skip && i < sizeof common / sizeof common[0]; i++)
+            skip = strcmp(key, common[i]) == 0;
+        if (skip)
+            continue;
+        char *t = num_text(v);
+        if (strcmp(key, "learning_rate_tag") == 0)
+            add(&l, "%slearning_rate dynamic (tag %s)", l.n ? ", " : "", t ? t : "?");
+        else
+            add(&l, "%s%s %s", l.n ? ", " : "", key, t ? t : "?");
+        free(t);
+    }
+    for (int k = 0; k < 2; k++) {
+        const json_t *lim = json_object_get(p, k == 0 ? "clipping_limits" : "gradient_clipping_limits");
+        const json_t *lo = json_object_get(lim, "lower"), *hi = json_object_get(lim, "upper");
+        if (json_is_null(lo) && json_is_null(hi))
+            continue;
+        char *a = num_text(lo), *b = num_text(hi);
+        add(&l, "%s%s [%s, %s]", l.n ? ", " : "", k == 0 ? "clip weights" : "clip gradients",
+            json_is_null(lo) || a == NULL ? "-inf" : a, json_is_null(hi) || b == NULL ? "inf" : b);
+        free(a);
+        free(b);
+    }
+    const json_t *wd = json_object_get(p, "weight_decay_factor");
+    if (json_is_number(wd) && json_number_value(wd) != 0) {
+        char *a = num_text(wd);
+        add(&l, "%sweight_decay_factor %s%s", l.n ? ", " : "", a ? a : "?",
+            json_is_true(json_object_get(p, "multiply_weight_decay_factor_by_learning_rate")) ? " (x learning rate)"
+                                                                                              : "");
+        free(a);
+    }
+    const char *acc = json_string_value(json_object_get(p, "gradient_accumulation_status"));
+    if (acc != NULL && strcmp(acc, "disabled") == 0)
+        add(&l, "%sgradient accumulation disabled", l.n ? ", " : "");
+    if (json_is_true(json_object_get(json_object_get(p, "simulated_quantization"), "enabled")))
+        add(&l, "%ssimulated quantization", l.n ? ", " : "");
+    printf("    %s\n", l.buf);
+}
+
 /* The configured embedding tables and their memory (NULL *out when the
  * config has none): what each table and its slots take, and the per-step
  * workspace bound. */
@@ -148,9 +228,19 @@ static tl_status embedding_info(const tl_run_config *r, json_t **out)
         const tl_emb_table_config *t = &c->tables[i];
         const tl_emb_optimizer *o = t->optimizer != NULL ? t->optimizer : &c->optimizer;
         int slots = tl_emb_num_slots(o);
-        json_array_append_new(tables, json_pack("{s:s, s:I, s:i, s:s, s:i, s:I}", "name", t->name ? t->name : "",
+        char *params = NULL;
+        if ((st = tl_emb_optimizer_to_json(o, &params)) != TL_OK) {
+            json_decref(e);
+            json_decref(tables);
+            tl_emb_spec_destroy(spec);
+            return st;
+        }
+        json_t *pj = json_loads(params, 0, NULL);
+        tl_free_string(params);
+        json_array_append_new(tables, json_pack("{s:s, s:I, s:i, s:s, s:o, s:i, s:I}", "name", t->name ? t->name : "",
                                                 "vocabulary_size", (json_int_t)t->vocabulary_size, "dim", t->dim,
-                                                "optimizer", tl_emb_algorithm_name(o->algorithm), "slots", slots,
+                                                "optimizer", tl_emb_algorithm_name(o->algorithm),
+                                                "optimizer_parameters", pj ? pj : json_null(), "slots", slots,
                                                 "bytes",
                                                 (json_int_t)(t->vocabulary_size * t->dim * 4 * (1 + slots))));
     }
@@ -194,7 +284,12 @@ int cli_config(int argc, char **argv)
     int ncpr = tl_topology_num_cores_per_replica(topo);
     if (seen[0]) {
         json_t *root = json_object();
-        json_object_set(root, "iterations_per_loop", json_object_get(tpu, "iterations_per_loop"));
+        /* The loop as TensorFlow's parse_iterations_per_loop returns it (the
+         * run_config keeps the option's own syntax). */
+        const tl_ipl *ipl = &r->tpu.iterations_per_loop;
+        json_object_set_new(root, "iterations_per_loop",
+                            json_pack("{s:s, s:I}", "unit", ipl->unit == TL_IPL_COUNT ? "count" : "seconds", "value",
+                                      (json_int_t)ipl->value));
         json_object_set_new(root, "num_hosts", json_integer(tl_topology_num_hosts(topo)));
         json_object_set_new(root, "num_devices", json_integer(tl_topology_num_devices(topo)));
         json_object_set_new(root, "devices_per_host", json_integer(tl_topology_devices_per_host(topo)));
@@ -219,7 +314,9 @@ int cli_config(int argc, char **argv)
         json_object_del(run, "tpu_config");
         json_object_set_new(root, "run_config", run);
         json_object_set(root, "embedding", emb != NULL ? emb : json_null());
-        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        /* 15 digits print every number a user wrote as written (0.05, not
+         * 0.050000000000000003) and every float of the tables exactly. */
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
         putchar('\n');
         json_decref(root);
     } else {
@@ -269,7 +366,7 @@ int cli_config(int argc, char **argv)
             printf("embedding\n");
             size_t i;
             json_t *t;
-            json_array_foreach(json_object_get(emb, "tables"), i, t)
+            json_array_foreach(json_object_get(emb, "tables"), i, t) {
                 printf("  %-24s %12lld x %-5lld %-26s %2lld slot%s  %10.1f MiB\n",
                        json_string_value(json_object_get(t, "name")),
                        (long long)json_integer_value(json_object_get(t, "vocabulary_size")),
@@ -278,6 +375,8 @@ int cli_config(int argc, char **argv)
                        (long long)json_integer_value(json_object_get(t, "slots")),
                        json_integer_value(json_object_get(t, "slots")) == 1 ? " " : "s",
                        (double)json_integer_value(json_object_get(t, "bytes")) / 1048576.0);
+                print_optimizer_text(json_object_get(t, "optimizer_parameters"));
+            }
             printf("  tables and slots %.1f MiB; per-step workspace at most %lld bytes per id (%.1f MiB at one id "
                    "per bag)\n",
                    (double)json_integer_value(json_object_get(emb, "table_bytes")) / 1048576.0,

@@ -198,6 +198,30 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
+/* A model_dir that holds a config.json (a run's resolved configuration) is
+ * a source too, below FILE, the environment and the flags: `evaluate`,
+ * `predict` and a resumed `train` on it need no more than --model_dir. What
+ * the run sets otherwise is named. */
+static tl_status reuse_model_dir(tl_config *cfg)
+{
+    const char *dir = tl_config_get(cfg)->model_dir;
+    bool found = false;
+    if (dir == NULL)
+        return TL_OK;
+    char *copy = strdup(dir); /* the resolved values change under it */
+    if (copy == NULL)
+        return tl_error(TL_ENOMEM, "out of memory");
+    tl_status st = tl_config_load_model_dir(cfg, copy, &found);
+    free(copy);
+    if (st != TL_OK || !found || (st = tl_config_resolve(cfg)) != TL_OK)
+        return st;
+    char *conflicts = NULL;
+    if (tl_config_model_dir_conflicts(cfg, &conflicts) == TL_OK && conflicts != NULL)
+        fprintf(stderr, "warning: this run differs from its model_dir's configuration:\n%s", conflicts);
+    tl_free_string(conflicts);
+    return TL_OK;
+}
+
 /* Loads the configuration: defaults, FILE, environment, flags. Non-config
  * arguments other than those in `allowed` (NULL-terminated) are errors. */
 int cli_load_config(int argc, char **argv, const char *const *allowed, bool allow_file, tl_config **out,
@@ -233,7 +257,12 @@ int cli_load_config(int argc, char **argv, const char *const *allowed, bool allo
         if (known)
             continue;
         if (strncmp(a, "--", 2) == 0) {
-            rc = cli_usage_error("unknown option '%s'; `tpuloop help config` lists the configuration options", a);
+            const char *near = NULL;
+            char hint[160] = "";
+            if (tl_config_suggest(a, &near) == TL_OK && near != NULL)
+                snprintf(hint, sizeof hint, "did you mean --%s? ", near);
+            rc = cli_usage_error("unknown option '%s'; %s`tpuloop help options` lists the configuration options", a,
+                                 hint);
             goto out;
         }
         if (!allow_file || file != NULL) {
@@ -244,7 +273,8 @@ int cli_load_config(int argc, char **argv, const char *const *allowed, bool allo
     }
     if ((st = tl_config_create(&cfg)) != TL_OK || (file && (st = tl_config_load_file(cfg, file)) != TL_OK) ||
         (st = tl_config_apply_env(cfg, (const char *const *)environ)) != TL_OK ||
-        (st = tl_config_apply_args(cfg, argc, argv, NULL, rest)) != TL_OK || (st = tl_config_resolve(cfg)) != TL_OK) {
+        (st = tl_config_apply_args(cfg, argc, argv, NULL, rest)) != TL_OK || (st = tl_config_resolve(cfg)) != TL_OK ||
+        (allow_file && (st = reuse_model_dir(cfg)) != TL_OK)) {
         rc = st == TL_ENOMEM ? cli_fail(st) : (cli_fail(st), EXIT_BAD_INPUT);
         tl_config_destroy(cfg);
         cfg = NULL;

@@ -7,7 +7,7 @@
 
 #include "config_int.h"
 
-static void clear_resolved(tl_config *cfg)
+void tl_config_clear_resolved(tl_config *cfg)
 {
     tl_free(cfg->s_tpu_job_name);
     tl_free(cfg->s_model_dir);
@@ -52,11 +52,12 @@ void tl_config_destroy(tl_config *cfg)
 {
     if (cfg == NULL)
         return;
-    clear_resolved(cfg);
+    tl_config_clear_resolved(cfg);
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
         json_decref(cfg->raw[i]);
         tl_free(cfg->origin[i]);
     }
+    tl_config_model_dir_clear(cfg);
     tl_free(cfg->tf_config);
     tl_free(cfg);
 }
@@ -74,7 +75,7 @@ static tl_status put(tl_config *cfg, int id, json_t *v, tl_config_source source,
         json_decref(v);
         return tl_error_oom();
     }
-    clear_resolved(cfg);
+    tl_config_clear_resolved(cfg);
     json_decref(cfg->raw[id]);
     tl_free(cfg->origin[id]);
     cfg->raw[id] = v;
@@ -83,10 +84,20 @@ static tl_status put(tl_config *cfg, int id, json_t *v, tl_config_source source,
     return TL_OK;
 }
 
+/* "unknown option 'x' [in where]; did you mean y? ...": in a file (where
+ * set) y is the nearest option's file key ("tpu_config.num_shards"), else
+ * its name. */
 static tl_status unknown_option(const char *name, const char *where)
 {
-    return tl_error(TL_EUNKNOWN, "unknown option '%s'%s%s; `tpuloop help config` lists them", name,
-                    where ? " in " : "", where ? where : "");
+    const char *near = NULL;
+    char hint[160] = "";
+    if (tl_config_suggest(name, &near) == TL_OK && near != NULL) {
+        const char *section = tl_options[tl_option_find(near)].section;
+        snprintf(hint, sizeof hint, "; did you mean %s%s%s?", where && section ? section : "",
+                 where && section ? "." : "", near);
+    }
+    return tl_error(TL_EUNKNOWN, "unknown option '%s'%s%s%s; `tpuloop help config` lists them", name,
+                    where ? " in " : "", where ? where : "", hint);
 }
 
 /* A flag's or an environment variable's text as a value of option o. */
@@ -137,6 +148,11 @@ static const char *source_word(tl_config_source s)
 
 tl_status tl_config_set(tl_config *cfg, const char *name, const char *text, tl_config_source source)
 {
+    /* A model_dir's values come only from its file, and only where nothing
+     * above them set a value: setting one here could override a flag. */
+    if (source == TL_SOURCE_MODEL_DIR || (int)source < TL_SOURCE_DEFAULT || (int)source > TL_SOURCE_MODEL_DIR)
+        return tl_error(TL_EINVAL, "tl_config_set: source %d is not TL_SOURCE_DEFAULT, _FILE, _ENV or _FLAG (model_dir "
+                        "values come from tl_config_load_model_dir)", (int)source);
     int id = tl_option_find(name);
     if (id < 0)
         return unknown_option(name, NULL);
@@ -192,52 +208,36 @@ static tl_status find_in_section(const char *section, const char *key, const cha
     return unknown_option(key, origin);
 }
 
-tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, const char *origin)
+tl_status tl_config_collect(const json_t *root, const char *origin, json_t *vals[TL_NUM_OPTIONS])
 {
-    json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    if (root == NULL)
-        return tl_error(TL_EPARSE, "%s:%d:%d: malformed JSON: %s", origin, err.line, err.column, err.text);
-    if (!json_is_object(root)) {
-        tl_status bad = tl_error(TL_EPARSE, "%s: the configuration must be a JSON object, got %s", origin,
-                                 tl_py_type(root));
-        json_decref(root);
-        return bad;
-    }
-
-    /* Check every key before applying any, so a bad file changes nothing. */
-    tl_status st = TL_OK;
+    memset(vals, 0, TL_NUM_OPTIONS * sizeof *vals);
+    if (!json_is_object(root))
+        return tl_error(TL_EPARSE, "%s: the configuration must be a JSON object, got %s", origin, tl_py_type(root));
+    /* Check every key before taking any, so a bad file changes nothing. */
+    tl_status st;
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach((json_t *)root, key, val) {
         int id;
         if (is_section(key)) {
             if (!json_is_object(val)) {
                 if (strcmp(key, "tpu_config") == 0)
-                    st = tl_error(TL_ETYPE, "tpu_config in %s must be an object of TPUConfig fields, got %s", origin,
-                                  tl_py_type(val));
-                else
-                    st = tl_error(TL_ETYPE, "%s in %s must be an object of its options, got %s", key, origin,
-                                  tl_py_type(val));
-                goto out;
+                    return tl_error(TL_ETYPE, "tpu_config in %s must be an object of TPUConfig fields, got %s",
+                                    origin, tl_py_type(val));
+                return tl_error(TL_ETYPE, "%s in %s must be an object of its options, got %s", key, origin,
+                                tl_py_type(val));
             }
             const char *k2;
             json_t *v2;
             json_object_foreach(val, k2, v2) {
                 if ((st = find_in_section(key, k2, origin, &id)) != TL_OK)
-                    goto out;
+                    return st;
             }
         } else if ((st = find_in_section(NULL, key, origin, &id)) != TL_OK) {
-            goto out;
+            return st;
         }
     }
-
-    /* Then apply them all or none: collect the values and their origins first. */
-    char where[512];
-    snprintf(where, sizeof where, "file %s", origin);
-    json_t *vals[TL_NUM_OPTIONS] = {0};
-    char *origins[TL_NUM_OPTIONS] = {0};
-    json_object_foreach(root, key, val) {
+    json_object_foreach((json_t *)root, key, val) {
         int id;
         if (is_section(key)) {
             const char *k2;
@@ -251,6 +251,24 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
             vals[id] = val;
         }
     }
+    return TL_OK;
+}
+
+tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, const char *origin)
+{
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (root == NULL)
+        return tl_error(TL_EPARSE, "%s:%d:%d: malformed JSON: %s", origin, err.line, err.column, err.text);
+    json_t *vals[TL_NUM_OPTIONS];
+    tl_status st = tl_config_collect(root, origin, vals);
+    if (st != TL_OK)
+        goto out;
+
+    /* Then apply them all or none: the origins first. */
+    char where[512];
+    snprintf(where, sizeof where, "file %s", origin);
+    char *origins[TL_NUM_OPTIONS] = {0};
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
         if (vals[i] != NULL && (origins[i] = tl_strdup(where)) == NULL) {
             for (int k = 0; k < i; k++)
@@ -259,7 +277,7 @@ tl_status tl_config_load_json(tl_config *cfg, const char *text, size_t len, cons
             goto out;
         }
     }
-    clear_resolved(cfg);
+    tl_config_clear_resolved(cfg);
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
         if (vals[i] == NULL)
             continue;
@@ -276,30 +294,47 @@ out:
 
 #define TL_CONFIG_FILE_MAX (16u << 20)
 
-tl_status tl_config_load_file(tl_config *cfg, const char *path)
+int tl_config_read_file(const char *path, tl_strbuf *sb, bool *opened)
 {
+    *opened = false;
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return tl_error(TL_EIO, "cannot open config file %s: %s", path, strerror(errno));
-    tl_strbuf sb = {0};
+        return errno != 0 ? errno : EIO;
+    *opened = true;
     char chunk[8192];
     size_t n;
-    tl_status st = TL_OK;
+    int rc = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (sb.len + n > TL_CONFIG_FILE_MAX) {
-            st = tl_error(TL_EINVAL, "config file %s is larger than %u bytes", path, TL_CONFIG_FILE_MAX);
+        if (sb->len + n > TL_CONFIG_FILE_MAX) {
+            rc = EFBIG;
             break;
         }
-        tl_strbuf_append_n(&sb, chunk, n);
-        if (sb.failed) {
-            st = tl_error_oom();
+        tl_strbuf_append_n(sb, chunk, n);
+        if (sb->failed) {
+            rc = ENOMEM;
             break;
         }
     }
-    if (st == TL_OK && ferror(f))
-        st = tl_error(TL_EIO, "cannot read config file %s: %s", path, strerror(errno));
+    if (rc == 0 && ferror(f))
+        rc = errno != 0 ? errno : EIO;
     fclose(f);
-    if (st == TL_OK)
+    return rc;
+}
+
+tl_status tl_config_load_file(tl_config *cfg, const char *path)
+{
+    tl_strbuf sb = {0};
+    bool opened;
+    errno = 0;
+    int rc = tl_config_read_file(path, &sb, &opened);
+    tl_status st = TL_OK;
+    if (rc == ENOMEM)
+        st = tl_error_oom();
+    else if (rc == EFBIG)
+        st = tl_error(TL_EINVAL, "config file %s is larger than %u bytes", path, TL_CONFIG_FILE_MAX);
+    else if (rc != 0)
+        st = tl_error(TL_EIO, "cannot %s config file %s: %s", opened ? "read" : "open", path, strerror(rc));
+    else
         st = tl_config_load_json(cfg, sb.data ? sb.data : "", sb.len, path);
     tl_strbuf_free(&sb);
     return st;
@@ -319,7 +354,7 @@ tl_status tl_config_apply_env(tl_config *cfg, const char *const *envp)
             char *copy = tl_strdup(val);
             if (copy == NULL)
                 return tl_error_oom();
-            clear_resolved(cfg);
+            tl_config_clear_resolved(cfg);
             tl_free(cfg->tf_config);
             cfg->tf_config = copy;
             continue;

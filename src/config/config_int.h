@@ -70,7 +70,40 @@ struct tl_config {
     char *s_warm_start_vars;
     struct tl_partition_dims *pdims;
     struct tl_input_store *input;       /* what rc.input's arrays point into */
+
+    /* model_dir/config.json (model_dir.c), once tl_config_load_model_dir found one. */
+    char *md_origin;                    /* "model_dir D/config.json"; NULL when none was loaded */
+    json_t *md[TL_NUM_OPTIONS];         /* the file's values (NULL: the file has none) */
+    json_t *md_canon[TL_NUM_OPTIONS];   /* the same as resolved and printed, to compare with */
 };
+
+/* Forgets the resolved values (every change calls it). */
+void tl_config_clear_resolved(tl_config *cfg);
+
+/* Checks every key of a configuration object (root; origin names it in
+ * messages) and fills vals[id] with the value each option is given
+ * (borrowed from root; NULL for the others). Nothing is set. Errors: those
+ * of tl_config_load_json past the JSON syntax. */
+tl_status tl_config_collect(const json_t *root, const char *origin, json_t *vals[TL_NUM_OPTIONS]);
+
+/* Reads the file at path into sb, at most 16 MiB. Returns 0, ENOMEM, EFBIG
+ * (too large) or the system's errno; *opened tells whether fopen worked. */
+int tl_config_read_file(const char *path, tl_strbuf *sb, bool *opened);
+
+/* The resolved value of option id as tl_config_to_json writes it (a new
+ * reference; NULL when out of memory). cfg must be resolved. */
+json_t *tl_config_value_json(const tl_config *cfg, int id);
+
+/* ---- model_dir/config.json (model_dir.c) ---------------------------------- */
+
+/* Frees what tl_config_load_model_dir kept; the options keep their values. */
+void tl_config_model_dir_clear(tl_config *cfg);
+/* At resolve, before any check: the values taken from model_dir/config.json
+ * that clash with a choice of a higher source go back to their defaults (the
+ * other half of a pair TensorFlow refuses together, evaluation_master that
+ * followed the file's master, the input section of another dataset), so the
+ * order of the calls that set values never matters. TL_ENOMEM. */
+tl_status tl_config_model_dir_rules(tl_config *cfg);
 
 /* Fails with a message plus " [from <source>]" of option id (the style of
  * every resolve error). */
@@ -86,6 +119,14 @@ struct tl_input_store;
  * TL_ETYPE (naming the option, the key and field, the value and what is
  * allowed), TL_ENOMEM. */
 tl_status tl_config_resolve_input(tl_config *cfg);
+/* The synthetic datasets' options (synthetic_examples ... synthetic_num_features),
+ * in the table's order: each is set in rc.input when the dataset reads it,
+ * to its value or, for null, its default (the table's, or the dataset's for
+ * the sizes), and unset otherwise; one the dataset does not read must be
+ * null unless it is the table's default. Creates cfg->input. Errors:
+ * TL_EINVAL, TL_ETYPE (naming the option, the value and what is allowed),
+ * TL_ENOMEM. */
+tl_status tl_config_resolve_synthetic(tl_config *cfg);
 void tl_input_store_free(struct tl_input_store *s);
 /* The resolved value of an input option as JSON (a new reference; NULL when
  * out of memory), or json_null() for an id that is not one of them. */

@@ -15,14 +15,24 @@ static json_t *opt_str(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* iterations_per_loop as TensorFlow takes it: a count as an int, a time as
+ * "<N>h", "<N>m" or "<N>s" in the largest unit that divides it, so that the
+ * text reads back as the same value ("1h" and "60m" both print "1h"). */
 static json_t *ipl_json(tl_ipl ipl)
 {
-    return json_pack("{s:s, s:I}", "unit", ipl.unit == TL_IPL_COUNT ? "count" : "seconds", "value",
-                     (json_int_t)ipl.value);
+    if (ipl.unit == TL_IPL_COUNT)
+        return json_integer(ipl.value);
+    char text[32];
+    if (ipl.value % 3600 == 0)
+        snprintf(text, sizeof text, "%lldh", (long long)(ipl.value / 3600));
+    else if (ipl.value % 60 == 0)
+        snprintf(text, sizeof text, "%lldm", (long long)(ipl.value / 60));
+    else
+        snprintf(text, sizeof text, "%llds", (long long)ipl.value);
+    return json_string(text);
 }
 
-/* The resolved value of option id as JSON (a new reference). */
-static json_t *resolved_value(const tl_config *cfg, int id)
+json_t *tl_config_value_json(const tl_config *cfg, int id)
 {
     const tl_run_config *rc = &cfg->rc;
     const tl_tpu_config *t = &rc->tpu;
@@ -80,9 +90,6 @@ static json_t *resolved_value(const tl_config *cfg, int id)
             json_array_append_new(a, json_integer(bottom ? rc->model.bottom_mlp[i] : rc->model.top_mlp[i]));
         return a;
     }
-    case TL_OPT_ID_synthetic_examples: return opt_int(rc->input.synthetic_examples);
-    case TL_OPT_ID_synthetic_eval_examples: return opt_int(rc->input.synthetic_eval_examples);
-    case TL_OPT_ID_synthetic_vocab_cap: return opt_int(rc->input.synthetic_vocab_cap);
     case TL_OPT_ID_activation: return json_string(rc->model.activation);
     case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
     case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);
@@ -91,6 +98,11 @@ static json_t *resolved_value(const tl_config *cfg, int id)
     case TL_OPT_ID_dataset: return json_string(rc->input.dataset);
     case TL_OPT_ID_data_dir: return opt_str(rc->input.data_dir);
     case TL_OPT_ID_epochs: return opt_int(rc->input.epochs);
+    case TL_OPT_ID_synthetic_examples:
+    case TL_OPT_ID_synthetic_eval_examples:
+    case TL_OPT_ID_synthetic_vocab_cap:
+    case TL_OPT_ID_synthetic_vocab_sizes:
+    case TL_OPT_ID_synthetic_num_features:
     case TL_OPT_ID_files:
     case TL_OPT_ID_eval_files:
     case TL_OPT_ID_compression:
@@ -124,7 +136,7 @@ tl_status tl_config_to_json(const tl_config *cfg, char **out)
     if (root == NULL)
         goto oom;
     for (int i = 0; i < TL_NUM_OPTIONS; i++) {
-        json_t *v = resolved_value(cfg, i);
+        json_t *v = tl_config_value_json(cfg, i);
         if (v == NULL)
             goto oom;
         json_t *dst = root;
@@ -152,6 +164,29 @@ oom:
     return tl_error_oom();
 }
 
+/* What tpuloop refuses although TensorFlow takes it, and why: each is a
+ * value TensorFlow accepts by accident of Python and then misreads or fails
+ * on later, never one a working TensorFlow program relies on. */
+static const char stricter[] =
+    "\nWhere tpuloop is stricter than TensorFlow, on purpose (each value below is refused\n"
+    "when the configuration is resolved; TensorFlow takes it by accident of Python):\n"
+    "  - booleans for integer options (num_shards, num_cores_per_replica, the batch sizes,\n"
+    "    steps, seeds, ...): Python's bool is an int, so TensorFlow reads True as 1; tpuloop\n"
+    "    refuses a boolean with TensorFlow's TypeError, as it is always a slip.\n"
+    "  - floats for integer options (2.0 for num_cores_per_replica, 2.5 for\n"
+    "    save_checkpoints_steps): TensorFlow checks some only by comparison or list\n"
+    "    membership; tpuloop needs an int. (0.0 for initial_infeed_sleep_secs is no sleep,\n"
+    "    as in TensorFlow.)\n"
+    "  - iterations_per_loop \"5|\" and a trailing newline (\"5\\n\"): Python's regex takes\n"
+    "    them by accident ([s|m|h] admits '|', `$` matches before a final newline); refused\n"
+    "    as the TPUEstimator spec recommends.\n"
+    "  - experimental_host_call_every_n_steps <= 0: TensorFlow does not check it and divides\n"
+    "    by it in the outfeed thread; refused at once.\n"
+    "  - per_host_input_for_training other than true, false or 1..4 (a name or number):\n"
+    "    TensorFlow stores any value unchecked; refused.\n"
+    "  - initial_infeed_sleep_secs false, '', [] or {}: TensorFlow skips its check for a\n"
+    "    falsy value; refused (null, 0 and 0.0 mean no sleep, as in TensorFlow).\n";
+
 tl_status tl_config_help(char **out)
 {
     tl_strbuf sb = {0};
@@ -168,6 +203,7 @@ tl_status tl_config_help(char **out)
     }
     tl_strbuf_append(&sb, "\nTF_CONFIG (JSON) supplies tpu_job_name (service.tpu_worker_job_name), model_dir,\n"
                           "session_master and eval_session_master as in TensorFlow.\n");
+    tl_strbuf_append(&sb, stricter);
     *out = tl_strbuf_take(&sb);
     return *out ? TL_OK : tl_error_oom();
 }

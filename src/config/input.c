@@ -420,30 +420,119 @@ static tl_status parse_csv_columns(const tl_config *cfg, struct tl_input_store *
     return TL_OK;
 }
 
-static tl_status parse_vocab_sizes(const tl_config *cfg, struct tl_input_store *s, tl_input_config *in)
+/* A list of TL_CRITEO_NUM_CAT ints in the table's [min, max] of option id,
+ * one per categorical column C1..C26, into *out (NULL for None). */
+static tl_status categorical_list(const tl_config *cfg, tl_opt_id id, struct tl_input_store *s,
+                                  const int64_t **out)
 {
-    const tl_opt_id id = TL_OPT_ID_vocab_sizes;
-    const json_t *v = RAW(vocab_sizes);
-    char buf[200];
+    const tl_option *o = &tl_options[id];
+    const json_t *v = cfg->raw[id];
+    char buf[200], rule[64];
+    *out = NULL;
     if (json_is_null(v))
         return TL_OK;
     if (!json_is_array(v))
         return bad(cfg, id, TL_ETYPE, v);
     if (json_array_size(v) != TL_CRITEO_NUM_CAT)
-        return tl_config_rerr(cfg, id, TL_EINVAL, "vocab_sizes must be %s; got a list of %zu", tl_options[id].allowed,
+        return tl_config_rerr(cfg, id, TL_EINVAL, "%s must be %s; got a list of %zu", o->name, o->allowed,
                               json_array_size(v));
+    if (o->max == INT64_MAX)
+        snprintf(rule, sizeof rule, "an int >= %lld", (long long)o->min);
+    else
+        snprintf(rule, sizeof rule, "an int in [%lld, %lld]", (long long)o->min, (long long)o->max);
     int64_t *sizes = keep(s, TL_CRITEO_NUM_CAT, sizeof *sizes);
     if (sizes == NULL)
         return tl_error_oom();
     for (size_t i = 0; i < TL_CRITEO_NUM_CAT; i++) {
         const json_t *e = json_array_get(v, i);
-        if (!json_is_integer(e) || json_integer_value(e) < 0)
+        if (!json_is_integer(e) || json_integer_value(e) < o->min || json_integer_value(e) > o->max)
             return tl_config_rerr(cfg, id, json_is_integer(e) ? TL_EINVAL : TL_ETYPE,
-                                  "vocab_sizes[%zu] (C%zu) must be an int >= 0; got %s", i, i + 1,
+                                  "%s[%zu] (C%zu) must be %s; got %s", o->name, i, i + 1, rule,
                                   pyr(e, buf, sizeof buf));
         sizes[i] = json_integer_value(e);
     }
-    in->vocab_sizes = sizes;
+    *out = sizes;
+    return TL_OK;
+}
+
+static tl_status parse_vocab_sizes(const tl_config *cfg, struct tl_input_store *s, tl_input_config *in)
+{
+    return categorical_list(cfg, TL_OPT_ID_vocab_sizes, s, &in->vocab_sizes);
+}
+
+/* ---- the synthetic datasets ---------------------------------------------------- */
+
+/* The datasets that read each synthetic option, and the defaults that
+ * depend on the dataset (options.def holds null for those and says so in
+ * their help). */
+static const struct {
+    tl_opt_id id;
+    const char *readers; /* "synthetic", "criteo_synthetic" or both, for messages */
+    bool synthetic, criteo;
+    int64_t synthetic_default, criteo_default; /* 0: the table's */
+} synth_opts[] = {
+    {TL_OPT_ID_synthetic_examples, "datasets synthetic and criteo_synthetic", true, true, 60000, 1048576},
+    {TL_OPT_ID_synthetic_eval_examples, "datasets synthetic and criteo_synthetic", true, true, 10000, 131072},
+    {TL_OPT_ID_synthetic_vocab_cap, "dataset criteo_synthetic", false, true, 0, 0},
+    {TL_OPT_ID_synthetic_vocab_sizes, "dataset criteo_synthetic", false, true, 0, 0},
+    {TL_OPT_ID_synthetic_num_features, "dataset synthetic", true, false, 0, 0},
+};
+
+static struct tl_input_store *input_store(tl_config *cfg)
+{
+    if (cfg->input == NULL)
+        cfg->input = tl_calloc(1, sizeof *cfg->input);
+    return cfg->input;
+}
+
+static tl_opt_int *synth_field(tl_input_config *in, tl_opt_id id)
+{
+    switch (id) {
+    case TL_OPT_ID_synthetic_examples: return &in->synthetic_examples;
+    case TL_OPT_ID_synthetic_eval_examples: return &in->synthetic_eval_examples;
+    case TL_OPT_ID_synthetic_vocab_cap: return &in->synthetic_vocab_cap;
+    case TL_OPT_ID_synthetic_num_features: return &in->synthetic_num_features;
+    default: return NULL;
+    }
+}
+
+tl_status tl_config_resolve_synthetic(tl_config *cfg)
+{
+    tl_input_config *in = &cfg->rc.input;
+    struct tl_input_store *s = input_store(cfg);
+    if (s == NULL)
+        return tl_error_oom();
+    bool synthetic = strcmp(in->dataset, "synthetic") == 0, criteo = strcmp(in->dataset, "criteo_synthetic") == 0;
+    for (size_t i = 0; i < TL_ARRAY_LEN(synth_opts); i++) {
+        tl_opt_id id = synth_opts[i].id;
+        const json_t *v = cfg->raw[id];
+        if (!(synthetic && synth_opts[i].synthetic) && !(criteo && synth_opts[i].criteo)) {
+            /* The table's default is no choice of the user's: only a value
+             * given for a dataset that does not read it is a mistake. */
+            if (cfg->source[id] != TL_SOURCE_DEFAULT && !json_is_null(v))
+                return tl_config_rerr(cfg, id, TL_EINVAL, "%s is only read by %s; dataset is %s (set it to null)",
+                                      tl_options[id].name, synth_opts[i].readers, in->dataset);
+            continue;
+        }
+        tl_status st;
+        if (id == TL_OPT_ID_synthetic_vocab_sizes) {
+            if ((st = categorical_list(cfg, id, s, &in->synthetic_vocab_sizes)) != TL_OK)
+                return st;
+            continue;
+        }
+        tl_opt_int *f = synth_field(in, id);
+        if ((st = get_int(cfg, id, f)) != TL_OK)
+            return st;
+        if (f->set)
+            continue;
+        int64_t d = synthetic ? synth_opts[i].synthetic_default : synth_opts[i].criteo_default;
+        if (d == 0 && tl_parse_int64(tl_options[id].default_json, &d) != 0)
+            TL_ASSERT(!"a synthetic option's table default is an int");
+        *f = (tl_opt_int){true, d};
+    }
+    /* Explicit vocabularies replace the cap, which then does not apply. */
+    if (in->synthetic_vocab_sizes != NULL)
+        in->synthetic_vocab_cap = (tl_opt_int){false, 0};
     return TL_OK;
 }
 
@@ -593,8 +682,7 @@ static tl_status check_dataset(const tl_config *cfg, tl_input_config *in)
 tl_status tl_config_resolve_input(tl_config *cfg)
 {
     tl_input_config *in = &cfg->rc.input;
-    TL_ASSERT(cfg->input == NULL);
-    struct tl_input_store *s = cfg->input = tl_calloc(1, sizeof *s);
+    struct tl_input_store *s = input_store(cfg);
     if (s == NULL)
         return tl_error_oom();
     tl_status st;
@@ -727,12 +815,14 @@ json_t *tl_input_value_json(const tl_config *cfg, tl_opt_id id)
     case TL_OPT_ID_num_parallel_calls: return json_integer(in->num_parallel_calls);
     case TL_OPT_ID_prefetch: return json_integer(in->prefetch);
     case TL_OPT_ID_skip_corrupt_records: return json_boolean(in->skip_corrupt_records);
-    case TL_OPT_ID_vocab_sizes: {
-        if (in->vocab_sizes == NULL)
+    case TL_OPT_ID_vocab_sizes:
+    case TL_OPT_ID_synthetic_vocab_sizes: {
+        const int64_t *sizes = id == TL_OPT_ID_vocab_sizes ? in->vocab_sizes : in->synthetic_vocab_sizes;
+        if (sizes == NULL)
             return json_null();
         json_t *a = json_array();
         for (int i = 0; a != NULL && i < TL_CRITEO_NUM_CAT; i++)
-            a = append(a, json_integer(in->vocab_sizes[i]));
+            a = append(a, json_integer(sizes[i]));
         return a;
     }
     case TL_OPT_ID_csv_columns: {
@@ -747,6 +837,16 @@ json_t *tl_input_value_json(const tl_config *cfg, tl_opt_id id)
         return a;
     }
     case TL_OPT_ID_label_column: return in->label_column ? json_string(in->label_column) : json_null();
+    case TL_OPT_ID_synthetic_examples:
+    case TL_OPT_ID_synthetic_eval_examples:
+    case TL_OPT_ID_synthetic_vocab_cap:
+    case TL_OPT_ID_synthetic_num_features: {
+        tl_opt_int f = id == TL_OPT_ID_synthetic_examples        ? in->synthetic_examples
+                       : id == TL_OPT_ID_synthetic_eval_examples ? in->synthetic_eval_examples
+                       : id == TL_OPT_ID_synthetic_vocab_cap     ? in->synthetic_vocab_cap
+                                                                 : in->synthetic_num_features;
+        return f.set ? json_integer(f.value) : json_null();
+    }
     case TL_OPT_ID_idx_scale: return json_real(in->idx_scale);
     default: return json_null();
     }

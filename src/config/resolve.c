@@ -263,10 +263,15 @@ static tl_status resolve_tpu_config(tl_config *cfg, const json_t *tf)
     }
     t->per_host_input_for_training = (tl_input_mode)pm;
 
-    /* 7. initial_infeed_sleep_secs: checked only when truthy. */
+    /* 7. initial_infeed_sleep_secs: `if initial_infeed_sleep_secs:
+     * check_positive_integer(...)`, so a falsy number (None, 0, 0.0) is no
+     * sleep, and anything truthy must be a positive int: 2.5 is TensorFlow's
+     * TypeError. Falsy non-numbers ('', [], {}, False) TensorFlow lets pass
+     * unchecked; tpuloop refuses them (check_positive_integer's TypeError). */
     t->initial_infeed_sleep_secs = 0;
     const json_t *sleep = RAW(initial_infeed_sleep_secs);
-    if (!json_is_null(sleep) && !(json_is_integer(sleep) && json_integer_value(sleep) == 0)) {
+    bool falsy = json_is_null(sleep) || (json_is_number(sleep) && json_number_value(sleep) == 0);
+    if (!falsy) {
         if ((st = check_positive_integer(cfg, TL_OPT_ID_initial_infeed_sleep_secs,
                                          "TPUConfig initial_infeed_sleep_secs", &t->initial_infeed_sleep_secs)) != TL_OK)
             return st;
@@ -494,8 +499,10 @@ static tl_status resolve_estimator(tl_config *cfg)
     if ((st = opt_positive(cfg, TL_OPT_ID_eval_steps, "Eval steps", &rc->eval_steps)) != TL_OK)
         return st;
 
-    /* Estimator's warm_start_from and WarmStartSettings.vars_to_warm_start;
-     * the regex is compiled (and its syntax checked) by the estimator. */
+    /* Estimator's warm_start_from and WarmStartSettings.vars_to_warm_start.
+     * The regex is checked here with the translator and the POSIX engine the
+     * estimator compiles it with, so `config`, `train` and `evaluate` refuse
+     * the same patterns with the same message, before any work. */
     const char *ws_from, *ws_vars;
     if ((st = get_string(cfg, TL_OPT_ID_warm_start_from, &ws_from)) != TL_OK ||
         (st = get_string(cfg, TL_OPT_ID_warm_start_vars, &ws_vars)) != TL_OK)
@@ -503,6 +510,8 @@ static tl_status resolve_estimator(tl_config *cfg)
     if (ws_from != NULL && ws_from[0] == '\0')
         return rerr(cfg, TL_OPT_ID_warm_start_from, TL_EINVAL,
                     "warm_start_from should be null or the path of a checkpoint or a model_dir, got ''");
+    if (ws_vars != NULL && (st = tl_pyregex_check_match("warm_start_vars", ws_vars)) != TL_OK)
+        return st == TL_ENOMEM ? st : rerr(cfg, TL_OPT_ID_warm_start_vars, st, "%s", tl_last_error());
     if ((st = keep_string(ws_from, &cfg->s_warm_start_from, &rc->warm_start_from)) != TL_OK ||
         (st = keep_string(ws_vars, &cfg->s_warm_start_vars, &rc->warm_start_vars)) != TL_OK)
         return st;
@@ -609,18 +618,8 @@ static tl_status resolve_sections(tl_config *cfg)
     free(emb_text);
     if (st != TL_OK || (st = keep_string(emb_path, &cfg->s_embedding_config, &cfg->rc.embedding_config)) != TL_OK)
         return st;
-    if ((st = opt_bounded(cfg, TL_OPT_ID_synthetic_examples, 1, &in->synthetic_examples)) != TL_OK ||
-        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_eval_examples, 1, &in->synthetic_eval_examples)) != TL_OK ||
-        (st = opt_bounded(cfg, TL_OPT_ID_synthetic_vocab_cap, 1, &in->synthetic_vocab_cap)) != TL_OK)
+    if ((st = tl_config_resolve_synthetic(cfg)) != TL_OK)
         return st;
-    if (strcmp(in->dataset, "criteo_synthetic") != 0) {
-        static const tl_opt_id synth[] = {TL_OPT_ID_synthetic_examples, TL_OPT_ID_synthetic_eval_examples,
-                                          TL_OPT_ID_synthetic_vocab_cap};
-        for (size_t i = 0; i < sizeof synth / sizeof synth[0]; i++)
-            if (!json_is_null(cfg->raw[synth[i]]))
-                return rerr(cfg, synth[i], TL_EINVAL, "%s is only read by dataset criteo_synthetic; dataset is %s "
-                                                      "(set it to null)", tl_options[synth[i]].name, in->dataset);
-    }
     if ((st = opt_bounded(cfg, TL_OPT_ID_epochs, 1, &in->epochs)) != TL_OK)
         return st;
     return tl_config_resolve_input(cfg);
@@ -636,7 +635,9 @@ tl_status tl_config_resolve(tl_config *cfg)
     cfg->pdims = NULL;
     tl_input_store_free(cfg->input);
     cfg->input = NULL;
-    tl_status st = parse_tf_config(cfg, &tf);
+    tl_status st = tl_config_model_dir_rules(cfg);
+    if (st == TL_OK)
+        st = parse_tf_config(cfg, &tf);
     if (st == TL_OK)
         st = resolve_tpu_config(cfg, tf);
     if (st == TL_OK)

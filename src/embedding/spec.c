@@ -53,6 +53,18 @@ int emb_spec_find_table(const tl_emb_spec *s, const char *name)
     return -1;
 }
 
+/* FrequencyEstimatorParameters documents tau as "between (0, 1)" but
+ * TensorFlow checks nothing and runs with any value: accepted, with a
+ * warning, since outside the range the estimate no longer averages. */
+static void warn_tau(const tl_emb_optimizer *o, const char *whose)
+{
+    if (o->algorithm == TL_EMB_FREQUENCY_ESTIMATOR && !(o->tau > 0.0f && o->tau < 1.0f))
+        tl_log(TL_LOG_WARN,
+               "%s: FrequencyEstimator tau %g is outside (0, 1), the range FrequencyEstimatorParameters documents; "
+               "accepted, as TensorFlow does",
+               whose, (double)o->tau);
+}
+
 tl_status emb_spec_finish(const tl_emb_spec *s)
 {
     for (int i = 0; i < s->cfg.num_tables; i++)
@@ -60,12 +72,24 @@ tl_status emb_spec_finish(const tl_emb_spec *s)
             if (strcmp(s->tables[i].name, s->tables[j].name) == 0)
                 return tl_error(TL_EINVAL, "Multiple tables with name %s found. (tables %d and %d)",
                                 s->tables[i].name, j, i);
+    bool shared_used = false;
     for (int i = 0; i < s->cfg.num_tables; i++) {
         const tl_emb_optimizer *o = s->tables[i].optimizer != NULL ? s->tables[i].optimizer : &s->cfg.optimizer;
         tl_status st = tl_emb_optimizer_validate(o);
         if (st != TL_OK)
             return tl_error(st, "table \"%s\": %s", s->tables[i].name, tl_last_error());
+        shared_used |= o == &s->cfg.optimizer;
     }
+    /* Once per optimizer: the shared one names no table. */
+    char whose[300];
+    for (int i = 0; i < s->cfg.num_tables; i++) {
+        if (s->tables[i].optimizer == NULL)
+            continue;
+        snprintf(whose, sizeof whose, "table \"%s\"", s->tables[i].name);
+        warn_tau(s->tables[i].optimizer, whose);
+    }
+    if (shared_used)
+        warn_tau(&s->cfg.optimizer, "the embedding optimizer of the tables without their own");
     return TL_OK;
 }
 

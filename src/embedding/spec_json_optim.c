@@ -1,10 +1,13 @@
 /* spec_json_optim.c — an optimizer object of the JSON `embedding` section
  * (tpuloop/emb_spec.h): its "type" and TensorFlow's Python argument names,
  * each checked against the algorithm that takes it, on top of
- * tl_emb_optimizer_default's values. */
+ * tl_emb_optimizer_default's values; and an optimizer written back as such
+ * an object (tl_emb_optimizer_to_json), from the same table of keys. */
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "emb_spec_int.h"
@@ -291,4 +294,115 @@ tl_status emb_json_optimizer(const json_t *v, const char *where, tl_emb_optimize
             return st;
     }
     return TL_OK;
+}
+
+/* ---- the optimizer as JSON -------------------------------------------------------- */
+
+/* The "type" of each algorithm, as the header lists them. */
+static const char *const type_names[TL_EMB_ALGORITHM_COUNT] = {
+    [TL_EMB_OPT_NONE] = "none",
+    [TL_EMB_SGD] = "sgd",
+    [TL_EMB_ADAGRAD] = "adagrad",
+    [TL_EMB_ADAGRAD_MOMENTUM] = "adagrad_momentum",
+    [TL_EMB_BOUNDED_ADAGRAD] = "bounded_adagrad",
+    [TL_EMB_FREQUENCY_AWARE_ADAGRAD] = "frequency_aware_adagrad",
+    [TL_EMB_FTRL] = "ftrl",
+    [TL_EMB_ADAM] = "adam",
+    [TL_EMB_MOMENTUM] = "momentum",
+    [TL_EMB_LION] = "lion",
+    [TL_EMB_RMSPROP] = "rms_prop",
+    [TL_EMB_CENTERED_RMSPROP] = "centered_rms_prop",
+    [TL_EMB_MDL_ADAGRAD_LIGHT] = "mdl_adagrad_light",
+    [TL_EMB_ADADELTA] = "adadelta",
+    [TL_EMB_PROXIMAL_ADAGRAD] = "proximal_adagrad",
+    [TL_EMB_ONLINE_YOGI] = "online_yogi",
+    [TL_EMB_PROXIMAL_YOGI] = "proximal_yogi",
+    [TL_EMB_FREQUENCY_ESTIMATOR] = "frequency_estimator",
+    [TL_EMB_USER_DEFINED] = "user_defined_program",
+    [TL_EMB_ASSIGN] = "assign",
+};
+
+/* A float as the shortest decimal that reads back as it ("0.1", not
+ * 0.100000001490116), as a JSON number; null when not finite. */
+static json_t *float_json(float x)
+{
+    if (!isfinite(x))
+        return json_null();
+    char buf[32];
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
+        if (strtof(buf, NULL) == x)
+            break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+static json_t *limits_json(const tl_emb_limits *l)
+{
+    return json_pack("{s:o, s:o}", "lower", l->has_lower ? float_json(l->lower) : json_null(), "upper",
+                     l->has_upper ? float_json(l->upper) : json_null());
+}
+
+static const char *status_name(int v, const char *const *names, int n)
+{
+    return v >= 0 && v < n ? names[v] : "unspecified";
+}
+
+tl_status tl_emb_optimizer_to_json(const tl_emb_optimizer *o, char **out)
+{
+    if (out == NULL)
+        return tl_error(TL_EINVAL, "tl_emb_optimizer_to_json: out is NULL");
+    *out = NULL;
+    if (o == NULL)
+        return tl_error(TL_EINVAL, "tl_emb_optimizer_to_json: the optimizer is NULL");
+    tl_emb_algorithm a = o->algorithm;
+    if ((int)a < 0 || (int)a >= TL_EMB_ALGORITHM_COUNT)
+        return tl_error(TL_EINVAL, "embedding optimizer algorithm %d is unknown; expected 0..%d", (int)a,
+                        TL_EMB_ALGORITHM_COUNT - 1);
+    json_t *j = json_object();
+    bool ok = j != NULL && json_object_set_new(j, "type", json_string(type_names[a])) == 0;
+    if (o->lr_tag >= 0)
+        ok = ok && json_object_set_new(j, "learning_rate_tag", json_integer(o->lr_tag)) == 0;
+    else
+        ok = ok && json_object_set_new(j, "learning_rate", float_json(o->learning_rate)) == 0;
+    const tl_emb_limits *q = &o->simulated_quantization.clipping_limits;
+    ok = ok &&
+         json_object_set_new(j, "gradient_accumulation_status",
+                             json_string(status_name((int)o->gradient_accumulation_status, accum_names, 3))) == 0 &&
+         json_object_set_new(j, "clipping_limits", limits_json(&o->clipping_limits)) == 0 &&
+         json_object_set_new(j, "gradient_clipping_limits", limits_json(&o->gradient_clipping_limits)) == 0 &&
+         json_object_set_new(j, "weight_decay_factor", float_json(o->weight_decay_factor)) == 0 &&
+         json_object_set_new(j, "multiply_weight_decay_factor_by_learning_rate",
+                             json_boolean(o->multiply_weight_decay_factor_by_learning_rate)) == 0 &&
+         json_object_set_new(j, "simulated_quantization",
+                             json_pack("{s:b, s:i, s:o, s:o}", "enabled", o->simulated_quantization.enabled,
+                                       "num_buckets", o->simulated_quantization.num_buckets, "lower",
+                                       q->has_lower ? float_json(q->lower) : json_null(), "upper",
+                                       q->has_upper ? float_json(q->upper) : json_null())) == 0 &&
+         json_object_set_new(j, "low_dimensional_packing_status",
+                             json_string(status_name(o->low_dimensional_packing_status, accum_names, 3))) == 0 &&
+         json_object_set_new(j, "hot_id_replication_status",
+                             json_string(status_name(o->hot_id_replication_status, hot_names, 4))) == 0;
+    /* The algorithm's own keys, each field once under its first spelling
+     * (TensorFlow's Python name); allow_zero_accumulator sets nothing. */
+    bool seen[G_COUNT] = {false};
+    for (size_t i = 0; ok && i < TL_ARRAY_LEN(okeys); i++) {
+        const struct okey *k = &okeys[i];
+        if (k->algs == 0 || !takes(k, a) || seen[k->group] || k->kind == K_IGNORE_BOOL)
+            continue;
+        seen[k->group] = true;
+        const char *field = (const char *)o + k->off;
+        json_t *v = k->kind == K_FLOAT      ? float_json(*(const float *)(const void *)field)
+                    : k->kind == K_BOOL     ? json_boolean(*(const bool *)(const void *)field)
+                    : k->kind == K_NOT_BOOL ? json_boolean(!*(const bool *)(const void *)field)
+                                            : json_integer(*(const int *)(const void *)field);
+        ok = json_object_set_new(j, k->key, v) == 0;
+    }
+    char *text = ok ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (text == NULL)
+        return tl_error_oom();
+    *out = tl_strdup(text);
+    free(text);
+    return *out != NULL ? TL_OK : tl_error_oom();
 }

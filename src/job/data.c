@@ -7,16 +7,8 @@
 
 #include "job_int.h"
 
-/* dataset `synthetic`: 70000 examples of one planted model shaped like
- * Fashion-MNIST, the first 60000 to train and the last 10000 to test. */
-#define SYNTH_EXAMPLES 70000
-#define SYNTH_TRAIN 60000
-#define SYNTH_FEATURES 784
+/* dataset `synthetic`'s classes, as Fashion-MNIST's. */
 #define SYNTH_CLASSES 10
-
-#define CRITEO_TRAIN_DEFAULT 1048576
-#define CRITEO_EVAL_DEFAULT 131072
-#define CRITEO_CAP_DEFAULT 100000
 
 static uint64_t seed_of(const tl_run_config *r)
 {
@@ -43,14 +35,18 @@ static tl_status fashion_mnist(tl_job *job)
     return TL_OK;
 }
 
-/* The whole set is made, so the test examples are the same ones whether or
- * not the job trains. */
+/* synthetic_examples to train and synthetic_eval_examples after them to
+ * test, of one planted model shaped like Fashion-MNIST. The whole set is
+ * made, so the test examples are the same ones whether or not the job
+ * trains. */
 static tl_status synthetic(tl_job *job)
 {
+    const tl_input_config *in = &job->r->input;
+    int64_t ntrain = in->synthetic_examples.value, neval = in->synthetic_eval_examples.value;
     tl_synthetic_spec s;
     tl_synthetic_spec_init(&s);
-    s.num_examples = SYNTH_EXAMPLES;
-    s.num_features = SYNTH_FEATURES;
+    s.num_examples = ntrain + neval;
+    s.num_features = in->synthetic_num_features.value;
     s.num_classes = SYNTH_CLASSES;
     s.seed = seed_of(job->r);
     tl_status st = tl_synthetic_load(&s, &job->owned[0]);
@@ -58,10 +54,10 @@ static tl_status synthetic(tl_job *job)
         return st;
     const tl_labeled_data *all = job->owned[0];
     job->train = job->test = *all;
-    job->train.num_examples = job->opt.train ? SYNTH_TRAIN : 0;
-    job->test.num_examples = SYNTH_EXAMPLES - SYNTH_TRAIN;
-    job->test.features += SYNTH_TRAIN * all->num_features;
-    job->test.labels += SYNTH_TRAIN;
+    job->train.num_examples = job->opt.train ? ntrain : 0;
+    job->test.num_examples = neval;
+    job->test.features += ntrain * all->num_features;
+    job->test.labels += ntrain;
     return TL_OK;
 }
 
@@ -74,12 +70,13 @@ static tl_status criteo_synthetic(tl_job *job)
     tl_criteo_synth_config c;
     tl_criteo_synth_config_default(&c);
     c.seed = seed_of(job->r);
-    int64_t ntrain = in->synthetic_examples.set ? in->synthetic_examples.value : CRITEO_TRAIN_DEFAULT;
-    int64_t neval = in->synthetic_eval_examples.set ? in->synthetic_eval_examples.value : CRITEO_EVAL_DEFAULT;
-    int64_t cap = in->synthetic_vocab_cap.set ? in->synthetic_vocab_cap.value : CRITEO_CAP_DEFAULT;
+    int64_t ntrain = in->synthetic_examples.value, neval = in->synthetic_eval_examples.value;
     c.num_examples = ntrain + neval;
+    /* Criteo Kaggle's cardinalities capped, or the vocabularies given. */
     for (int k = 0; k < c.num_categorical; k++)
-        c.vocab_sizes[k] = c.vocab_sizes[k] < cap ? c.vocab_sizes[k] : cap;
+        c.vocab_sizes[k] = in->synthetic_vocab_sizes != NULL ? in->synthetic_vocab_sizes[k]
+                           : c.vocab_sizes[k] < in->synthetic_vocab_cap.value ? c.vocab_sizes[k]
+                                                                               : in->synthetic_vocab_cap.value;
     tl_criteo_synth *g;
     tl_status st = tl_criteo_synth_create(&c, &g);
     if (st != TL_OK)

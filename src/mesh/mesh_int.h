@@ -46,13 +46,4 @@ const int *tl_mesh_ids(const tl_mesh *mesh);
  * when R >= P, else its replica group (legacy_shard_id: pid % (P / R)). */
 int tl_distribution_shard_of(const tl_distribution *d, int pid, int R);
 
-/*
- * Translates the Python `re` pattern pat (a LayoutMap key) to a POSIX
- * extended regular expression, anchored as ^(...)$ for full matching. The
- * result is a tl_malloc'd string in *out. Errors: TL_EINVAL "LayoutMap key
- * '<pat>' is not a supported regular expression: <why> at position <i>";
- * TL_ENOMEM.
- */
-tl_status tl_pyregex_translate(const char *pat, bool full, char **out);
-
 #endif /* TL_MESH_INT_H */

@@ -372,7 +372,9 @@ static tl_status check_algorithm(const tl_emb_optimizer *o, const char *name)
                             "(FrequencyEstimatorParameters has no defaults); got %s, %s, %s, %s",
                             name, fmt(o->tau).s, fmt(o->max_delta).s, fmt(o->outlier_threshold).s,
                             fmt(o->weight_exponent).s);
-        CHECK(o->tau > 0.0f && o->tau <= 1.0f, "tau", "in (0, 1]", o->tau);
+        /* The proto documents tau in (0, 1) but TensorFlow checks nothing;
+         * the readers warn outside it (emb_spec_finish) and accept it. */
+        CHECK(isfinite(o->tau), "tau", "finite", o->tau);
         CHECK(positive(o->max_delta), "max_delta", "positive", o->max_delta);
         CHECK(nonneg(o->outlier_threshold), "outlier_threshold", ">= 0", o->outlier_threshold);
         CHECK(isfinite(o->weight_exponent), "weight_exponent", "finite", o->weight_exponent);

@@ -1,14 +1,18 @@
-/* pyregex.c — LayoutMap keys are Python `re` patterns; this turns the subset
- * variable-path rules use into POSIX extended regular expressions, and
- * rejects, with the reason, what POSIX would match differently. Character
- * sets are rebuilt from a 128-entry membership table so that POSIX's
- * ordering rules for ']' '-' '^' '[' inside brackets never bite. */
+/* pyregex.c — Python `re` patterns (LayoutMap keys, warm_start_vars) turned
+ * into POSIX extended regular expressions: the subset variable-path rules
+ * use is translated, and what POSIX would match differently is rejected with
+ * the reason. Character sets are rebuilt from a 128-entry membership table
+ * so that POSIX's ordering rules for ']' '-' '^' '[' inside brackets never
+ * bite. It lives in base/ because config/ (warm_start_vars, checked at
+ * resolve) and mesh/ (LayoutMap) both need it. */
+#include <regex.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "mesh_int.h"
+#include "base_int.h"
 
 typedef struct rx {
+    const char *what; /* names the pattern in messages: "LayoutMap key" */
     const char *pat;
     size_t i;     /* read position in pat */
     tl_strbuf sb; /* the ERE being written */
@@ -16,7 +20,7 @@ typedef struct rx {
 
 static tl_status rx_error(const rx *r, size_t at, const char *what)
 {
-    return tl_error(TL_EINVAL, "LayoutMap key '%s' is not a supported regular expression: %s at position %zu",
+    return tl_error(TL_EINVAL, "%s '%s' is not a supported regular expression: %s at position %zu", r->what,
                     r->pat, what, at);
 }
 
@@ -359,10 +363,10 @@ static tl_status translate(rx *r)
     return TL_OK;
 }
 
-tl_status tl_pyregex_translate(const char *pat, bool full, char **out)
+tl_status tl_pyregex_translate_named(const char *what, const char *pat, bool full, char **out)
 {
     *out = NULL;
-    rx r = {pat, 0, {0}};
+    rx r = {what, pat, 0, {0}};
     if (full)
         tl_strbuf_append(&r.sb, "^(");
     tl_status st = translate(&r);
@@ -376,5 +380,37 @@ tl_status tl_pyregex_translate(const char *pat, bool full, char **out)
     if (s == NULL)
         return tl_error_oom();
     *out = s;
+    return TL_OK;
+}
+
+tl_status tl_pyregex_translate(const char *pat, bool full, char **out)
+{
+    return tl_pyregex_translate_named("LayoutMap key", pat, full, out);
+}
+
+tl_status tl_pyregex_check_match(const char *what, const char *pat)
+{
+    char *ere;
+    tl_status st = tl_pyregex_translate_named(what, pat, false, &ere);
+    if (st != TL_OK)
+        return st;
+    /* re.match anchors at the start only; compiling the anchored form also
+     * catches what the POSIX engine refuses after translation (a repeat
+     * count above RE_DUP_MAX). */
+    char *anchored = tl_asprintf("^(%s)", ere);
+    tl_free(ere);
+    if (anchored == NULL)
+        return tl_error_oom();
+    regex_t re;
+    int rc = regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB);
+    tl_free(anchored);
+    if (rc == REG_ESPACE)
+        return tl_error_oom();
+    if (rc != 0) {
+        char why[256];
+        regerror(rc, &re, why, sizeof why);
+        return tl_error(TL_EINVAL, "%s '%s' is not a supported regular expression: %s", what, pat, why);
+    }
+    regfree(&re);
     return TL_OK;
 }

@@ -1,0 +1,137 @@
+/*
+ * test_cli_config.c — `tpuloop config`: a model_dir's config.json, written
+ * by `tpuloop train`, is a configuration file the command (and so every
+ * command) reads back as the same configuration; the embedding tables'
+ * optimizer parameters in the text and --json output; `tpuloop help config`
+ * names where tpuloop is stricter than TensorFlow.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_cli_util.h"
+
+/* `tpuloop config ARGS --json`'s run_config and tpu_config. */
+static json_t *resolved(const char *args)
+{
+    tc_result r = tc_runf("config %s --json", args);
+    cr_assert_eq(r.status, 0, "config %s: %s", args, r.err);
+    json_t *j = tc_json(&r);
+    tc_done(&r);
+    json_t *out = json_object();
+    json_object_set(out, "run_config", json_object_get(j, "run_config"));
+    json_object_set(out, "tpu_config", json_object_get(j, "tpu_config"));
+    json_decref(j);
+    return out;
+}
+
+Test(cli_config, a_model_dirs_config_json_is_read_back, .timeout = 120)
+{
+    char *data = tc_tmpdir(), *dir = tc_tmpdir();
+    tc_write_tiny_mnist(data, 256, 64, 8);
+    char flags[1024];
+    snprintf(flags, sizeof flags,
+             "--data_dir=%s --model_dir=%s --train_batch_size=16 --hidden_units=[8] --devices=2 "
+             "--tf_random_seed=7 --iterations_per_loop=1h --train_steps=3 --log_step_count_steps=1000 "
+             "--shuffle_buffer_size=null --params='{\"num_classes\":10}'",
+             data, dir);
+    tc_result r = tc_runf("train %s", flags);
+    cr_assert_eq(r.status, 0, "train: %s", r.err);
+    tc_done(&r);
+
+    /* The file the run wrote is a configuration `tpuloop config` takes, and
+     * it describes the run exactly. */
+    char file[600];
+    snprintf(file, sizeof file, "%s/config.json", dir);
+    json_t *from_file = resolved(file), *from_flags = resolved(flags);
+    char *a = json_dumps(from_file, JSON_SORT_KEYS), *b = json_dumps(from_flags, JSON_SORT_KEYS);
+    cr_assert_str_eq(a, b, "the config.json of a run resolves as the run's own flags");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(from_file, "tpu_config"),
+                                                       "iterations_per_loop")),
+                     "1h");
+    free(a);
+    free(b);
+    json_decref(from_file);
+    json_decref(from_flags);
+    tc_rmtree(data);
+    tc_rmtree(dir);
+    free(data);
+    free(dir);
+}
+
+Test(cli_config, help_names_where_tpuloop_is_stricter)
+{
+    tc_result r = tc_run(NULL, "help config");
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "stricter than TensorFlow") && strstr(r.out, "booleans for integer options") &&
+                  strstr(r.out, "iterations_per_loop \"5|\"") &&
+                  strstr(r.out, "experimental_host_call_every_n_steps <= 0"),
+              "%s", r.out);
+    tc_done(&r);
+}
+
+Test(cli_config, embedding_optimizer_parameters_are_shown)
+{
+    static const char emb[] =
+        "--embedding='{\"tables\": [{\"name\": \"user\", \"vocabulary_size\": 1000, \"dim\": 16, \"optimizer\": "
+        "{\"type\": \"adam\", \"learning_rate\": 0.01, \"beta_1\": 0.8, \"clipvalue\": 2}}, {\"name\": \"item\", "
+        "\"vocabulary_size\": 300, \"dim\": 8}], \"features\": [{\"name\": \"u\", \"table\": \"user\"}, "
+        "{\"name\": \"i\", \"table\": \"item\"}], \"optimizer\": {\"type\": \"ftrl\", \"learning_rate_tag\": 0, "
+        "\"l1_regularization_strength\": 0.5, \"weight_decay_factor\": 0.001}}'";
+    tc_result r = tc_runf("config --json %s", emb);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = tc_json(&r);
+    tc_done(&r);
+    json_t *tables = json_object_get(json_object_get(j, "embedding"), "tables");
+    json_t *user = json_object_get(json_array_get(tables, 0), "optimizer_parameters");
+    json_t *item = json_object_get(json_array_get(tables, 1), "optimizer_parameters");
+    cr_assert(json_is_object(user) && json_is_object(item), "each table's optimizer_parameters");
+    cr_assert_str_eq(json_string_value(json_object_get(user, "type")), "adam");
+    cr_assert_eq(json_real_value(json_object_get(user, "learning_rate")), 0.01, "the value written, exactly");
+    cr_assert_eq(json_real_value(json_object_get(user, "beta_1")), 0.8);
+    cr_assert_eq(json_real_value(json_object_get(user, "beta_2")), 0.999, "a default is shown too");
+    cr_assert_eq(json_real_value(json_object_get(user, "epsilon")), 1e-7);
+    cr_assert(json_is_true(json_object_get(user, "lazy_adam")));
+    json_t *gclip = json_object_get(user, "gradient_clipping_limits");
+    cr_assert(json_real_value(json_object_get(gclip, "lower")) == -2 &&
+              json_real_value(json_object_get(gclip, "upper")) == 2);
+    /* The shared optimizer, on the table without its own. */
+    cr_assert_str_eq(json_string_value(json_object_get(item, "type")), "ftrl");
+    cr_assert_eq(json_integer_value(json_object_get(item, "learning_rate_tag")), 0);
+    cr_assert_null(json_object_get(item, "learning_rate"), "a dynamic rate has no constant");
+    cr_assert_eq(json_real_value(json_object_get(item, "l1_regularization_strength")), 0.5);
+    cr_assert_eq(json_real_value(json_object_get(item, "learning_rate_power")), -0.5);
+    cr_assert_eq(json_real_value(json_object_get(item, "initial_accumulator_value")), 0.1);
+    cr_assert_eq(json_real_value(json_object_get(item, "weight_decay_factor")), 0.001);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(tables, 1), "optimizer")), "FTRL");
+    json_decref(j);
+
+    /* The text names the key ones under each table. */
+    r = tc_runf("config %s", emb);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "learning_rate 0.01, beta_1 0.8, beta_2 0.999, epsilon 1e-7, lazy_adam true") &&
+                  strstr(r.out, "clip gradients [-2.0, 2.0]"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "learning_rate dynamic (tag 0), initial_accumulator_value 0.1, "
+                            "l1_regularization_strength 0.5") &&
+                  strstr(r.out, "weight_decay_factor 0.001"),
+              "%s", r.out);
+    tc_done(&r);
+
+    /* A binary TPUEmbeddingConfiguration's too. */
+    r = tc_run(NULL, "config --json --embedding_config=tests/data/emb_config.pb");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    tc_done(&r);
+    tables = json_object_get(json_object_get(j, "embedding"), "tables");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tables, i, t) {
+        json_t *p = json_object_get(t, "optimizer_parameters");
+        cr_assert(json_is_string(json_object_get(p, "type")), "table %zu", i);
+        cr_assert(json_object_get(p, "learning_rate") != NULL || json_object_get(p, "learning_rate_tag") != NULL);
+    }
+    json_decref(j);
+}
