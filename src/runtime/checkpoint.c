@@ -16,6 +16,14 @@
  *                      "<var>/RMSProp_1" (momentum), or when centered
  *                      "<var>/RMSProp_1" (mg) and "<var>/RMSProp_2" (momentum)
  *   "global_step"      I64 scalar
+ *   "input_datasets"   U8 [bytes], only when training reads input_fn
+ *                      datasets: where each invocation's dataset stands
+ *                      (file, offset, shuffle buffer, epoch), as the JSON
+ *                      array of their tl_dataset_save texts. It is a tensor,
+ *                      not metadata, because a shuffle buffer can be larger
+ *                      than a header may be (100 MB); checkpoints of earlier
+ *                      versions carry it as the metadata key of that name,
+ *                      and restore still reads that.
  *
  * and in __metadata__, besides what the writer and the manager fill in
  * (format, checksums, "step"):
@@ -248,6 +256,7 @@ void tl_est_state_free(tl_estimator *est)
     tl_free(est->identity_json);
     tl_free(est->topology_json);
     tl_free(est->restored_input);
+    tl_free(est->ckpt_input);
 }
 
 /* ---- saving -------------------------------------------------------------- */
@@ -298,10 +307,16 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
-    char *positions = NULL;
-    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &positions)) == TL_OK && positions)
-        st = tl_ckpt_writer_set_meta(w, "input_datasets", positions);
-    tl_free(positions);
+    /* The positions can be as large as the shuffle buffers they hold, so
+     * they are a tensor: a header is limited to 100 MB, and a tensor is
+     * under the same checksum and the same atomic commit. */
+    tl_free(est->ckpt_input);
+    est->ckpt_input = NULL;
+    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &est->ckpt_input)) == TL_OK &&
+        est->ckpt_input != NULL) {
+        int64_t len = (int64_t)strlen(est->ckpt_input); /* borrowed by the writer until it is written */
+        st = tl_ckpt_writer_add(w, TL_EST_INPUT_TENSOR, TL_CKPT_U8, &len, 1, est->ckpt_input);
+    }
     return st;
 }
 
@@ -328,6 +343,8 @@ tl_status tl_est_save(tl_estimator *est)
         st = tl_ckpt_manager_save(est->ckpt, w, est->global_step);
     tl_ckpt_writer_destroy(w);
     tl_est_emb_ckpt_free(est);
+    tl_free(est->ckpt_input);
+    est->ckpt_input = NULL;
     return st;
 }
 
@@ -414,6 +431,39 @@ static void warn_identity(const tl_estimator *est, const tl_ckpt_reader *r, cons
     tl_strbuf_free(&sb);
 }
 
+/* The input datasets' positions r holds, as text (tl_malloc'd; NULL when
+ * it holds none): the U8 tensor, or in a checkpoint of an earlier tpuloop
+ * the metadata key of the same name. */
+static tl_status read_input_positions(const tl_ckpt_reader *r, const char *what, char **out)
+{
+    *out = NULL;
+    tl_ckpt_tensor_info t;
+    if (tl_ckpt_find(r, TL_EST_INPUT_TENSOR, &t) != TL_OK) {
+        tl_clear_error();
+        const char *meta = tl_ckpt_meta(r, TL_EST_INPUT_TENSOR);
+        if (meta != NULL && (*out = tl_strdup(meta)) == NULL)
+            return tl_error_oom();
+        return TL_OK;
+    }
+    if (t.dtype != TL_CKPT_U8 || t.rank != 1) {
+        char shape[128];
+        shape_str(shape, sizeof shape, t.shape, t.rank);
+        return tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' is %s %s; the input positions are U8 [bytes]",
+                        what, tl_ckpt_dtype_name(t.dtype), shape);
+    }
+    if (t.bytes > 0 && memchr(t.data, '\0', (size_t)t.bytes) != NULL)
+        return tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' holds a NUL byte; the input positions are "
+                                   "JSON text", what);
+    char *text = tl_malloc((size_t)t.bytes + 1);
+    if (text == NULL)
+        return tl_error_oom();
+    if (t.bytes > 0)
+        memcpy(text, t.data, (size_t)t.bytes);
+    text[t.bytes] = '\0';
+    *out = text;
+    return TL_OK;
+}
+
 /* Checks every variable, slot and the global step of r against the model
  * and then, only if all fit, loads them: the first pass keeps where each
  * tensor's bytes are, so the second can neither fail nor stop halfway. */
@@ -457,6 +507,9 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     }
     if (st == TL_OK)
         st = tl_est_emb_restore(est, r, what, false);
+    char *input = NULL;
+    if (st == TL_OK)
+        st = read_input_positions(r, what, &input);
     if (st != TL_OK) {
         tl_free(src);
         return st;
@@ -472,17 +525,16 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
             memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
     }
     tl_free(src);
-    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK)
+    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK) {
+        tl_free(input);
         return st; /* checked above: only a broken engine fails here */
+    }
     est->global_step = gs;
     const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
     int64_t v;
     est->restored_steps_per_epoch = spe != NULL && tl_parse_int64(spe, &v) == 0 ? v : 0;
-    const char *positions = tl_ckpt_meta(r, "input_datasets");
     tl_free(est->restored_input);
-    est->restored_input = positions != NULL ? tl_strdup(positions) : NULL;
-    if (positions != NULL && est->restored_input == NULL)
-        return tl_error_oom();
+    est->restored_input = input;
     est->restored_pending = true;
     warn_identity(est, r, path);
     tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);

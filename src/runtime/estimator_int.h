@@ -50,6 +50,11 @@
 
 typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
+/* The checkpoint tensor (U8, [bytes]) of the input datasets' positions:
+ * tl_infeed_save_positions' JSON text. Checkpoints of earlier versions hold
+ * the same text as a metadata key of this name. */
+#define TL_EST_INPUT_TENSOR "input_datasets"
+
 typedef struct tl_worker tl_worker;
 
 
@@ -163,10 +168,11 @@ struct tl_estimator {
     tl_ckpt_reader *pending;   /* a restore asked for before the model was traced */
     char *pending_path;
     int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
-    char *restored_input;      /* its "input_datasets", until the datasets take it; NULL when none */
+    char *restored_input;      /* its input positions (JSON text), until the datasets take them; NULL when none */
     bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
     tl_ckpt_manager *ckpt;     /* made at the first save */
     int64_t ckpt_step;         /* "global_step"'s bytes while a save writes them */
+    char *ckpt_input;          /* TL_EST_INPUT_TENSOR's bytes while a save writes them; NULL when none */
     bool bypass_logged;
     tl_summary_writer *summary;      /* training events; opened by the first train */
     tl_summary_writer *eval_summary; /* model_dir/eval; opened by the first evaluate */
