@@ -4,9 +4,12 @@
  * applies them, recovery after a restart or a crash, and finding the
  * latest valid checkpoint past corrupt ones. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -394,6 +397,103 @@ Test(io_model_dir, stale_temporary_files)
     cr_assert_not(exists(dir, ix));
     cr_assert(exists(dir, mine), "a live process's temporary file was removed");
     cr_assert(exists(dir, other), "a file that is not tpuloop's was removed");
+    ck_rmtree(dir);
+    free(dir);
+}
+
+/* The owner record of dir's lock file ("" when empty), malloc'd. */
+static char *lock_text(const char *dir)
+{
+    return read_text(dir, TL_CKPT_LOCK_NAME);
+}
+
+/* One trainer per model_dir: a second holder is refused with the first's
+ * pid, host and start time — in this process too (a second estimator) —
+ * and a holder killed with SIGKILL leaves a lock file that is taken over. */
+Test(io_model_dir, the_lock_admits_one_holder_and_outlives_none)
+{
+    char *dir = ck_tmpdir();
+    char host[256];
+    cr_assert_eq(gethostname(host, sizeof host), 0);
+    tl_ckpt_lock *a, *b;
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &a));
+    char *path = ck_join(dir, TL_CKPT_LOCK_NAME);
+    cr_assert_str_eq(tl_ckpt_lock_path(a), path);
+    char *text = lock_text(dir);
+    char want[512];
+    snprintf(want, sizeof want, "{\"pid\":%d,\"host\":\"%s\",\"started\":\"20", (int)getpid(), host);
+    cr_assert(strncmp(text, want, strlen(want)) == 0, "owner record %s", text);
+    cr_assert(strstr(text, "Z\"}\n") != NULL, "ISO 8601 in UTC: %s", text);
+    free(text);
+
+    /* the same process, another open of the file: refused */
+    snprintf(want, sizeof want, "model_dir %s is in use by another trainer: pid %d (this process: another estimator) "
+                                "on host %s, started 20", dir, (int)getpid(), host);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, want);
+    cr_assert(strstr(tl_last_error(), path) != NULL, "names the lock file: %s", tl_last_error());
+    cr_assert_null(b);
+    text = lock_text(dir);
+    cr_assert_neq(text[0], '\0', "a refused trainer must not touch the holder's record");
+    free(text);
+
+    /* a clean release empties the record; the next one takes it silently */
+    tl_ckpt_lock_release(a);
+    text = lock_text(dir);
+    cr_assert_str_eq(text, "");
+    free(text);
+    ck_log_start_info();
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &b));
+    ck_log_stop();
+    cr_assert(strstr(ck_log_text(), "taking over") == NULL, "%s", ck_log_text());
+    tl_ckpt_lock_release(b);
+
+    /* a holder in another process, killed */
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        tl_ckpt_lock *c;
+        char ok = tl_ckpt_lock_acquire(dir, &c) == TL_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    char ok = 0;
+    cr_assert_eq(read(ready[0], &ok, 1), 1);
+    cr_assert_eq(ok, 'y', "the child could not take the lock");
+    snprintf(want, sizeof want, "is in use by another trainer: pid %d on host %s, started 20", (int)child, host);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, want);
+    kill(child, SIGKILL);
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(ready[0]);
+    close(ready[1]);
+    /* its record is still there, but nobody holds the lock: taken over */
+    ck_log_start_info();
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &b));
+    ck_log_stop();
+    snprintf(want, sizeof want, "taking over the lock of a trainer that ended without releasing it (pid %d on host %s",
+             (int)child, host);
+    cr_assert(strstr(ck_log_text(), want) != NULL, "log: %s", ck_log_text());
+    text = lock_text(dir);
+    snprintf(want, sizeof want, "{\"pid\":%d,", (int)getpid());
+    cr_assert(strncmp(text, want, strlen(want)) == 0, "the new holder's record: %s", text);
+    free(text);
+    tl_ckpt_lock_release(b);
+    tl_ckpt_lock_release(NULL);
+
+    /* a record that is not tpuloop's, and a missing directory */
+    ck_write(path, "garbage", 7);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, "the lock file does not say which (7 bytes");
+    close(fd);
+    ASSERT_ERR(tl_ckpt_lock_acquire("/nonexistent-tpuloop-dir", &b), TL_ENOTFOUND, "model_dir /nonexistent-tpuloop-dir");
+    free(path);
     ck_rmtree(dir);
     free(dir);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_mt_ckpt_util.h"
 
@@ -573,4 +574,56 @@ Test(mt_ckpt, warm_start_vars_must_be_a_supported_regex)
     cr_assert(strstr(tl_last_error(), "warm_start_vars '(dense' is not a supported regular expression") != NULL, "%s",
               tl_last_error());
     tl_config_destroy(cfg);
+}
+
+/* ---- one trainer per model_dir ---------------------------------------------- */
+
+/* A second estimator training into a model_dir that another one trains
+ * into is refused at its start, naming the holder; evaluation is not
+ * (TensorFlow evaluates while it trains); once the first is destroyed the
+ * second trains, resuming from the first one's checkpoint. */
+Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *argv[] = {"--iterations_per_loop=2", "--devices=1", "--train_batch_size=16", "--train_steps=4",
+                          "--eval_batch_size=16", "--eval_steps=2", "--tf_random_seed=1", md};
+    tl_config *cfg1, *cfg2;
+    tl_estimator *first = mtck_estimator(ARGC(argv), argv, NULL, &cfg1);
+    tl_estimator *second = mtck_estimator(ARGC(argv), argv, NULL, &cfg2);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(first, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 4);
+    /* still held after train returns: the estimator may train again */
+    cr_assert_eq(tl_estimator_train(second, d, &tr), TL_EBUSY);
+    char want[512];
+    snprintf(want, sizeof want, "model_dir %s is in use by another trainer: pid %d (this process: another estimator)",
+             dir, (int)getpid());
+    cr_assert(strstr(tl_last_error(), want) != NULL, "%s", tl_last_error());
+    cr_assert(strstr(tl_last_error(), ", started 20") != NULL, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_global_step(second), 0, "a refused trainer restores nothing");
+    int64_t steps[4];
+    cr_assert_eq(mtck_steps(dir, steps, 4), 2, "and writes nothing");
+    tl_eval_result er;
+    cr_assert_eq(tl_estimator_restore(second, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_evaluate(second, d, &er), TL_OK, "evaluation takes no lock: %s", tl_last_error());
+    cr_assert_eq(er.global_step, 4);
+    /* the first one trains on: it still holds the lock */
+    cr_assert_eq(tl_estimator_train(first, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 8);
+    tl_estimator_destroy(first);
+    tl_config_destroy(cfg1);
+    tl_estimator_destroy(second);
+    tl_config_destroy(cfg2);
+    /* released: a new estimator resumes at 8 */
+    tl_estimator *third = mtck_estimator(ARGC(argv), argv, NULL, &cfg2);
+    cr_assert_eq(tl_estimator_train(third, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 12);
+    tl_estimator_destroy(third);
+    tl_config_destroy(cfg2);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
 }

@@ -378,6 +378,53 @@ TL_API tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int
  * valid until the next call on m. */
 TL_API const int64_t *tl_ckpt_manager_steps(const tl_ckpt_manager *m, int *count);
 
+/* ======================================================================== */
+/* One trainer per model_dir                                                */
+/* ======================================================================== */
+
+/*
+ * Two trainers writing one model_dir would interleave their checkpoints and
+ * index. A trainer holds the model_dir's lock for as long as it trains —
+ * the estimator takes it at its first train and keeps it until
+ * tl_estimator_destroy; evaluation and prediction take none, as TensorFlow
+ * evaluates while it trains:
+ *
+ *     tl_ckpt_lock *lk;
+ *     if (tl_ckpt_lock_acquire("/m", &lk) == TL_EBUSY)
+ *         fprintf(stderr, "%s\n", tl_last_error());
+ *         // model_dir /m is in use by another trainer: pid 4242 on host
+ *         // trainer-7, started 2024-05-01T12:00:00Z (it holds /m/.tpuloop.lock)...
+ *     ...
+ *     tl_ckpt_lock_release(lk);
+ *
+ * The lock is an flock(2) on model_dir/.tpuloop.lock, whose text says who
+ * holds it: {"pid": 4242, "host": "trainer-7", "started": "2024-05-01T12:00:00Z"}
+ * (the start in ISO 8601, UTC). The kernel releases it when its holder
+ * exits, however it exits, so the file a killed trainer leaves is not
+ * locked and the next trainer takes it over (logging whose it was). It
+ * belongs to the open file, not the process: a second estimator in the same
+ * process is refused too; a child made by fork(2) shares its parent's
+ * until one of them releases or both exit. On a filesystem that cannot lock
+ * (ENOLCK) the lock is granted with a warning that nothing is guarded.
+ */
+typedef struct tl_ckpt_lock tl_ckpt_lock;
+
+#define TL_CKPT_LOCK_NAME ".tpuloop.lock"
+
+/* Takes model_dir's lock (the directory must exist) and writes the owner
+ * record. Errors: TL_EBUSY naming the holder's pid, host and start time
+ * (or why the file does not say) and the lock file; TL_ENOTFOUND when
+ * model_dir does not exist; TL_EIO when it is not a directory or the lock
+ * file cannot be opened or written; TL_EINVAL for a NULL model_dir;
+ * TL_ENOMEM. */
+TL_API tl_status tl_ckpt_lock_acquire(const char *model_dir, tl_ckpt_lock **out);
+
+/* The lock file's path, valid while lk is. */
+TL_API const char *tl_ckpt_lock_path(const tl_ckpt_lock *lk);
+
+/* Empties the owner record and releases the lock. NULL does nothing. */
+TL_API void tl_ckpt_lock_release(tl_ckpt_lock *lk);
+
 #ifdef __cplusplus
 }
 #endif

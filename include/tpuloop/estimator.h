@@ -269,6 +269,18 @@ typedef struct tl_train_result {
  * does not exist or holds no checkpoint), and of writing (TL_EIO naming the
  * file). A skipped train writes no checkpoint and no events.
  *
+ * One trainer per model_dir: the first train takes model_dir's lock
+ * (tl_ckpt_lock_acquire in checkpoint.h: an flock on model_dir/.tpuloop.lock,
+ * which says who holds it) before it restores anything, and the estimator
+ * keeps it until tl_estimator_destroy — between trains too. A train of
+ * another estimator, in this process or another, on the same model_dir
+ * fails at its start with TL_EBUSY "model_dir D is in use by another
+ * trainer: pid P on host H, started 2024-05-01T12:00:00Z (it holds
+ * D/.tpuloop.lock) ...", having read and written nothing. A trainer that was
+ * killed (SIGKILL, a crash) leaves the file unlocked: the next train takes
+ * it over. evaluate, predict and tl_estimator_restore take no lock, so a
+ * model_dir can be evaluated while it trains, as with TensorFlow.
+ *
  * tl_estimator_request_stop makes it stop at the next loop boundary, save a
  * checkpoint (when there is a model_dir) and return TL_OK with res->stopped.
  */

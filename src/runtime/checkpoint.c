@@ -257,6 +257,7 @@ void tl_est_state_free(tl_estimator *est)
     tl_free(est->topology_json);
     tl_free(est->restored_input);
     tl_free(est->ckpt_input);
+    tl_ckpt_lock_release(est->lock);
 }
 
 /* ---- saving -------------------------------------------------------------- */
@@ -677,6 +678,12 @@ static tl_status warm_start(tl_estimator *est)
 tl_status tl_est_train_begin(tl_estimator *est)
 {
     tl_status st;
+    /* One trainer per model_dir, from before it reads the checkpoint it
+     * would resume from until the estimator is destroyed. */
+    if (est->model_dir != NULL && est->lock == NULL &&
+        ((st = tl_io_make_dirs(est->model_dir, "model_dir")) != TL_OK ||
+         (st = tl_ckpt_lock_acquire(est->model_dir, &est->lock)) != TL_OK))
+        return st;
     if (!est->initialized && est->model_dir != NULL) {
         tl_ckpt_reader *r;
         char *file;

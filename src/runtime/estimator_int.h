@@ -170,6 +170,7 @@ struct tl_estimator {
     int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
     char *restored_input;      /* its input positions (JSON text), until the datasets take them; NULL when none */
     bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
+    tl_ckpt_lock *lock;        /* model_dir's, taken by the first train, released by destroy */
     tl_ckpt_manager *ckpt;     /* made at the first save */
     int64_t ckpt_step;         /* "global_step"'s bytes while a save writes them */
     char *ckpt_input;          /* TL_EST_INPUT_TENSOR's bytes while a save writes them; NULL when none */
