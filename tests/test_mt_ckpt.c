@@ -57,7 +57,7 @@ Test(mt_ckpt, save_every_loop_T26)
     tl_ckpt_state *st;
     cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
     cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-1000");
-    cr_assert_eq(st->num_paths, 11);
+    cr_assert_eq(st->num_paths, 1, "keep_checkpoint_max 0 keeps every file and lists the latest, as TF's Saver");
     tl_ckpt_state_destroy(st);
     mtck_rmtree(dir);
     free(dir);
@@ -128,6 +128,59 @@ Test(mt_ckpt, keep_checkpoint_max_retires_the_oldest)
     cr_assert_eq(st->num_paths, 2);
     cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
     cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
+    tl_ckpt_state_destroy(st);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* keep_checkpoint_every_n_hours=None is not 10000 hours: Estimator's Saver
+ * gets an unset field (0 hours), so every checkpoint written during the run
+ * stays on disk — TF 2.15 keeps model.ckpt-0 — and the index lists the
+ * last keep_checkpoint_max. */
+Test(mt_ckpt, keep_checkpoint_every_n_hours_none_keeps_what_tensorflow_keeps)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    const char *argv[] = {"--iterations_per_loop=10", "--devices=2", "--train_batch_size=16", "--train_steps=50",
+                          "--save_checkpoints_steps=10", "--keep_checkpoint_max=2",
+                          "--keep_checkpoint_every_n_hours=null", "--tf_random_seed=1"};
+    tl_config *cfg = mtck_config(ARGC(argv), argv);
+    cr_assert_lt(tl_config_get(cfg)->keep_checkpoint_every_n_hours, 0, "None stays None in the run config");
+    char *text;
+    cr_assert_eq(tl_config_to_json(cfg, &text), TL_OK);
+    cr_assert(strstr(text, "\"keep_checkpoint_every_n_hours\": null") != NULL, "%s", text);
+    tl_free_string(text);
+    tl_config_destroy(cfg);
+    tl_train_result tr;
+    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
+    const int64_t want[] = {0, 10, 20, 30, 40, 50};
+    expect_steps(dir, want, 6);
+    tl_ckpt_state *st;
+    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(st->num_paths, 2);
+    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
+    cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
+    tl_ckpt_state_destroy(st);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* keep_checkpoint_max=0 keeps every file and lists only the latest. */
+Test(mt_ckpt, keep_checkpoint_max_0_lists_only_the_latest)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    const char *argv[] = {"--iterations_per_loop=10", "--devices=1", "--train_batch_size=16", "--train_steps=30",
+                          "--save_checkpoints_steps=10", "--keep_checkpoint_max=0", "--tf_random_seed=1"};
+    tl_train_result tr;
+    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
+    const int64_t want[] = {0, 10, 20, 30};
+    expect_steps(dir, want, 4);
+    tl_ckpt_state *st;
+    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-30");
+    cr_assert_eq(st->num_paths, 1);
+    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-30");
     tl_ckpt_state_destroy(st);
     mtck_rmtree(dir);
     free(dir);

@@ -324,9 +324,12 @@ TL_API tl_status tl_ckpt_latest_valid(const char *model_dir, unsigned flags, tl_
 
 typedef struct tl_ckpt_manager tl_ckpt_manager;
 
+/* keep_checkpoint_every_n_hours None (any negative value means None). */
+#define TL_CKPT_KEEP_HOURS_NONE (-1.0)
+
 typedef struct tl_ckpt_manager_options {
-    int64_t keep_checkpoint_max;          /* 0 keeps all; default 5 */
-    double keep_checkpoint_every_n_hours; /* > 0; default 10000 */
+    int64_t keep_checkpoint_max;          /* >= 0; 0 (TensorFlow's None or 0) deletes nothing; default 5 */
+    double keep_checkpoint_every_n_hours; /* > 0, or TL_CKPT_KEEP_HOURS_NONE; default 10000 */
     /* Wall clock in seconds since the Epoch; NULL for the system's. Tests
      * pass a fake one to cross hour boundaries. */
     double (*clock)(void *ud);
@@ -345,8 +348,9 @@ TL_API void tl_ckpt_manager_options_init(tl_ckpt_manager_options *o);
  * directory is recovered. The keep_checkpoint_every_n_hours clock starts now
  * (TF's Saver starts it when it is built). Temporary files of dead
  * processes (a crash in the middle of a write) are removed. One manager
- * (one process) writes a model_dir at a time; nothing locks it.
- * Errors: TL_EINVAL for keep_checkpoint_max < 0 or hours <= 0 or NaN;
+ * (one process) writes a model_dir at a time; the manager does not check
+ * that (the estimator holds tl_ckpt_lock_acquire's lock for it).
+ * Errors: TL_EINVAL for keep_checkpoint_max < 0, or hours 0 or NaN;
  * TL_ENOTFOUND when model_dir does not exist; TL_EIO; TL_ENOMEM.
  */
 TL_API tl_status tl_ckpt_manager_create(const char *model_dir, const tl_ckpt_manager_options *o,
@@ -358,13 +362,24 @@ TL_API void tl_ckpt_manager_destroy(tl_ckpt_manager *m);
 /*
  * Saves w as model.ckpt-<step>.safetensors (metadata "step" set to step),
  * then the index listing it as the latest, then deletes the checkpoints that
- * fall out: while more than keep_checkpoint_max are kept (unless 0), the
- * oldest leaves the list; it stays on disk, unlisted, if it was written
- * after the next keep time (then the next keep time moves
- * keep_checkpoint_every_n_hours on — TF 1's Saver rule), else its file is
- * deleted. Deleting happens only after the new checkpoint and index are
- * durable, and a failed delete is a warning. Saving a step already kept
- * replaces it and moves it to the end of the list, as TF does.
+ * fall out — TF 1's Saver (saver.py: _RecordLastCheckpoint,
+ * _MaybeDeleteOldCheckpoints), as Estimator configures it:
+ *   keep_checkpoint_max N > 0: the new checkpoint joins the list (a step
+ *     already in it moves to the end, replaced); while more than N are
+ *     listed, the oldest leaves the list. It stays on disk, unlisted, if it
+ *     was written after the next keep time (which then moves
+ *     keep_checkpoint_every_n_hours on), else its file is deleted. The next
+ *     keep time starts as the manager's creation plus the hours; with hours
+ *     None it is the creation and never moves, so every checkpoint written
+ *     since then stays on disk and only older ones (recovered after a
+ *     restart) are deleted.
+ *   keep_checkpoint_max 0: no file is deleted; the list stays what the
+ *     manager recovered, and the index lists it plus the latest (a fresh
+ *     model_dir lists the latest alone), as TF with max_to_keep None or 0.
+ * TF retires one checkpoint per save, so a recovered list longer than N
+ * (N lowered between runs) stays that long there; here it shrinks to N at
+ * once. Deleting happens only after the new checkpoint and index are
+ * durable, and a failed delete is a warning.
  * A failed save leaves the directory as it was (or with a valid new
  * checkpoint that the index does not list yet) and makes the manager
  * sticky-failed: every later save returns the same status ("an earlier save
@@ -374,8 +389,8 @@ TL_API void tl_ckpt_manager_destroy(tl_ckpt_manager *m);
  */
 TL_API tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t step);
 
-/* The kept checkpoints' steps, oldest first (count of them in *count);
- * valid until the next call on m. */
+/* The steps the index lists (all_model_checkpoint_paths), oldest first
+ * (count of them in *count); valid until the next call on m. */
 TL_API const int64_t *tl_ckpt_manager_steps(const tl_ckpt_manager *m, int *count);
 
 /* ======================================================================== */
