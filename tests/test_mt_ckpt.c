@@ -680,3 +680,77 @@ Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
     free(dir);
     tl_labeled_data_destroy(d);
 }
+
+/* ---- SessionLogs: what TensorBoard needs to draw a resumed run once ------ */
+
+/* A run that died after its checkpoint at 3 (its file of step 6 lost) left
+ * losses at 4, 5 and 6; the run resumed from 3 writes them again. Every
+ * train() writes START at the step after the one it starts from, every save
+ * a CHECKPOINT with the save path, and TensorBoard, dropping at a START what
+ * it read of the run at that step and after, draws each step once. */
+Test(mt_ckpt, session_logs_let_tensorboard_drop_what_a_crashed_run_wrote_after_its_checkpoint)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *first[] = {"--iterations_per_loop=1", "--devices=1", "--train_batch_size=16", "--save_summary_steps=1",
+                           "--save_checkpoints_steps=3", "--tf_random_seed=1", "--max_steps=6", md};
+    tl_train_result tr;
+    cr_assert_eq(mtck_train(ARGC(first), first, d, &tr, NULL), TL_OK, "%s", tl_last_error());
+    char path[400];
+    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
+    cr_assert_eq(unlink(path), 0, "the crash: step 6's checkpoint never became durable");
+    const char *second[] = {"--iterations_per_loop=1", "--devices=1", "--train_batch_size=16", "--save_summary_steps=1",
+                            "--save_checkpoints_steps=3", "--tf_random_seed=1", "--max_steps=9", md};
+    cr_assert_eq(mtck_train(ARGC(second), second, d, &tr, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 9);
+
+    mtck_event ev[64];
+    int n = mtck_events(dir, ev, 64);
+    cr_assert_leq(n, 64);
+    char save_path[400];
+    snprintf(save_path, sizeof save_path, "%s/model.ckpt", dir);
+    /* the SessionLogs, file by file */
+    static const struct {
+        int file, status;
+        int64_t step;
+    } logs[] = {
+        {0, TL_SESSION_START, 1}, {0, TL_SESSION_CHECKPOINT, 0}, {0, TL_SESSION_CHECKPOINT, 3},
+        {0, TL_SESSION_CHECKPOINT, 6}, {1, TL_SESSION_START, 4}, {1, TL_SESSION_CHECKPOINT, 3},
+        {1, TL_SESSION_CHECKPOINT, 6}, {1, TL_SESSION_CHECKPOINT, 9},
+    };
+    size_t k = 0;
+    int losses = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].status == 0) {
+            losses++;
+            continue;
+        }
+        cr_assert_lt(k, sizeof logs / sizeof logs[0], "an extra SessionLog: status %d at %lld", ev[i].status,
+                     (long long)ev[i].step);
+        cr_assert_eq(ev[i].file, logs[k].file, "SessionLog %zu", k);
+        cr_assert_eq(ev[i].status, logs[k].status, "SessionLog %zu", k);
+        cr_assert_eq(ev[i].step, logs[k].step, "SessionLog %zu", k);
+        cr_assert_str_eq(ev[i].path, ev[i].status == TL_SESSION_CHECKPOINT ? save_path : "", "SessionLog %zu", k);
+        k++;
+    }
+    cr_assert_eq(k, sizeof logs / sizeof logs[0], "SessionLogs missing");
+    cr_assert_eq(losses, 12, "1..6 by the crashed run, 4..9 by the resumed one");
+    /* TensorBoard's purge (event_accumulator: at a START, keep step < its) */
+    int64_t kept[64];
+    int nk = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].status == TL_SESSION_START)
+            while (nk > 0 && kept[nk - 1] >= ev[i].step)
+                nk--;
+        else if (ev[i].status == 0)
+            kept[nk++] = ev[i].step;
+    }
+    cr_assert_eq(nk, 9, "%d losses drawn", nk);
+    for (int i = 0; i < nk; i++)
+        cr_assert_eq(kept[i], i + 1, "drawn loss %d is at step %lld", i, (long long)kept[i]);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}

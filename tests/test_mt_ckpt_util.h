@@ -66,6 +66,18 @@ bool mtck_log_has(const char *needle1, const char *needle2);
  * (up to max stored). */
 int mtck_scalars(const char *dir, const char *tag, int64_t *steps, float *values, int max);
 
+/* The SessionLogs and "loss" scalars of every event file of dir (not its
+ * subdirectories), files in name order (TensorBoard's), events in file
+ * order; returns the count (up to max stored). */
+typedef struct mtck_event {
+    int file;           /* index of its file in name order */
+    int64_t step;
+    int status;         /* a SessionLog's tl_session_status; 0 for a "loss" scalar */
+    char path[512];     /* a SessionLog's checkpoint_path */
+    float loss;         /* a "loss" scalar's value */
+} mtck_event;
+int mtck_events(const char *dir, mtck_event *out, int max);
+
 /* Flips one bit of the byte at offset from the end of the file. */
 void mtck_flip_byte(const char *path, long from_end);
 

@@ -37,7 +37,15 @@
  *     model_dir/checkpoint                      TensorFlow's index of them
  *     model_dir/config.json                     the resolved configuration
  *     model_dir/events.out.tfevents.*           training summaries: "loss",
- *                                               "global_step/sec", "examples/sec"
+ *                                               "global_step/sec", "examples/sec";
+ *                                               SessionLog START at each train's
+ *                                               first step (restored step + 1) and
+ *                                               CHECKPOINT ("<model_dir>/model.ckpt")
+ *                                               at each save, as TensorFlow's hooks:
+ *                                               TensorBoard then drops what a
+ *                                               crashed run wrote past its last
+ *                                               checkpoint
+ *     model_dir/.tpuloop.lock                   held by the estimator that trains
  *     model_dir/eval/events.out.tfevents.*      every evaluation metric at its step
  *
  * The first train restores the latest valid checkpoint there (a corrupt one
@@ -336,8 +344,10 @@ typedef struct tl_input {
  * replicas' contiguous chunks), PER_HOST_V2 once per host and get_next once
  * per replica, BROADCAST once, copying the batch to every replica (feed.h in
  * the runtime says it exactly). The datasets' positions are saved with
- * every checkpoint (metadata "input_datasets", one tl_dataset_save text per
- * invocation) and restored with it, so a resumed run reads exactly the
+ * every checkpoint (the U8 tensor "input_datasets": a JSON array of one
+ * tl_dataset_save text per invocation; checkpoints of earlier versions hold
+ * it as a metadata key, which restore reads too) and restored with it, so a
+ * resumed run reads exactly the
  * examples the uninterrupted one would have. res->infeed_wait_seconds says
  * how long the replicas waited for input. Further errors: the input_fn's
  * status; TL_EINVAL when an element lacks a key, has the wrong number of

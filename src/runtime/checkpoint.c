@@ -342,6 +342,8 @@ tl_status tl_est_save(tl_estimator *est)
            est->model_dir);
     if ((st = fill_writer(est, w)) == TL_OK)
         st = tl_ckpt_manager_save(est->ckpt, w, est->global_step);
+    if (st == TL_OK)
+        st = tl_est_summaries_checkpoint(est);
     tl_ckpt_writer_destroy(w);
     tl_est_emb_ckpt_free(est);
     tl_free(est->ckpt_input);

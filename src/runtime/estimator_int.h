@@ -277,8 +277,14 @@ tl_status tl_est_save(tl_estimator *est);
 
 /* ---- summaries.c --------------------------------------------------------- */
 
-/* Opens the training event writer (model_dir only; once). Errors: TL_EIO. */
+/* Opens the training event writer (model_dir only; once) and writes the
+ * train's SessionLog START at the global step + 1. Errors: TL_EIO. */
 tl_status tl_est_summaries_open(tl_estimator *est);
+
+/* After a save: the SessionLog CHECKPOINT at the global step, with the
+ * save path "<model_dir>/model.ckpt" (nothing before the writer is open).
+ * Errors: TL_EIO, TL_ENOMEM. */
+tl_status tl_est_summaries_checkpoint(tl_estimator *est);
 
 /* The summaries of the loop boundary after steps [prev_step, global_step):
  * "loss" on the first loop of a train call and at the first boundary at or
