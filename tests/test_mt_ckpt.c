@@ -558,10 +558,13 @@ Test(mt_ckpt, warm_start_loads_only_the_matching_variables)
     for (int k = 0; k < 2; k++) {
         const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=2",
                               froms[k], "--warm_start_vars=dense/"};
-        mtck_log_start();
+        /* at WARN: `tpuloop train` shows warnings */
+        mtck_log_start_at(TL_LOG_WARN);
         char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
         mtck_log_stop();
-        cr_assert(mtck_log_has("Warm-started 2 of 4 variables", "dense/bias, dense/kernel"));
+        char want[600];
+        snprintf(want, sizeof want, "Warm-started 2 of 4 variables from %s: dense/bias, dense/kernel", src_ckpt);
+        cr_assert(mtck_log_has(want, NULL), "no '%s' logged at WARN", want);
         char *init = mtck_join(dir, "model.ckpt-0.safetensors");
         static const char *const names[] = {"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"};
         for (int i = 0; i < 4; i++) {
@@ -752,5 +755,79 @@ Test(mt_ckpt, session_logs_let_tensorboard_drop_what_a_crashed_run_wrote_after_i
         cr_assert_eq(kept[i], i + 1, "drawn loss %d is at step %lld", i, (long long)kept[i]);
     mtck_rmtree(dir);
     free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* ---- the warm start's log ---------------------------------------------------- */
+
+/* 12 dense layers "layer_with_a_rather_long_name_NN": 24 variables. */
+static tl_status deep_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    tl_t h = a->features;
+    for (int i = 0; i < 12; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "layer_with_a_rather_long_name_%02d", i);
+        h = tl_dense(g, h, i == 11 ? 4 : 8, i == 11 ? TL_ACT_NONE : TL_ACT_RELU, name);
+    }
+    spec->loss = tl_mean(g, tl_softmax_xent(g, h, a->labels));
+    spec->logits = h;
+    return tl_graph_status(g);
+}
+
+/* The warm start says at WARN (what `tpuloop train` shows) how many of the
+ * variables it loaded from which file, names as many as fit a line and
+ * counts the rest; each at INFO as TensorFlow's "Warm-starting variable:";
+ * and says so when warm_start_vars matched none. warm_start_from takes
+ * TensorFlow's checkpoint prefix too. */
+Test(mt_ckpt, warm_start_logs_what_it_loaded_from_where)
+{
+    tl_labeled_data *d = mtck_data(64, 4, 1);
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = deep_model_fn;
+    char *src = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", src);
+    const char *base[] = {"--devices=1", "--train_batch_size=16", "--train_steps=2", "--tf_random_seed=1", md};
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(ARGC(base), base, &o, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+
+    char from[400], file[400];
+    snprintf(from, sizeof from, "--warm_start_from=%s/model.ckpt-2", src); /* the prefix */
+    snprintf(file, sizeof file, "%s/model.ckpt-2.safetensors", src);
+    const char *vars[] = {"--warm_start_vars=.*", "--warm_start_vars=nothing_matches"};
+    for (int k = 0; k < 2; k++) {
+        char *dir = mtck_tmpdir();
+        snprintf(md, sizeof md, "--model_dir=%s", dir);
+        const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=2", from,
+                              vars[k], md};
+        est = mtck_estimator(ARGC(argv), argv, &o, &cfg);
+        mtck_log_start_at(k == 0 ? TL_LOG_INFO : TL_LOG_WARN);
+        cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+        mtck_log_stop();
+        char want[700];
+        if (k == 0) {
+            snprintf(want, sizeof want, "Warm-started 24 of 24 variables from %s: layer_with_a_rather_long_name_00/bias, "
+                                        "layer_with_a_rather_long_name_00/kernel, ", file);
+            cr_assert(mtck_log_has(want, "layer_with_a_rather_long_name_07/bias, ... and 9 more"), "no '%s...' logged", want);
+            cr_assert(mtck_log_has("Warm-starting variable: layer_with_a_rather_long_name_11/kernel; prev_var_name: "
+                                   "Unchanged", NULL));
+        } else {
+            snprintf(want, sizeof want, "Warm-started 0 of 24 variables from %s: none matched warm_start_vars "
+                                        "'nothing_matches'", file);
+            cr_assert(mtck_log_has(want, NULL), "no '%s' logged at WARN", want);
+        }
+        tl_estimator_destroy(est);
+        tl_config_destroy(cfg);
+        mtck_rmtree(dir);
+        free(dir);
+    }
+    mtck_rmtree(src);
+    free(src);
     tl_labeled_data_destroy(d);
 }

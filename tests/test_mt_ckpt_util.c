@@ -194,6 +194,12 @@ void mtck_log_start(void)
     tl_set_log_level(TL_LOG_INFO);
 }
 
+void mtck_log_start_at(tl_log_level level)
+{
+    mtck_log_start();
+    tl_set_log_level(level);
+}
+
 void mtck_log_stop(void)
 {
     tl_set_log_handler(NULL, NULL);

@@ -58,6 +58,9 @@ int mtck_steps(const char *dir, int64_t *out, int max);
 /* Captures every log line (at INFO and up) from now until mtck_log_stop;
  * mtck_log_has says whether some line contains every given needle. */
 void mtck_log_start(void);
+/* The same at level (tl_set_log_level too): what a program that logs from
+ * level up — the CLI: TL_LOG_WARN — shows. */
+void mtck_log_start_at(tl_log_level level);
 void mtck_log_stop(void);
 bool mtck_log_has(const char *needle1, const char *needle2);
 

@@ -446,8 +446,8 @@ TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
  * step, as the evaluate and predict commands (and a train that should start
  * from a given checkpoint) need. checkpoint_path NULL: the latest valid
  * checkpoint of the configuration's model_dir (corrupt newer ones skipped
- * with a warning); else that checkpoint file, or a directory's latest valid
- * one. The variables are the hard check: each of the model's variables in
+ * with a warning); else that checkpoint file (or TensorFlow's prefix of it,
+ * "model_dir/model.ckpt-200"), or a directory's latest valid one. The variables are the hard check: each of the model's variables in
  * name order, then their slots, must be in the file as F32 of the same shape,
  * and "global_step" an I64 scalar; the first that is not is the error, and
  * nothing changes. A checkpoint written with another configuration

@@ -233,7 +233,8 @@ tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg)
     const tl_run_config *rc = tl_config_get(cfg);
     atomic_init(&est->stop_requested, 0);
     if ((rc->model_dir != NULL && (est->model_dir = tl_strdup(rc->model_dir)) == NULL) ||
-        (rc->warm_start_from != NULL && (est->warm_start_from = tl_strdup(rc->warm_start_from)) == NULL))
+        (rc->warm_start_from != NULL && (est->warm_start_from = tl_strdup(rc->warm_start_from)) == NULL) ||
+        (rc->warm_start_vars != NULL && (est->warm_start_vars = tl_strdup(rc->warm_start_vars)) == NULL))
         return tl_error_oom();
     tl_status st;
     if (rc->warm_start_vars != NULL && (st = compile_vars_regex(est, rc->warm_start_vars)) != TL_OK)
@@ -252,6 +253,7 @@ void tl_est_state_free(tl_estimator *est)
         regfree(&est->warm_regex);
     tl_free(est->model_dir);
     tl_free(est->warm_start_from);
+    tl_free(est->warm_start_vars);
     tl_free_string(est->config_json);
     tl_free(est->identity_json);
     tl_free(est->topology_json);
@@ -559,12 +561,25 @@ static tl_status open_checkpoint(const tl_estimator *est, const char *path, unsi
                                        "no model_dir");
         dir = est->model_dir;
     } else if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        tl_status st = tl_ckpt_open(path, flags, r);
-        if (st == TL_OK && (*file = tl_strdup(path)) == NULL) {
+        /* A file, or TensorFlow's prefix of one ("model_dir/model.ckpt-200"):
+         * the prefix plus ".safetensors" when the prefix is no file. */
+        char *named = NULL;
+        if (stat(path, &sb) != 0 && errno == ENOENT) {
+            if ((named = tl_asprintf("%s" TL_CKPT_SUFFIX, path)) == NULL)
+                return tl_error_oom();
+            if (stat(named, &sb) != 0) {
+                tl_free(named);
+                named = NULL;
+            }
+        }
+        tl_status st = tl_ckpt_open(named != NULL ? named : path, flags, r);
+        if (st == TL_OK && (*file = named != NULL ? named : tl_strdup(path)) == NULL) {
             tl_ckpt_close(*r);
             *r = NULL;
             return tl_error_oom();
         }
+        if (st != TL_OK)
+            tl_free(named);
         return st;
     }
     int64_t step;
@@ -623,6 +638,10 @@ tl_status tl_est_apply_pending(tl_estimator *est)
 
 /* ---- warm start ---------------------------------------------------------- */
 
+/* Bytes of variable names the warm-start line lists (a log line is at most
+ * 1 KiB; the rest are counted). */
+#define WARM_NAMES_SHOWN 600
+
 /* WarmStartSettings(warm_start_from, vars_to_warm_start): the matching
  * variables take the checkpoint's values; optimizer slots and the step stay
  * fresh (TensorFlow's default warm-starts trainable variables only). Two
@@ -655,18 +674,34 @@ static tl_status warm_start(tl_estimator *est)
             matched++;
         }
     }
+    /* What was loaded from where, at WARN so that a `tpuloop train` user
+     * (the command shows warnings) sees it: the names in the line up to
+     * WARM_NAMES_SHOWN bytes, the rest counted; each variable at INFO as
+     * TensorFlow's warm_start logs it. */
     tl_strbuf names = {0};
+    int listed = 0;
     for (int k = 0; k < vars->n && st == TL_OK; k++) {
         const tl_var *v = &vars->v[vars->by_name[k]];
         if (!match[k])
             continue;
         if (v->size > 0)
             memcpy(est->params + v->offset, src[k], (size_t)v->size * sizeof(float));
-        tl_strbuf_appendf(&names, "%s%s", names.len ? ", " : "", v->name);
+        tl_log(TL_LOG_INFO, "Warm-starting variable: %s; prev_var_name: Unchanged", v->name);
+        if (names.len + strlen(v->name) <= WARM_NAMES_SHOWN) {
+            tl_strbuf_appendf(&names, "%s%s", names.len ? ", " : "", v->name);
+            listed++;
+        }
     }
-    if (st == TL_OK)
-        tl_log(TL_LOG_INFO, "Warm-started %d of %d variables from %s: %s", matched, vars->n, file,
-               matched > 0 && names.data != NULL ? names.data : "none matched warm_start_vars");
+    if (st == TL_OK && matched == 0)
+        tl_log(TL_LOG_WARN, "Warm-started 0 of %d variables from %s: none matched warm_start_vars '%.200s'",
+               vars->n, file, est->warm_start_vars ? est->warm_start_vars : "");
+    else if (st == TL_OK) {
+        char more[48] = "";
+        if (listed < matched)
+            snprintf(more, sizeof more, ", ... and %d more", matched - listed);
+        tl_log(TL_LOG_WARN, "Warm-started %d of %d variables from %s: %s%s", matched, vars->n, file,
+               names.data != NULL ? names.data : "", more);
+    }
     tl_strbuf_free(&names);
     tl_free(src);
     tl_free(match);

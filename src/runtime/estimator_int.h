@@ -155,6 +155,7 @@ struct tl_estimator {
     /* ---- model_dir: checkpoints, summaries, resume (checkpoint.c, summaries.c) */
     char *model_dir;           /* NULL without one */
     char *warm_start_from;     /* NULL: no warm start */
+    char *warm_start_vars;     /* its pattern, for the log; NULL when none */
     bool have_warm_regex;      /* warm_regex compiled (warm_start_vars not null) */
     regex_t warm_regex;        /* warm_start_vars as re.match: ^(...) */
     char *config_json;         /* the resolved configuration, for model_dir/config.json */
