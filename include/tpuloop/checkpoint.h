@@ -78,7 +78,8 @@ extern "C" {
  * mapped tensor's data pointer can be read as its C type.
  *
  * Readers (tl_ckpt_open) apply the reference reader's rules and more: the
- * header at most 100 MB and starting with '{'; no duplicate keys; every
+ * header at most 100 MB (so the writer refuses a larger one) and starting
+ * with '{'; no duplicate keys; every
  * entry a known dtype, a shape of non-negative integers (rank <= 64), and
  * offsets [begin, end] with end - begin equal to the shape's bytes, computed
  * without overflow; names non-empty; sorted by offset, the tensors tile the
@@ -156,8 +157,15 @@ TL_API tl_status tl_ckpt_writer_set_meta(tl_ckpt_writer *w, const char *key, con
  * file at path, if there was one, is exactly as it was and no temporary file
  * is left. The writer can be written again (to another path, or after the
  * cause is fixed).
- * Errors: TL_EIO naming the file and the system's reason ("No space left on
- * device"); TL_ENOMEM.
+ * It never writes what a reader would refuse: a header over
+ * TL_CKPT_MAX_HEADER is refused before anything is written (store large
+ * data as a tensor, e.g. U8 [bytes]), and the temporary file is opened with
+ * tl_ckpt_open — every bound and both checksums, from the file — before it
+ * is renamed over path.
+ * Errors: TL_EINVAL for a header over TL_CKPT_MAX_HEADER, naming the limit,
+ * the size and its largest part; TL_EIO naming the file and the system's
+ * reason ("No space left on device"), or "the checkpoint written does not
+ * read back, so it is not committed: <the reader's reason>"; TL_ENOMEM.
  */
 TL_API tl_status tl_ckpt_writer_write(tl_ckpt_writer *w, const char *path);
 
