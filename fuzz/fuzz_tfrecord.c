@@ -4,7 +4,8 @@
  *      chunks whose size comes from the input's first byte: both must agree
  *      record for record, and on the status and the fault at the end,
  *      stepping over records whose data CRC fails (skip_corrupt_records);
- *   2. as an event file (framing, then each record as a tensorflow.Event);
+ *   2. as an event file (framing, then each record as a tensorflow.Event,
+ *      a SessionLog's fields included);
  *   3. as the payload of one well-framed record, so that the Event decoder
  *      sees arbitrary bytes (random bytes rarely pass two CRCs).
  * Everything must end in a status, never a crash, a leak or undefined
@@ -105,6 +106,13 @@ static void events(const uint8_t *data, size_t size)
             __builtin_trap();
         if (ev->kind != TL_EVENT_SUMMARY && ev->num_values != 0)
             __builtin_trap();
+        /* a SessionLog has its path and message ("" when unset), nothing else does */
+        if ((ev->kind == TL_EVENT_SESSION_LOG) != (ev->checkpoint_path != NULL) ||
+            (ev->checkpoint_path != NULL) != (ev->session_msg != NULL) ||
+            (ev->kind != TL_EVENT_SESSION_LOG && ev->session_status != TL_SESSION_STATUS_UNSPECIFIED))
+            __builtin_trap();
+        if (ev->checkpoint_path != NULL)
+            acc += strlen(ev->checkpoint_path) + strlen(ev->session_msg);
         if (ev->file_version != NULL)
             acc += strlen(ev->file_version);
         for (size_t i = 0; i < ev->num_values; i++) {

@@ -29,6 +29,7 @@ static const status_row statuses[] = {
     {TL_EIO, "TL_EIO", "input/output error", -7, false},
     {TL_EPARSE, "TL_EPARSE", "malformed input", -8, true},
     {TL_EUNKNOWN, "TL_EUNKNOWN", "unknown option", -9, true},
+    {TL_EBUSY, "TL_EBUSY", "resource busy", -10, false},
 };
 
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
@@ -66,7 +67,7 @@ Test(status, messages)
 
 Test(status, unknown_values)
 {
-    static const int unknown[] = {1, 2, -10, -100, 42, -2147483647};
+    static const int unknown[] = {1, 2, -11, -100, 42, -2147483647};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         tl_status st = (tl_status)unknown[i];
         cr_assert_not_null(tl_strerror(st), "tl_strerror(%d) is NULL", unknown[i]);

@@ -500,3 +500,81 @@ Test(cli_ckpt, inspect_a_foreign_safetensors_file)
     tc_done(&r);
     unlink(path);
 }
+
+/* The prefix a TensorFlow user names a checkpoint by (what predict's
+ * --checkpoint= takes) inspects the prefix's .safetensors file; a prefix of
+ * nothing is an error naming it. */
+Test(cli_ckpt, inspect_takes_tensorflows_checkpoint_prefix)
+{
+    char *dir = fixture_dir();
+    tc_result r = tc_runf("ckpt inspect %s/model.ckpt-20 --json", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = tc_json(&r);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/model.ckpt-20.safetensors", dir);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "file")), want);
+    cr_assert_eq(json_integer_value(json_object_get(j, "step")), 20);
+    json_decref(j);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-30 --tensor=global_step", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "tensor_name:  global_step\n"), "%s", r.out);
+    cr_assert(strstr(r.out, "values: 30\n"), "%s", r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-99", dir);
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "model.ckpt-99"), "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* A checkpoint of training from input_fn datasets holds their position as
+ * the U8 tensor "input_datasets" (JSON text): list calls it valid, inspect
+ * lists it as text and shows its text. */
+Test(cli_ckpt, the_input_positions_tensor_is_shown_as_text)
+{
+    char *dir = tc_tmpdir();
+    tl_ckpt_manager *m;
+    cr_assert_eq(tl_ckpt_manager_create(dir, NULL, &m), TL_OK, "%s", tl_last_error());
+    fixture f;
+    tl_ckpt_writer *w = fixture_writer(&f, 40);
+    char json[300];
+    int len = snprintf(json, sizeof json, "[{\"type\":\"shuffle\",\"buffer\":[");
+    while (len < 280)
+        len += snprintf(json + len, sizeof json - (size_t)len, "%d,", len);
+    len += snprintf(json + len, sizeof json - (size_t)len, "0]}]");
+    const int64_t shape[1] = {len};
+    cr_assert_eq(tl_ckpt_writer_add(w, "input_datasets", TL_CKPT_U8, shape, 1, json), TL_OK);
+    cr_assert_eq(tl_ckpt_manager_save(m, w, 40), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_ckpt_manager_destroy(m);
+
+    tc_result r = tc_runf("ckpt list %s --json", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = tc_json(&r);
+    cr_assert(json_is_true(json_object_get(row_of(j, 40), "valid")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "resume_step")), 40);
+    json_decref(j);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    char line[400];
+    snprintf(line, sizeof line, "    input_datasets (U8) [%d] text\n", len);
+    cr_assert(strstr(r.out, line), "no '%s' in\n%s", line, r.out);
+    cr_assert(strstr(r.out, "    u8 (U8) [2]\n"), "bytes that are not text: %s", r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40 --tensor=input_datasets", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    snprintf(line, sizeof line, "  text: %.200s ...\n", json);
+    cr_assert(strstr(r.out, line), "no '%s' in\n%s", line, r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40 --tensor=input_datasets --all_values --json", dir);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "tensor"), "text")), json);
+    json_decref(j);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}

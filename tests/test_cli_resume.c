@@ -301,3 +301,37 @@ Test(cli_resume, sigint_stops_gracefully_and_a_second_sigint_quits)
     free(dir);
     free(data);
 }
+
+/* Two `tpuloop train` on one model_dir: the second exits 1 at its start,
+ * naming the first's pid, host and start time; the first trains on. */
+Test(cli_resume, a_second_train_on_the_same_model_dir_is_refused)
+{
+    char *data = tc_tmpdir(), *dir = tc_tmpdir();
+    tc_write_tiny_mnist(data, 512, 128, 8);
+    char line[2048], args[2048];
+    const char *argv[64];
+    tiny_args(line, sizeof line, data, dir, "--max_steps=100000000 --iterations_per_loop=50");
+    tc_proc p;
+    tc_spawn(&p, tc_split(line, argv, 64));
+    cr_assert(tc_wait_for_err(&p, "training ", 30));
+    tiny_args(args, sizeof args, data, dir, "--max_steps=100");
+    tc_result r = tc_run(NULL, args);
+    char host[256], want[512];
+    cr_assert_eq(gethostname(host, sizeof host), 0);
+    snprintf(want, sizeof want, "model_dir %s is in use by another trainer: pid %d on host %s, started 20", dir,
+             (int)p.pid, host);
+    cr_assert_eq(r.status, 1, "status %d\n%s", r.status, r.err);
+    cr_assert(strstr(r.err, want) != NULL, "%s", r.err);
+    tc_done(&r);
+    kill(p.pid, SIGTERM);
+    r = tc_finish(&p, 120);
+    cr_assert_eq(r.status, 0, "the first one stops gracefully: signal %d\n%s", r.signal, r.err);
+    tc_done(&r);
+    /* and once it is gone, the model_dir trains again */
+    tiny_args(args, sizeof args, data, dir, "--max_steps=100");
+    json_decref(train_ok(args));
+    tc_rmtree(dir);
+    tc_rmtree(data);
+    free(dir);
+    free(data);
+}

@@ -270,6 +270,68 @@ Test(io_ckpt, writer_rejects_bad_arguments)
     free(dir);
 }
 
+/* A header the readers would refuse (over 100 MB: tpuloop's reader and
+ * Python's safetensors both stop there) is refused before anything is
+ * written, naming the limit and what takes the room; the same bytes as a
+ * tensor are a valid checkpoint whose header stays small. */
+Test(io_ckpt, a_header_over_the_readers_limit_is_refused_up_front)
+{
+    char *dir = ck_tmpdir();
+    char *path = ck_join(dir, "big.safetensors");
+    float x[2] = {1, 2};
+    /* over the limit by its raw text alone */
+    size_t n = (size_t)TL_CKPT_MAX_HEADER + 1;
+    char *big = malloc(n + 1);
+    cr_assert_not_null(big);
+    memset(big, 'a', n);
+    big[n] = '\0';
+    tl_ckpt_writer *w;
+    ASSERT_OK(tl_ckpt_writer_create(&w));
+    ASSERT_OK(tl_ckpt_writer_add(w, "x", TL_CKPT_F32, (int64_t[]){2}, 1, x));
+    ASSERT_OK(tl_ckpt_writer_set_meta(w, "positions", big));
+    ASSERT_ERR(tl_ckpt_writer_write(w, path), TL_EINVAL,
+               "the header would be more than 100000011 bytes, over the limit of 100000000 bytes that checkpoint "
+               "readers accept (TL_CKPT_MAX_HEADER");
+    cr_assert(strstr(tl_last_error(), "its largest part is metadata 'positions' (100000001 bytes)") != NULL, "%s",
+              tl_last_error());
+    cr_assert_eq(access(path, F_OK), -1, "nothing is written");
+    cr_assert_eq(ck_count_temps(dir), 0);
+    tl_ckpt_writer_destroy(w);
+    /* under the limit as text, over it as JSON: every quote is escaped */
+    n = (size_t)TL_CKPT_MAX_HEADER / 2 + 16;
+    memset(big, '"', n);
+    big[n] = '\0';
+    ASSERT_OK(tl_ckpt_writer_create(&w));
+    ASSERT_OK(tl_ckpt_writer_set_meta(w, "quotes", big));
+    ASSERT_ERR(tl_ckpt_writer_write(w, path), TL_EINVAL, "over the limit of 100000000 bytes");
+    cr_assert(strstr(tl_last_error(), "more than") == NULL, "the exact size: %s", tl_last_error());
+    cr_assert_eq(access(path, F_OK), -1, "nothing is written");
+    tl_ckpt_writer_destroy(w);
+    /* the same bytes as a U8 tensor */
+    ASSERT_OK(tl_ckpt_writer_create(&w));
+    int64_t len = (int64_t)n;
+    ASSERT_OK(tl_ckpt_writer_add(w, "quotes", TL_CKPT_U8, &len, 1, big));
+    ASSERT_OK(tl_ckpt_writer_write(w, path));
+    tl_ckpt_writer_destroy(w);
+    free(big);
+    size_t flen;
+    unsigned char *file = ck_read(path, &flen);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | file[i];
+    cr_assert_lt(hlen, 1024, "a %llu-byte header", (unsigned long long)hlen);
+    free(file);
+    tl_ckpt_reader *r;
+    ASSERT_OK(tl_ckpt_open(path, 0, &r));
+    tl_ckpt_tensor_info t;
+    ASSERT_OK(tl_ckpt_find(r, "quotes", &t));
+    cr_assert_eq(t.bytes, (uint64_t)n);
+    tl_ckpt_close(r);
+    ck_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
 /* Many tensors: the writer's name table grows, and lookups stay right. */
 Test(io_ckpt, thousands_of_tensors)
 {

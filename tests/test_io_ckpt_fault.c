@@ -105,6 +105,44 @@ Test(io_ckpt_fault, eintr_is_retried_and_short_writes_are_finished)
     free(dir);
 }
 
+/* A byte damaged between the memory its checksum was computed from and the
+ * file (each write of a checkpoint in turn): the writer reads the file back
+ * before committing it, so the damaged file never replaces the good one and
+ * a resume never meets it. */
+Test(io_ckpt_fault, a_file_that_does_not_read_back_is_never_committed)
+{
+    char *dir = ck_tmpdir();
+    char *path = ck_join(dir, "model.ckpt-1.safetensors");
+    long k_calls = calls_of_write(path, 1);
+    ck_sample t2;
+    ck_sample_fill(&t2, 2);
+    int refused = 0;
+    for (long k = 1; k <= k_calls; k++) {
+        tl_ckpt_writer *w = ck_sample_writer(&t2);
+        tl_io_corrupt_after((int)k);
+        tl_status st = tl_ckpt_writer_write(w, path);
+        tl_io_corrupt_after(0);
+        tl_ckpt_writer_destroy(w);
+        cr_assert_eq(ck_count_temps(dir), 0, "call %ld: a temporary file is left", k);
+        if (st == TL_OK) { /* call k wrote nothing (open, fsync, rename...) */
+            expect_sample(path, 2);
+            ck_sample_write(path, 1);
+            continue;
+        }
+        cr_assert_eq(st, TL_EIO, "call %ld: got %s (%s)", k, tl_err_name(st), tl_last_error());
+        cr_assert(strstr(tl_last_error(), "the checkpoint written does not read back, so it is not committed: ") !=
+                      NULL,
+                  "%s", tl_last_error());
+        expect_sample(path, 1);
+        refused++;
+    }
+    /* the header, the data section and the header's rewrite with its checksums */
+    cr_assert_geq(refused, 3, "only %d of %ld calls were writes whose damage was caught", refused, k_calls);
+    ck_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
 /* Writes a 1 MiB checkpoint to path in this process; the previous file
  * (the sample of seed 1) must survive the failure. Returns NULL when all
  * went as expected, else what did not (a static string). */

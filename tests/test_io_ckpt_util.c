@@ -153,11 +153,12 @@ void ck_sample_check(const tl_ckpt_reader *r, int seed)
 
 static char log_buf[16384];
 static size_t log_len;
+static tl_log_level log_min = TL_LOG_WARN;
 
 static void log_catch(tl_log_level level, const char *msg, void *ud)
 {
     (void)ud;
-    if (level < TL_LOG_WARN)
+    if (level < log_min)
         return;
     int n = snprintf(log_buf + log_len, sizeof log_buf - log_len, "%s\n", msg);
     if (n > 0)
@@ -168,7 +169,15 @@ void ck_log_start(void)
 {
     log_len = 0;
     log_buf[0] = '\0';
+    log_min = TL_LOG_WARN;
     tl_set_log_handler(log_catch, NULL);
+}
+
+void ck_log_start_info(void)
+{
+    ck_log_start();
+    log_min = TL_LOG_INFO;
+    tl_set_log_level(TL_LOG_INFO);
 }
 
 const char *ck_log_text(void)
@@ -179,4 +188,5 @@ const char *ck_log_text(void)
 void ck_log_stop(void)
 {
     tl_set_log_handler(NULL, NULL);
+    tl_set_log_level(TL_LOG_WARN);
 }

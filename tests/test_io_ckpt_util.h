@@ -49,6 +49,8 @@ void ck_sample_check(const tl_ckpt_reader *r, int seed);
 /* Catches tpuloop's log lines (warnings and above) into a buffer that
  * ck_log_text returns; ck_log_stop restores the default handler. */
 void ck_log_start(void);
+/* The same from INFO up (the level too, until ck_log_stop). */
+void ck_log_start_info(void);
 const char *ck_log_text(void);
 void ck_log_stop(void);
 

@@ -391,6 +391,74 @@ Test(io_events, tensorflow_protos_decode_what_tpuloop_writes)
     rm_tree(dir);
 }
 
+/* SessionLogs as TensorFlow's hooks write them: they decode with
+ * TensorFlow's event.proto to exactly its SessionLog (status by name,
+ * checkpoint_path, msg), and tpuloop's reader gives them back. */
+Test(io_events, session_logs_are_tensorflows)
+{
+    char dir[64];
+    make_temp_dir(dir, sizeof dir);
+    tl_summary_writer *w;
+    ASSERT_OK(tl_summary_writer_create(dir, &w));
+    ASSERT_OK(tl_summary_session_log(w, 101, TL_SESSION_START, NULL, NULL, 1600000000.5));
+    ASSERT_OK(tl_summary_session_log(w, 100, TL_SESSION_CHECKPOINT, "/m/model.ckpt", NULL, 1600000001.0));
+    ASSERT_OK(tl_summary_session_log(w, 300, TL_SESSION_STOP, "", "m\xc3\xa9ssage", 1600000002.0));
+    ASSERT_ERR(tl_summary_session_log(w, 1, TL_SESSION_STATUS_UNSPECIFIED, NULL, NULL, TL_SUMMARY_NOW), TL_EINVAL,
+               "session log status must be TL_SESSION_START, TL_SESSION_STOP or TL_SESSION_CHECKPOINT, got 0");
+    ASSERT_ERR(tl_summary_session_log(w, 1, (tl_session_status)9, NULL, NULL, TL_SUMMARY_NOW), TL_EINVAL, "got 9");
+    ASSERT_ERR(tl_summary_session_log(w, 1, TL_SESSION_CHECKPOINT, "\xff", NULL, TL_SUMMARY_NOW), TL_EINVAL,
+               "session log checkpoint_path is not valid UTF-8");
+    ASSERT_ERR(tl_summary_session_log(w, 1, TL_SESSION_START, NULL, "\xc3", TL_SUMMARY_NOW), TL_EINVAL,
+               "session log msg is not valid UTF-8");
+    ASSERT_ERR(tl_summary_session_log(w, 1, TL_SESSION_START, NULL, NULL, NAN), TL_EINVAL, "wall_time");
+    char path[256];
+    snprintf(path, sizeof path, "%s", tl_summary_writer_path(w));
+    ASSERT_OK(tl_summary_writer_destroy(w));
+
+    const char *want[] = {
+        "wall_time: 1600000000.5\nstep: 101\nsession_log {\n  status: START\n}\n",
+        "wall_time: 1600000001\nstep: 100\nsession_log {\n  status: CHECKPOINT\n  checkpoint_path: \"/m/model.ckpt\"\n}\n",
+        "wall_time: 1600000002\nstep: 300\nsession_log {\n  status: STOP\n  msg: \"m\\303\\251ssage\"\n}\n",
+    };
+    tl_tfrecord_reader *rr;
+    ASSERT_OK(tl_tfrecord_reader_open(path, &rr));
+    const uint8_t *rec;
+    size_t len;
+    ASSERT_OK(tl_tfrecord_next(rr, &rec, &len)); /* the version */
+    for (size_t i = 0; i < TL_ARRAY_LEN(want); i++) {
+        ASSERT_OK(tl_tfrecord_next(rr, &rec, &len));
+        cr_assert_not_null(rec);
+        cr_assert_str_eq(protoc_decode(rec, len, dir), want[i], "record %zu", i + 1);
+    }
+    ASSERT_OK(tl_tfrecord_next(rr, &rec, &len));
+    cr_assert_null(rec, "the rejected ones left nothing");
+    tl_tfrecord_reader_destroy(rr);
+
+    tl_summary_reader *r;
+    ASSERT_OK(tl_summary_reader_open(path, &r));
+    const tl_event *ev = next_ok(r, "version");
+    cr_assert_eq(ev->kind, TL_EVENT_FILE_VERSION);
+    cr_assert_null(ev->checkpoint_path);
+    ev = next_ok(r, "start");
+    cr_assert_eq(ev->kind, TL_EVENT_SESSION_LOG);
+    cr_assert_eq(ev->step, 101);
+    cr_assert_eq(ev->wall_time, 1600000000.5);
+    cr_assert_eq(ev->session_status, TL_SESSION_START);
+    cr_assert_str_eq(ev->checkpoint_path, "");
+    cr_assert_str_eq(ev->session_msg, "");
+    cr_assert_eq(ev->num_values, 0);
+    ev = next_ok(r, "checkpoint");
+    cr_assert_eq(ev->session_status, TL_SESSION_CHECKPOINT);
+    cr_assert_eq(ev->step, 100);
+    cr_assert_str_eq(ev->checkpoint_path, "/m/model.ckpt");
+    ev = next_ok(r, "stop");
+    cr_assert_eq(ev->session_status, TL_SESSION_STOP);
+    cr_assert_str_eq(ev->session_msg, "m\xc3\xa9ssage");
+    expect_end(r);
+    tl_summary_reader_close(r);
+    rm_tree(dir);
+}
+
 /* Writes the given records as a TFRecord file at path. */
 static void write_records(const char *path, size_t n, const char *const *recs, const size_t *lens)
 {

@@ -4,9 +4,13 @@
  * applies them, recovery after a restart or a crash, and finding the
  * latest valid checkpoint past corrupt ones. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -244,20 +248,55 @@ Test(io_model_dir, keep_checkpoint_max)
     tl_ckpt_close(r);
     tl_ckpt_manager_destroy(m);
 
-    /* 0 keeps all and lists all */
-    char *dir2 = ck_tmpdir();
+    tl_ckpt_manager_destroy(NULL);
+    ck_rmtree(dir);
+    free(dir);
+}
+
+/* keep_checkpoint_max 0 (TensorFlow's None or 0) as TF 1's Saver: every
+ * file stays, and the index lists the checkpoints its list held when it was
+ * built (none in a fresh directory) plus the latest — _RecordLastCheckpoint
+ * returns at once, generate_checkpoint_state_proto appends the latest. */
+Test(io_model_dir, keep_checkpoint_max_0_keeps_every_file_and_lists_the_latest)
+{
+    char *dir = ck_tmpdir();
+    tl_ckpt_manager_options o;
+    tl_ckpt_manager_options_init(&o);
     o.keep_checkpoint_max = 0;
-    ASSERT_OK(tl_ckpt_manager_create(dir2, &o, &m));
+    tl_ckpt_manager *m;
+    ASSERT_OK(tl_ckpt_manager_create(dir, &o, &m));
     for (int64_t st = 1; st <= 12; st++)
         ASSERT_OK(save(m, st));
-    assert_files(dir2, (int64_t[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 12);
-    ASSERT_OK(tl_ckpt_state_read(dir2, &s));
-    cr_assert_eq(s->num_paths, 12);
-    tl_ckpt_state_destroy(s);
+    assert_files(dir, (int64_t[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 12);
+    assert_steps(m, (int64_t[]){12}, 1);
+    char *text = read_text(dir, "checkpoint");
+    const char *head = "model_checkpoint_path: \"model.ckpt-12\"\n"
+                       "all_model_checkpoint_paths: \"model.ckpt-12\"\n"
+                       "all_model_checkpoint_timestamps: ";
+    cr_assert(strncmp(text, head, strlen(head)) == 0, "%s", text);
+    cr_assert_null(strstr(text + strlen(head), "all_model_checkpoint_paths"), "%s", text);
+    free(text);
     tl_ckpt_manager_destroy(m);
-    tl_ckpt_manager_destroy(NULL);
-    ck_rmtree(dir2);
-    free(dir2);
+    /* After a restart the recovered list is the index's one checkpoint, and
+     * it stays listed before each new latest. */
+    ASSERT_OK(tl_ckpt_manager_create(dir, &o, &m));
+    assert_steps(m, (int64_t[]){12}, 1);
+    ASSERT_OK(save(m, 13));
+    assert_steps(m, (int64_t[]){12, 13}, 2);
+    ASSERT_OK(save(m, 14));
+    assert_steps(m, (int64_t[]){12, 14}, 2);
+    tl_ckpt_state *s;
+    ASSERT_OK(tl_ckpt_state_read(dir, &s));
+    cr_assert_str_eq(s->model_checkpoint_path, "model.ckpt-14");
+    cr_assert_eq(s->num_paths, 2);
+    cr_assert_str_eq(s->all_model_checkpoint_paths[0], "model.ckpt-12");
+    cr_assert_str_eq(s->all_model_checkpoint_paths[1], "model.ckpt-14");
+    tl_ckpt_state_destroy(s);
+    /* saving the latest again lists it once */
+    ASSERT_OK(save(m, 14));
+    assert_steps(m, (int64_t[]){12, 14}, 2);
+    assert_files(dir, (int64_t[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, 14);
+    tl_ckpt_manager_destroy(m);
     ck_rmtree(dir);
     free(dir);
 }
@@ -301,11 +340,60 @@ Test(io_model_dir, keep_checkpoint_every_n_hours)
 
     tl_ckpt_manager_options bad = o;
     bad.keep_checkpoint_every_n_hours = 0;
-    ASSERT_ERR(tl_ckpt_manager_create(dir, &bad, &m), TL_EINVAL, "keep_checkpoint_every_n_hours should be > 0 (got 0)");
+    ASSERT_ERR(tl_ckpt_manager_create(dir, &bad, &m), TL_EINVAL,
+               "keep_checkpoint_every_n_hours should be > 0 (got 0), or negative for None");
+    bad.keep_checkpoint_every_n_hours = NAN;
+    ASSERT_ERR(tl_ckpt_manager_create(dir, &bad, &m), TL_EINVAL, "keep_checkpoint_every_n_hours should be > 0 (got nan)");
     bad = o;
     bad.keep_checkpoint_max = -1;
     ASSERT_ERR(tl_ckpt_manager_create(dir, &bad, &m), TL_EINVAL, "keep_checkpoint_max must be >= 0 (0 keeps all), got -1");
     ASSERT_ERR(tl_ckpt_manager_create("/nonexistent-tpuloop-dir", &o, &m), TL_ENOTFOUND, "model_dir /nonexistent-tpuloop-dir");
+    ck_rmtree(dir);
+    free(dir);
+}
+
+/* keep_checkpoint_every_n_hours None as TF 1's Saver under Estimator: the
+ * SaverDef field stays unset, 0 hours, so the next keep time is when the
+ * saver was built and never moves: every checkpoint written since then that
+ * leaves the list of keep_checkpoint_max stays on disk, unlisted (TF 2.15
+ * keeps model.ckpt-0 so); ones recovered from before it are deleted as
+ * usual. Hand-worked: keep 2, a save every 1000 s. */
+Test(io_model_dir, keep_checkpoint_every_n_hours_none)
+{
+    char *dir = ck_tmpdir();
+    tl_ckpt_manager_options o;
+    tl_ckpt_manager_options_init(&o);
+    o.keep_checkpoint_max = 2;
+    o.keep_checkpoint_every_n_hours = TL_CKPT_KEEP_HOURS_NONE;
+    o.clock = fake_clock;
+    fake_now = 1e9;
+    tl_ckpt_manager *m;
+    ASSERT_OK(tl_ckpt_manager_create(dir, &o, &m)); /* next keep time 1e9, for good */
+    ck_log_start_info();
+    for (int k = 0; k <= 6; k++) {
+        fake_now = 1e9 + 1000.0 * k; /* step 0 at the build time itself: not after it */
+        ASSERT_OK(save(m, k));
+    }
+    ck_log_stop();
+    cr_assert(strstr(ck_log_text(), "model.ckpt-1.safetensors kept (keep_checkpoint_every_n_hours=None)") != NULL,
+              "%s", ck_log_text());
+    /* dropped in turn: 0 (t = the build time) deleted; 1, 2, 3, 4 (later) kept */
+    assert_files(dir, (int64_t[]){1, 2, 3, 4, 5, 6}, 6);
+    assert_steps(m, (int64_t[]){5, 6}, 2);
+    tl_ckpt_manager_destroy(m);
+    /* a new saver, built later: the recovered 5 and 6 predate it */
+    fake_now = 1e9 + 10000;
+    ASSERT_OK(tl_ckpt_manager_create(dir, &o, &m));
+    assert_steps(m, (int64_t[]){5, 6}, 2);
+    fake_now = 1e9 + 11000;
+    ASSERT_OK(save(m, 7));
+    fake_now = 1e9 + 12000;
+    ASSERT_OK(save(m, 8));
+    fake_now = 1e9 + 13000;
+    ASSERT_OK(save(m, 9));
+    assert_files(dir, (int64_t[]){1, 2, 3, 4, 7, 8, 9}, 7);
+    assert_steps(m, (int64_t[]){8, 9}, 2);
+    tl_ckpt_manager_destroy(m);
     ck_rmtree(dir);
     free(dir);
 }
@@ -394,6 +482,103 @@ Test(io_model_dir, stale_temporary_files)
     cr_assert_not(exists(dir, ix));
     cr_assert(exists(dir, mine), "a live process's temporary file was removed");
     cr_assert(exists(dir, other), "a file that is not tpuloop's was removed");
+    ck_rmtree(dir);
+    free(dir);
+}
+
+/* The owner record of dir's lock file ("" when empty), malloc'd. */
+static char *lock_text(const char *dir)
+{
+    return read_text(dir, TL_CKPT_LOCK_NAME);
+}
+
+/* One trainer per model_dir: a second holder is refused with the first's
+ * pid, host and start time — in this process too (a second estimator) —
+ * and a holder killed with SIGKILL leaves a lock file that is taken over. */
+Test(io_model_dir, the_lock_admits_one_holder_and_outlives_none)
+{
+    char *dir = ck_tmpdir();
+    char host[256];
+    cr_assert_eq(gethostname(host, sizeof host), 0);
+    tl_ckpt_lock *a, *b;
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &a));
+    char *path = ck_join(dir, TL_CKPT_LOCK_NAME);
+    cr_assert_str_eq(tl_ckpt_lock_path(a), path);
+    char *text = lock_text(dir);
+    char want[512];
+    snprintf(want, sizeof want, "{\"pid\":%d,\"host\":\"%s\",\"started\":\"20", (int)getpid(), host);
+    cr_assert(strncmp(text, want, strlen(want)) == 0, "owner record %s", text);
+    cr_assert(strstr(text, "Z\"}\n") != NULL, "ISO 8601 in UTC: %s", text);
+    free(text);
+
+    /* the same process, another open of the file: refused */
+    snprintf(want, sizeof want, "model_dir %s is in use by another trainer: pid %d (this process: another estimator) "
+                                "on host %s, started 20", dir, (int)getpid(), host);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, want);
+    cr_assert(strstr(tl_last_error(), path) != NULL, "names the lock file: %s", tl_last_error());
+    cr_assert_null(b);
+    text = lock_text(dir);
+    cr_assert_neq(text[0], '\0', "a refused trainer must not touch the holder's record");
+    free(text);
+
+    /* a clean release empties the record; the next one takes it silently */
+    tl_ckpt_lock_release(a);
+    text = lock_text(dir);
+    cr_assert_str_eq(text, "");
+    free(text);
+    ck_log_start_info();
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &b));
+    ck_log_stop();
+    cr_assert(strstr(ck_log_text(), "taking over") == NULL, "%s", ck_log_text());
+    tl_ckpt_lock_release(b);
+
+    /* a holder in another process, killed */
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        tl_ckpt_lock *c;
+        char ok = tl_ckpt_lock_acquire(dir, &c) == TL_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    char ok = 0;
+    cr_assert_eq(read(ready[0], &ok, 1), 1);
+    cr_assert_eq(ok, 'y', "the child could not take the lock");
+    snprintf(want, sizeof want, "is in use by another trainer: pid %d on host %s, started 20", (int)child, host);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, want);
+    kill(child, SIGKILL);
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(ready[0]);
+    close(ready[1]);
+    /* its record is still there, but nobody holds the lock: taken over */
+    ck_log_start_info();
+    ASSERT_OK(tl_ckpt_lock_acquire(dir, &b));
+    ck_log_stop();
+    snprintf(want, sizeof want, "taking over the lock of a trainer that ended without releasing it (pid %d on host %s",
+             (int)child, host);
+    cr_assert(strstr(ck_log_text(), want) != NULL, "log: %s", ck_log_text());
+    text = lock_text(dir);
+    snprintf(want, sizeof want, "{\"pid\":%d,", (int)getpid());
+    cr_assert(strncmp(text, want, strlen(want)) == 0, "the new holder's record: %s", text);
+    free(text);
+    tl_ckpt_lock_release(b);
+    tl_ckpt_lock_release(NULL);
+
+    /* a record that is not tpuloop's, and a missing directory */
+    ck_write(path, "garbage", 7);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    ASSERT_ERR(tl_ckpt_lock_acquire(dir, &b), TL_EBUSY, "the lock file does not say which (7 bytes");
+    close(fd);
+    ASSERT_ERR(tl_ckpt_lock_acquire("/nonexistent-tpuloop-dir", &b), TL_ENOTFOUND, "model_dir /nonexistent-tpuloop-dir");
+    free(path);
     ck_rmtree(dir);
     free(dir);
 }

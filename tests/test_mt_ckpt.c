@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_mt_ckpt_util.h"
 
@@ -56,7 +57,7 @@ Test(mt_ckpt, save_every_loop_T26)
     tl_ckpt_state *st;
     cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
     cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-1000");
-    cr_assert_eq(st->num_paths, 11);
+    cr_assert_eq(st->num_paths, 1, "keep_checkpoint_max 0 keeps every file and lists the latest, as TF's Saver");
     tl_ckpt_state_destroy(st);
     mtck_rmtree(dir);
     free(dir);
@@ -127,6 +128,59 @@ Test(mt_ckpt, keep_checkpoint_max_retires_the_oldest)
     cr_assert_eq(st->num_paths, 2);
     cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
     cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
+    tl_ckpt_state_destroy(st);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* keep_checkpoint_every_n_hours=None is not 10000 hours: Estimator's Saver
+ * gets an unset field (0 hours), so every checkpoint written during the run
+ * stays on disk — TF 2.15 keeps model.ckpt-0 — and the index lists the
+ * last keep_checkpoint_max. */
+Test(mt_ckpt, keep_checkpoint_every_n_hours_none_keeps_what_tensorflow_keeps)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    const char *argv[] = {"--iterations_per_loop=10", "--devices=2", "--train_batch_size=16", "--train_steps=50",
+                          "--save_checkpoints_steps=10", "--keep_checkpoint_max=2",
+                          "--keep_checkpoint_every_n_hours=null", "--tf_random_seed=1"};
+    tl_config *cfg = mtck_config(ARGC(argv), argv);
+    cr_assert_lt(tl_config_get(cfg)->keep_checkpoint_every_n_hours, 0, "None stays None in the run config");
+    char *text;
+    cr_assert_eq(tl_config_to_json(cfg, &text), TL_OK);
+    cr_assert(strstr(text, "\"keep_checkpoint_every_n_hours\": null") != NULL, "%s", text);
+    tl_free_string(text);
+    tl_config_destroy(cfg);
+    tl_train_result tr;
+    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
+    const int64_t want[] = {0, 10, 20, 30, 40, 50};
+    expect_steps(dir, want, 6);
+    tl_ckpt_state *st;
+    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(st->num_paths, 2);
+    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
+    cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
+    tl_ckpt_state_destroy(st);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* keep_checkpoint_max=0 keeps every file and lists only the latest. */
+Test(mt_ckpt, keep_checkpoint_max_0_lists_only_the_latest)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    const char *argv[] = {"--iterations_per_loop=10", "--devices=1", "--train_batch_size=16", "--train_steps=30",
+                          "--save_checkpoints_steps=10", "--keep_checkpoint_max=0", "--tf_random_seed=1"};
+    tl_train_result tr;
+    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
+    const int64_t want[] = {0, 10, 20, 30};
+    expect_steps(dir, want, 4);
+    tl_ckpt_state *st;
+    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-30");
+    cr_assert_eq(st->num_paths, 1);
+    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-30");
     tl_ckpt_state_destroy(st);
     mtck_rmtree(dir);
     free(dir);
@@ -504,10 +558,13 @@ Test(mt_ckpt, warm_start_loads_only_the_matching_variables)
     for (int k = 0; k < 2; k++) {
         const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=2",
                               froms[k], "--warm_start_vars=dense/"};
-        mtck_log_start();
+        /* at WARN: `tpuloop train` shows warnings */
+        mtck_log_start_at(TL_LOG_WARN);
         char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
         mtck_log_stop();
-        cr_assert(mtck_log_has("Warm-started 2 of 4 variables", "dense/bias, dense/kernel"));
+        char want[600];
+        snprintf(want, sizeof want, "Warm-started 2 of 4 variables from %s: dense/bias, dense/kernel", src_ckpt);
+        cr_assert(mtck_log_has(want, NULL), "no '%s' logged at WARN", want);
         char *init = mtck_join(dir, "model.ckpt-0.safetensors");
         static const char *const names[] = {"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"};
         for (int i = 0; i < 4; i++) {
@@ -571,4 +628,204 @@ Test(mt_ckpt, warm_start_vars_must_be_a_supported_regex)
     cr_assert(strstr(tl_last_error(), "warm_start_vars '(dense' is not a supported regular expression") != NULL, "%s",
               tl_last_error());
     tl_config_destroy(cfg);
+}
+
+/* ---- one trainer per model_dir ---------------------------------------------- */
+
+/* A second estimator training into a model_dir that another one trains
+ * into is refused at its start, naming the holder; evaluation is not
+ * (TensorFlow evaluates while it trains); once the first is destroyed the
+ * second trains, resuming from the first one's checkpoint. */
+Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *argv[] = {"--iterations_per_loop=2", "--devices=1", "--train_batch_size=16", "--train_steps=4",
+                          "--eval_batch_size=16", "--eval_steps=2", "--tf_random_seed=1", md};
+    tl_config *cfg1, *cfg2;
+    tl_estimator *first = mtck_estimator(ARGC(argv), argv, NULL, &cfg1);
+    tl_estimator *second = mtck_estimator(ARGC(argv), argv, NULL, &cfg2);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(first, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 4);
+    /* still held after train returns: the estimator may train again */
+    cr_assert_eq(tl_estimator_train(second, d, &tr), TL_EBUSY);
+    char want[512];
+    snprintf(want, sizeof want, "model_dir %s is in use by another trainer: pid %d (this process: another estimator)",
+             dir, (int)getpid());
+    cr_assert(strstr(tl_last_error(), want) != NULL, "%s", tl_last_error());
+    cr_assert(strstr(tl_last_error(), ", started 20") != NULL, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_global_step(second), 0, "a refused trainer restores nothing");
+    int64_t steps[4];
+    cr_assert_eq(mtck_steps(dir, steps, 4), 2, "and writes nothing");
+    tl_eval_result er;
+    cr_assert_eq(tl_estimator_restore(second, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_estimator_evaluate(second, d, &er), TL_OK, "evaluation takes no lock: %s", tl_last_error());
+    cr_assert_eq(er.global_step, 4);
+    /* the first one trains on: it still holds the lock */
+    cr_assert_eq(tl_estimator_train(first, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 8);
+    tl_estimator_destroy(first);
+    tl_config_destroy(cfg1);
+    tl_estimator_destroy(second);
+    tl_config_destroy(cfg2);
+    /* released: a new estimator resumes at 8 */
+    tl_estimator *third = mtck_estimator(ARGC(argv), argv, NULL, &cfg2);
+    cr_assert_eq(tl_estimator_train(third, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 12);
+    tl_estimator_destroy(third);
+    tl_config_destroy(cfg2);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* ---- SessionLogs: what TensorBoard needs to draw a resumed run once ------ */
+
+/* A run that died after its checkpoint at 3 (its file of step 6 lost) left
+ * losses at 4, 5 and 6; the run resumed from 3 writes them again. Every
+ * train() writes START at the step after the one it starts from, every save
+ * a CHECKPOINT with the save path, and TensorBoard, dropping at a START what
+ * it read of the run at that step and after, draws each step once. */
+Test(mt_ckpt, session_logs_let_tensorboard_drop_what_a_crashed_run_wrote_after_its_checkpoint)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    char *dir = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *first[] = {"--iterations_per_loop=1", "--devices=1", "--train_batch_size=16", "--save_summary_steps=1",
+                           "--save_checkpoints_steps=3", "--tf_random_seed=1", "--max_steps=6", md};
+    tl_train_result tr;
+    cr_assert_eq(mtck_train(ARGC(first), first, d, &tr, NULL), TL_OK, "%s", tl_last_error());
+    char path[400];
+    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
+    cr_assert_eq(unlink(path), 0, "the crash: step 6's checkpoint never became durable");
+    const char *second[] = {"--iterations_per_loop=1", "--devices=1", "--train_batch_size=16", "--save_summary_steps=1",
+                            "--save_checkpoints_steps=3", "--tf_random_seed=1", "--max_steps=9", md};
+    cr_assert_eq(mtck_train(ARGC(second), second, d, &tr, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 9);
+
+    mtck_event ev[64];
+    int n = mtck_events(dir, ev, 64);
+    cr_assert_leq(n, 64);
+    char save_path[400];
+    snprintf(save_path, sizeof save_path, "%s/model.ckpt", dir);
+    /* the SessionLogs, file by file */
+    static const struct {
+        int file, status;
+        int64_t step;
+    } logs[] = {
+        {0, TL_SESSION_START, 1}, {0, TL_SESSION_CHECKPOINT, 0}, {0, TL_SESSION_CHECKPOINT, 3},
+        {0, TL_SESSION_CHECKPOINT, 6}, {1, TL_SESSION_START, 4}, {1, TL_SESSION_CHECKPOINT, 3},
+        {1, TL_SESSION_CHECKPOINT, 6}, {1, TL_SESSION_CHECKPOINT, 9},
+    };
+    size_t k = 0;
+    int losses = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].status == 0) {
+            losses++;
+            continue;
+        }
+        cr_assert_lt(k, sizeof logs / sizeof logs[0], "an extra SessionLog: status %d at %lld", ev[i].status,
+                     (long long)ev[i].step);
+        cr_assert_eq(ev[i].file, logs[k].file, "SessionLog %zu", k);
+        cr_assert_eq(ev[i].status, logs[k].status, "SessionLog %zu", k);
+        cr_assert_eq(ev[i].step, logs[k].step, "SessionLog %zu", k);
+        cr_assert_str_eq(ev[i].path, ev[i].status == TL_SESSION_CHECKPOINT ? save_path : "", "SessionLog %zu", k);
+        k++;
+    }
+    cr_assert_eq(k, sizeof logs / sizeof logs[0], "SessionLogs missing");
+    cr_assert_eq(losses, 12, "1..6 by the crashed run, 4..9 by the resumed one");
+    /* TensorBoard's purge (event_accumulator: at a START, keep step < its) */
+    int64_t kept[64];
+    int nk = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].status == TL_SESSION_START)
+            while (nk > 0 && kept[nk - 1] >= ev[i].step)
+                nk--;
+        else if (ev[i].status == 0)
+            kept[nk++] = ev[i].step;
+    }
+    cr_assert_eq(nk, 9, "%d losses drawn", nk);
+    for (int i = 0; i < nk; i++)
+        cr_assert_eq(kept[i], i + 1, "drawn loss %d is at step %lld", i, (long long)kept[i]);
+    mtck_rmtree(dir);
+    free(dir);
+    tl_labeled_data_destroy(d);
+}
+
+/* ---- the warm start's log ---------------------------------------------------- */
+
+/* 12 dense layers "layer_with_a_rather_long_name_NN": 24 variables. */
+static tl_status deep_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    (void)user;
+    tl_t h = a->features;
+    for (int i = 0; i < 12; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "layer_with_a_rather_long_name_%02d", i);
+        h = tl_dense(g, h, i == 11 ? 4 : 8, i == 11 ? TL_ACT_NONE : TL_ACT_RELU, name);
+    }
+    spec->loss = tl_mean(g, tl_softmax_xent(g, h, a->labels));
+    spec->logits = h;
+    return tl_graph_status(g);
+}
+
+/* The warm start says at WARN (what `tpuloop train` shows) how many of the
+ * variables it loaded from which file, names as many as fit a line and
+ * counts the rest; each at INFO as TensorFlow's "Warm-starting variable:";
+ * and says so when warm_start_vars matched none. warm_start_from takes
+ * TensorFlow's checkpoint prefix too. */
+Test(mt_ckpt, warm_start_logs_what_it_loaded_from_where)
+{
+    tl_labeled_data *d = mtck_data(64, 4, 1);
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = deep_model_fn;
+    char *src = mtck_tmpdir();
+    char md[300];
+    snprintf(md, sizeof md, "--model_dir=%s", src);
+    const char *base[] = {"--devices=1", "--train_batch_size=16", "--train_steps=2", "--tf_random_seed=1", md};
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(ARGC(base), base, &o, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+
+    char from[400], file[400];
+    snprintf(from, sizeof from, "--warm_start_from=%s/model.ckpt-2", src); /* the prefix */
+    snprintf(file, sizeof file, "%s/model.ckpt-2.safetensors", src);
+    const char *vars[] = {"--warm_start_vars=.*", "--warm_start_vars=nothing_matches"};
+    for (int k = 0; k < 2; k++) {
+        char *dir = mtck_tmpdir();
+        snprintf(md, sizeof md, "--model_dir=%s", dir);
+        const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=2", from,
+                              vars[k], md};
+        est = mtck_estimator(ARGC(argv), argv, &o, &cfg);
+        mtck_log_start_at(k == 0 ? TL_LOG_INFO : TL_LOG_WARN);
+        cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+        mtck_log_stop();
+        char want[700];
+        if (k == 0) {
+            snprintf(want, sizeof want, "Warm-started 24 of 24 variables from %s: layer_with_a_rather_long_name_00/bias, "
+                                        "layer_with_a_rather_long_name_00/kernel, ", file);
+            cr_assert(mtck_log_has(want, "layer_with_a_rather_long_name_07/bias, ... and 9 more"), "no '%s...' logged", want);
+            cr_assert(mtck_log_has("Warm-starting variable: layer_with_a_rather_long_name_11/kernel; prev_var_name: "
+                                   "Unchanged", NULL));
+        } else {
+            snprintf(want, sizeof want, "Warm-started 0 of 24 variables from %s: none matched warm_start_vars "
+                                        "'nothing_matches'", file);
+            cr_assert(mtck_log_has(want, NULL), "no '%s' logged at WARN", want);
+        }
+        tl_estimator_destroy(est);
+        tl_config_destroy(cfg);
+        mtck_rmtree(dir);
+        free(dir);
+    }
+    mtck_rmtree(src);
+    free(src);
+    tl_labeled_data_destroy(d);
 }

@@ -194,6 +194,12 @@ void mtck_log_start(void)
     tl_set_log_level(TL_LOG_INFO);
 }
 
+void mtck_log_start_at(tl_log_level level)
+{
+    mtck_log_start();
+    tl_set_log_level(level);
+}
+
 void mtck_log_stop(void)
 {
     tl_set_log_handler(NULL, NULL);
@@ -246,6 +252,57 @@ int mtck_scalars(const char *dir, const char *tag, int64_t *steps, float *values
         free(p);
     }
     closedir(d);
+    return count;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int mtck_events(const char *dir, mtck_event *out, int max)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "event directory %s", dir);
+    char *names[64];
+    int nfiles = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, "tfevents") != NULL) {
+            cr_assert_lt(nfiles, 64);
+            names[nfiles++] = strdup(e->d_name);
+        }
+    closedir(d);
+    qsort(names, (size_t)nfiles, sizeof *names, cmp_names);
+    int count = 0;
+    for (int f = 0; f < nfiles; f++) {
+        char *p = mtck_join(dir, names[f]);
+        tl_summary_reader *r;
+        cr_assert_eq(tl_summary_reader_open(p, &r), TL_OK, "%s", tl_last_error());
+        const tl_event *ev;
+        tl_status st;
+        while ((st = tl_summary_reader_next(r, &ev)) == TL_OK && ev != NULL) {
+            mtck_event x = {.file = f, .step = ev->step};
+            bool keep = false;
+            if (ev->kind == TL_EVENT_SESSION_LOG) {
+                x.status = (int)ev->session_status;
+                snprintf(x.path, sizeof x.path, "%s", ev->checkpoint_path);
+                keep = true;
+            }
+            for (size_t i = 0; i < ev->num_values && !keep; i++)
+                if (strcmp(ev->values[i].tag, "loss") == 0) {
+                    x.loss = ev->values[i].simple_value;
+                    keep = true;
+                }
+            if (keep && count < max)
+                out[count] = x;
+            count += keep;
+        }
+        cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+        tl_summary_reader_close(r);
+        free(p);
+        free(names[f]);
+    }
     return count;
 }
 

@@ -58,6 +58,9 @@ int mtck_steps(const char *dir, int64_t *out, int max);
 /* Captures every log line (at INFO and up) from now until mtck_log_stop;
  * mtck_log_has says whether some line contains every given needle. */
 void mtck_log_start(void);
+/* The same at level (tl_set_log_level too): what a program that logs from
+ * level up — the CLI: TL_LOG_WARN — shows. */
+void mtck_log_start_at(tl_log_level level);
 void mtck_log_stop(void);
 bool mtck_log_has(const char *needle1, const char *needle2);
 
@@ -65,6 +68,18 @@ bool mtck_log_has(const char *needle1, const char *needle2);
  * subdirectories): their steps and values, in file order; returns the count
  * (up to max stored). */
 int mtck_scalars(const char *dir, const char *tag, int64_t *steps, float *values, int max);
+
+/* The SessionLogs and "loss" scalars of every event file of dir (not its
+ * subdirectories), files in name order (TensorBoard's), events in file
+ * order; returns the count (up to max stored). */
+typedef struct mtck_event {
+    int file;           /* index of its file in name order */
+    int64_t step;
+    int status;         /* a SessionLog's tl_session_status; 0 for a "loss" scalar */
+    char path[512];     /* a SessionLog's checkpoint_path */
+    float loss;         /* a "loss" scalar's value */
+} mtck_event;
+int mtck_events(const char *dir, mtck_event *out, int max);
 
 /* Flips one bit of the byte at offset from the end of the file. */
 void mtck_flip_byte(const char *path, long from_end);

@@ -55,7 +55,8 @@ extern "C" {
     X(ENOMEM, -6, "out of memory")                                         \
     X(EIO, -7, "input/output error")                                       \
     X(EPARSE, -8, "malformed input")        /* syntax errors in a file */  \
-    X(EUNKNOWN, -9, "unknown option")       /* a key no table knows */
+    X(EUNKNOWN, -9, "unknown option")       /* a key no table knows */     \
+    X(EBUSY, -10, "resource busy")          /* another holder has it */
 
 typedef enum {
 #define TL_STATUS_ENUM_(name, value, msg) TL_##name = value,

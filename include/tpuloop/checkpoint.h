@@ -78,7 +78,8 @@ extern "C" {
  * mapped tensor's data pointer can be read as its C type.
  *
  * Readers (tl_ckpt_open) apply the reference reader's rules and more: the
- * header at most 100 MB and starting with '{'; no duplicate keys; every
+ * header at most 100 MB (so the writer refuses a larger one) and starting
+ * with '{'; no duplicate keys; every
  * entry a known dtype, a shape of non-negative integers (rank <= 64), and
  * offsets [begin, end] with end - begin equal to the shape's bytes, computed
  * without overflow; names non-empty; sorted by offset, the tensors tile the
@@ -156,8 +157,15 @@ TL_API tl_status tl_ckpt_writer_set_meta(tl_ckpt_writer *w, const char *key, con
  * file at path, if there was one, is exactly as it was and no temporary file
  * is left. The writer can be written again (to another path, or after the
  * cause is fixed).
- * Errors: TL_EIO naming the file and the system's reason ("No space left on
- * device"); TL_ENOMEM.
+ * It never writes what a reader would refuse: a header over
+ * TL_CKPT_MAX_HEADER is refused before anything is written (store large
+ * data as a tensor, e.g. U8 [bytes]), and the temporary file is opened with
+ * tl_ckpt_open — every bound and both checksums, from the file — before it
+ * is renamed over path.
+ * Errors: TL_EINVAL for a header over TL_CKPT_MAX_HEADER, naming the limit,
+ * the size and its largest part; TL_EIO naming the file and the system's
+ * reason ("No space left on device"), or "the checkpoint written does not
+ * read back, so it is not committed: <the reader's reason>"; TL_ENOMEM.
  */
 TL_API tl_status tl_ckpt_writer_write(tl_ckpt_writer *w, const char *path);
 
@@ -324,9 +332,12 @@ TL_API tl_status tl_ckpt_latest_valid(const char *model_dir, unsigned flags, tl_
 
 typedef struct tl_ckpt_manager tl_ckpt_manager;
 
+/* keep_checkpoint_every_n_hours None (any negative value means None). */
+#define TL_CKPT_KEEP_HOURS_NONE (-1.0)
+
 typedef struct tl_ckpt_manager_options {
-    int64_t keep_checkpoint_max;          /* 0 keeps all; default 5 */
-    double keep_checkpoint_every_n_hours; /* > 0; default 10000 */
+    int64_t keep_checkpoint_max;          /* >= 0; 0 (TensorFlow's None or 0) deletes nothing; default 5 */
+    double keep_checkpoint_every_n_hours; /* > 0, or TL_CKPT_KEEP_HOURS_NONE; default 10000 */
     /* Wall clock in seconds since the Epoch; NULL for the system's. Tests
      * pass a fake one to cross hour boundaries. */
     double (*clock)(void *ud);
@@ -345,8 +356,9 @@ TL_API void tl_ckpt_manager_options_init(tl_ckpt_manager_options *o);
  * directory is recovered. The keep_checkpoint_every_n_hours clock starts now
  * (TF's Saver starts it when it is built). Temporary files of dead
  * processes (a crash in the middle of a write) are removed. One manager
- * (one process) writes a model_dir at a time; nothing locks it.
- * Errors: TL_EINVAL for keep_checkpoint_max < 0 or hours <= 0 or NaN;
+ * (one process) writes a model_dir at a time; the manager does not check
+ * that (the estimator holds tl_ckpt_lock_acquire's lock for it).
+ * Errors: TL_EINVAL for keep_checkpoint_max < 0, or hours 0 or NaN;
  * TL_ENOTFOUND when model_dir does not exist; TL_EIO; TL_ENOMEM.
  */
 TL_API tl_status tl_ckpt_manager_create(const char *model_dir, const tl_ckpt_manager_options *o,
@@ -358,13 +370,24 @@ TL_API void tl_ckpt_manager_destroy(tl_ckpt_manager *m);
 /*
  * Saves w as model.ckpt-<step>.safetensors (metadata "step" set to step),
  * then the index listing it as the latest, then deletes the checkpoints that
- * fall out: while more than keep_checkpoint_max are kept (unless 0), the
- * oldest leaves the list; it stays on disk, unlisted, if it was written
- * after the next keep time (then the next keep time moves
- * keep_checkpoint_every_n_hours on — TF 1's Saver rule), else its file is
- * deleted. Deleting happens only after the new checkpoint and index are
- * durable, and a failed delete is a warning. Saving a step already kept
- * replaces it and moves it to the end of the list, as TF does.
+ * fall out — TF 1's Saver (saver.py: _RecordLastCheckpoint,
+ * _MaybeDeleteOldCheckpoints), as Estimator configures it:
+ *   keep_checkpoint_max N > 0: the new checkpoint joins the list (a step
+ *     already in it moves to the end, replaced); while more than N are
+ *     listed, the oldest leaves the list. It stays on disk, unlisted, if it
+ *     was written after the next keep time (which then moves
+ *     keep_checkpoint_every_n_hours on), else its file is deleted. The next
+ *     keep time starts as the manager's creation plus the hours; with hours
+ *     None it is the creation and never moves, so every checkpoint written
+ *     since then stays on disk and only older ones (recovered after a
+ *     restart) are deleted.
+ *   keep_checkpoint_max 0: no file is deleted; the list stays what the
+ *     manager recovered, and the index lists it plus the latest (a fresh
+ *     model_dir lists the latest alone), as TF with max_to_keep None or 0.
+ * TF retires one checkpoint per save, so a recovered list longer than N
+ * (N lowered between runs) stays that long there; here it shrinks to N at
+ * once. Deleting happens only after the new checkpoint and index are
+ * durable, and a failed delete is a warning.
  * A failed save leaves the directory as it was (or with a valid new
  * checkpoint that the index does not list yet) and makes the manager
  * sticky-failed: every later save returns the same status ("an earlier save
@@ -374,9 +397,56 @@ TL_API void tl_ckpt_manager_destroy(tl_ckpt_manager *m);
  */
 TL_API tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t step);
 
-/* The kept checkpoints' steps, oldest first (count of them in *count);
- * valid until the next call on m. */
+/* The steps the index lists (all_model_checkpoint_paths), oldest first
+ * (count of them in *count); valid until the next call on m. */
 TL_API const int64_t *tl_ckpt_manager_steps(const tl_ckpt_manager *m, int *count);
+
+/* ======================================================================== */
+/* One trainer per model_dir                                                */
+/* ======================================================================== */
+
+/*
+ * Two trainers writing one model_dir would interleave their checkpoints and
+ * index. A trainer holds the model_dir's lock for as long as it trains —
+ * the estimator takes it at its first train and keeps it until
+ * tl_estimator_destroy; evaluation and prediction take none, as TensorFlow
+ * evaluates while it trains:
+ *
+ *     tl_ckpt_lock *lk;
+ *     if (tl_ckpt_lock_acquire("/m", &lk) == TL_EBUSY)
+ *         fprintf(stderr, "%s\n", tl_last_error());
+ *         // model_dir /m is in use by another trainer: pid 4242 on host
+ *         // trainer-7, started 2024-05-01T12:00:00Z (it holds /m/.tpuloop.lock)...
+ *     ...
+ *     tl_ckpt_lock_release(lk);
+ *
+ * The lock is an flock(2) on model_dir/.tpuloop.lock, whose text says who
+ * holds it: {"pid": 4242, "host": "trainer-7", "started": "2024-05-01T12:00:00Z"}
+ * (the start in ISO 8601, UTC). The kernel releases it when its holder
+ * exits, however it exits, so the file a killed trainer leaves is not
+ * locked and the next trainer takes it over (logging whose it was). It
+ * belongs to the open file, not the process: a second estimator in the same
+ * process is refused too; a child made by fork(2) shares its parent's
+ * until one of them releases or both exit. On a filesystem that cannot lock
+ * (ENOLCK) the lock is granted with a warning that nothing is guarded.
+ */
+typedef struct tl_ckpt_lock tl_ckpt_lock;
+
+#define TL_CKPT_LOCK_NAME ".tpuloop.lock"
+
+/* Takes model_dir's lock (the directory must exist) and writes the owner
+ * record. Errors: TL_EBUSY naming the holder's pid, host and start time
+ * (or why the file does not say) and the lock file; TL_ENOTFOUND when
+ * model_dir does not exist; TL_EIO when it is not a directory or the lock
+ * file cannot be opened or written; TL_EINVAL for a NULL model_dir;
+ * TL_ENOMEM. */
+TL_API tl_status tl_ckpt_lock_acquire(const char *model_dir, tl_ckpt_lock **out);
+
+/* The lock file's path, valid while lk is. */
+TL_API const char *tl_ckpt_lock_path(const tl_ckpt_lock *lk);
+
+/* Empties the owner record and releases the lock. NULL does nothing. */
+TL_API void tl_ckpt_lock_release(tl_ckpt_lock *lk);
 
 #ifdef __cplusplus
 }

@@ -191,7 +191,7 @@ typedef struct tl_run_config {
     tl_opt_int save_checkpoints_steps; /* both None: no checkpoint hook */
     tl_opt_int save_checkpoints_secs;  /* 600 when neither is given */
     int64_t keep_checkpoint_max;       /* 0 keeps all */
-    double keep_checkpoint_every_n_hours;
+    double keep_checkpoint_every_n_hours; /* > 0; -1 (TL_CKPT_KEEP_HOURS_NONE) when None */
     tl_opt_int save_summary_steps;
     tl_opt_int log_step_count_steps;   /* None: no logging hooks */
     tl_opt_int tf_random_seed;

@@ -45,7 +45,15 @@
  *     model_dir/checkpoint                      TensorFlow's index of them
  *     model_dir/config.json                     the resolved configuration
  *     model_dir/events.out.tfevents.*           training summaries: "loss",
- *                                               "global_step/sec", "examples/sec"
+ *                                               "global_step/sec", "examples/sec";
+ *                                               SessionLog START at each train's
+ *                                               first step (restored step + 1) and
+ *                                               CHECKPOINT ("<model_dir>/model.ckpt")
+ *                                               at each save, as TensorFlow's hooks:
+ *                                               TensorBoard then drops what a
+ *                                               crashed run wrote past its last
+ *                                               checkpoint
+ *     model_dir/.tpuloop.lock                   held by the estimator that trains
  *     model_dir/eval/events.out.tfevents.*      every evaluation metric at its step
  *
  * The first train restores the latest valid checkpoint there (a corrupt one
@@ -327,6 +335,18 @@ typedef struct tl_train_result {
  * does not exist or holds no checkpoint), and of writing (TL_EIO naming the
  * file). A skipped train writes no checkpoint and no events.
  *
+ * One trainer per model_dir: the first train takes model_dir's lock
+ * (tl_ckpt_lock_acquire in checkpoint.h: an flock on model_dir/.tpuloop.lock,
+ * which says who holds it) before it restores anything, and the estimator
+ * keeps it until tl_estimator_destroy — between trains too. A train of
+ * another estimator, in this process or another, on the same model_dir
+ * fails at its start with TL_EBUSY "model_dir D is in use by another
+ * trainer: pid P on host H, started 2024-05-01T12:00:00Z (it holds
+ * D/.tpuloop.lock) ...", having read and written nothing. A trainer that was
+ * killed (SIGKILL, a crash) leaves the file unlocked: the next train takes
+ * it over. evaluate, predict and tl_estimator_restore take no lock, so a
+ * model_dir can be evaluated while it trains, as with TensorFlow.
+ *
  * tl_estimator_request_stop makes it stop at the next loop boundary, save a
  * checkpoint (when there is a model_dir) and return TL_OK with res->stopped.
  */
@@ -427,8 +447,10 @@ typedef struct tl_input {
  * replicas' contiguous chunks), PER_HOST_V2 once per host and get_next once
  * per replica, BROADCAST once, copying the batch to every replica (feed.h in
  * the runtime says it exactly). The datasets' positions are saved with
- * every checkpoint (metadata "input_datasets", one tl_dataset_save text per
- * invocation) and restored with it, so a resumed run reads exactly the
+ * every checkpoint (the U8 tensor "input_datasets": a JSON array of one
+ * tl_dataset_save text per invocation; checkpoints of earlier versions hold
+ * it as a metadata key, which restore reads too) and restored with it, so a
+ * resumed run reads exactly the
  * examples the uninterrupted one would have. res->infeed_wait_seconds says
  * how long the replicas waited for input. An input that ends stops training
  * at the step where the first invocation's dataset ends, with a checkpoint
@@ -552,8 +574,8 @@ TL_API tl_emb_engine *tl_estimator_embedding(const tl_estimator *est);
  * step, as the evaluate and predict commands (and a train that should start
  * from a given checkpoint) need. checkpoint_path NULL: the latest valid
  * checkpoint of the configuration's model_dir (corrupt newer ones skipped
- * with a warning); else that checkpoint file, or a directory's latest valid
- * one. The variables are the hard check: each of the model's variables in
+ * with a warning); else that checkpoint file (or TensorFlow's prefix of it,
+ * "model_dir/model.ckpt-200"), or a directory's latest valid one. The variables are the hard check: each of the model's variables in
  * name order, then their slots, must be in the file as F32 of the same shape,
  * and "global_step" an I64 scalar; the first that is not is the error, and
  * nothing changes. A checkpoint written with another configuration

@@ -6,9 +6,17 @@
  * write into model_dir and what TensorBoard reads: a TFRecord file whose
  * records are serialized tensorflow.Event protocol buffers. The first event
  * holds only the file's version, "brain.Event:2", and the wall time; each
- * later one holds a step and a Summary, a list of (tag, value) pairs. tpuloop
- * writes scalars as TF1 does, in Summary.Value.simple_value (a float32), which
- * every TensorBoard version shows in its Scalars tab.
+ * later one holds a step and a Summary, a list of (tag, value) pairs, or a
+ * SessionLog. tpuloop writes scalars as TF1 does, in Summary.Value.
+ * simple_value (a float32), which every TensorBoard version shows in its
+ * Scalars tab.
+ *
+ * SessionLogs are what TensorFlow's training hooks write about the session:
+ * START when training (re)starts, CHECKPOINT (with the checkpoint's path)
+ * after each save. TensorBoard acts on START: it drops the events of the
+ * same run (directory) with a step at or after the START's step that it
+ * read before it — what a crashed run wrote after its last checkpoint, which
+ * the resumed run writes again. The estimator writes both (estimator.h).
  *
  * A writer creates a new file in its directory named as TensorFlow's
  * EventsWriter names it (tensorflow/core/util/events_writer.cc, which TF1's
@@ -95,6 +103,25 @@ TL_API tl_status tl_summary_scalar(tl_summary_writer *w, const char *tag, int64_
 TL_API tl_status tl_summary_scalars(tl_summary_writer *w, int64_t step, double wall_time, size_t n,
                                     const char *const *tags, const float *values);
 
+/* TensorFlow's SessionLog.SessionStatus. */
+typedef enum tl_session_status {
+    TL_SESSION_STATUS_UNSPECIFIED = 0,
+    TL_SESSION_START = 1,
+    TL_SESSION_STOP = 2,
+    TL_SESSION_CHECKPOINT = 3
+} tl_session_status;
+
+/*
+ * Appends one event at step holding a SessionLog: status, checkpoint_path
+ * and msg (each NULL or "" for none; a CHECKPOINT carries the save path, as
+ * CheckpointSaverHook writes "<model_dir>/model.ckpt"). wall_time as in
+ * tl_summary_scalar. Errors: TL_EINVAL for a status other than START, STOP
+ * or CHECKPOINT, a path or msg that is not UTF-8, a bad wall_time; TL_EIO
+ * (sticky); TL_ENOMEM.
+ */
+TL_API tl_status tl_summary_session_log(tl_summary_writer *w, int64_t step, tl_session_status status,
+                                        const char *checkpoint_path, const char *msg, double wall_time);
+
 /* Writes every buffered event and waits until the file is on the device
  * (fsync), as TensorFlow's EventsWriter::Flush does.
  * Errors: TL_EIO naming the file (sticky). */
@@ -110,9 +137,10 @@ TL_API tl_status tl_summary_writer_destroy(tl_summary_writer *w);
 /* ======================================================================== */
 
 typedef enum tl_event_kind {
-    TL_EVENT_OTHER = 0,        /* graph_def, session_log, meta_graph_def, ...: not decoded */
+    TL_EVENT_OTHER = 0,        /* graph_def, meta_graph_def, ...: not decoded */
     TL_EVENT_FILE_VERSION = 1, /* file_version is set */
-    TL_EVENT_SUMMARY = 2       /* values[0..num_values) are set */
+    TL_EVENT_SUMMARY = 2,      /* values[0..num_values) are set */
+    TL_EVENT_SESSION_LOG = 3   /* session_status, checkpoint_path and session_msg are set */
 } tl_event_kind;
 
 typedef struct tl_summary_value {
@@ -134,6 +162,12 @@ typedef struct tl_event {
     const char *file_version;       /* TL_EVENT_FILE_VERSION; else NULL */
     size_t num_values;              /* TL_EVENT_SUMMARY; else 0 */
     const tl_summary_value *values; /* (num_values) */
+    /* TL_EVENT_SESSION_LOG: the status as written (a value outside the
+     * enum is passed on as is), the path and the message ("" when unset);
+     * else 0, NULL and NULL. */
+    tl_session_status session_status;
+    const char *checkpoint_path;
+    const char *session_msg;
 } tl_event;
 
 typedef struct tl_summary_reader tl_summary_reader;

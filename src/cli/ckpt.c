@@ -9,7 +9,9 @@
  *
  * inspect is TensorFlow's inspect_checkpoint: the metadata, the checksums,
  * every tensor's name, dtype and shape, and with --tensor=NAME its values —
- * summarised (the first ones, min, max, mean) unless --all_values.
+ * summarised (the first ones, min, max, mean) unless --all_values; a U8
+ * vector of text (the input pipeline's position) as text too. It takes a
+ * file or TensorFlow's checkpoint prefix (model_dir/model.ckpt-200).
  *
  * Both read through the public checkpoint API only, never write, and exit 1
  * when the directory or the file cannot be used (a corrupt checkpoint is a
@@ -507,6 +509,26 @@ static tensor_stats stats_of(const tl_ckpt_tensor_info *t)
     return s;
 }
 
+/* A U8 vector of printable ASCII text — as the estimator's "input_datasets",
+ * the input pipeline's position in JSON — is shown as text too. */
+#define SHOW_TEXT 200
+
+static bool is_text(const tl_ckpt_tensor_info *t)
+{
+    if (t->dtype != TL_CKPT_U8 || t->rank != 1 || t->bytes == 0)
+        return false;
+    const unsigned char *p = t->data;
+    for (uint64_t i = 0; i < t->bytes; i++)
+        if (p[i] < 0x20 ? p[i] != '\n' && p[i] != '\t' && p[i] != '\r' : p[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+static size_t text_shown(const tl_ckpt_tensor_info *t, bool all)
+{
+    return all || t->bytes <= SHOW_TEXT ? (size_t)t->bytes : SHOW_TEXT;
+}
+
 static void print_tensor_values(const tl_ckpt_tensor_info *t, bool all)
 {
     char shape[512];
@@ -525,6 +547,10 @@ static void print_tensor_values(const tl_ckpt_tensor_info *t, bool all)
     }
     if (n > 0)
         printf("%s\n", every ? "" : " ...");
+    if (is_text(t)) {
+        size_t k = text_shown(t, all);
+        printf("  text: %.*s%s\n", (int)k, (const char *)t->data, k < t->bytes ? " ..." : "");
+    }
     if (n > 1) {
         tensor_stats s = stats_of(t);
         printf("  min ");
@@ -561,6 +587,8 @@ static json_t *tensor_values_json(const tl_ckpt_tensor_info *t, bool all)
     json_object_set_new(o, "max", s.counted ? elem_json(s.max) : json_null());
     json_object_set_new(o, "mean", s.counted ? elem_json((elem){ELEM_REAL, s.mean, 0, 0}) : json_null());
     json_object_set_new(o, "nan", json_integer((json_int_t)s.nan));
+    if (is_text(t))
+        json_object_set_new(o, "text", json_stringn((const char *)t->data, text_shown(t, all)));
     return o;
 }
 
@@ -597,7 +625,7 @@ static void print_inspect_text(const char *path, const tl_ckpt_reader *r, int64_
         if (tl_ckpt_tensor(r, i, &t) != TL_OK)
             continue;
         shape_text(&t, shape, sizeof shape);
-        printf("    %s (%s) %s\n", t.name, tl_ckpt_dtype_name(t.dtype), shape);
+        printf("    %s (%s) %s%s\n", t.name, tl_ckpt_dtype_name(t.dtype), shape, is_text(&t) ? " text" : "");
     }
 }
 
@@ -638,13 +666,29 @@ static int ckpt_inspect(int argc, char **argv)
     int rc = parse_args("inspect", argc, argv, true, &a);
     if (rc != 0)
         return rc;
+    /* A TensorFlow user names a checkpoint by its prefix
+     * ("model_dir/model.ckpt-200"), as predict's --checkpoint= takes it: the
+     * file is the prefix plus ".safetensors" when the prefix itself is not
+     * a file. */
     const char *path = a.positional;
+    struct stat sb;
+    char *with_suffix = NULL;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
+        size_t n = strlen(path) + sizeof TL_CKPT_SUFFIX;
+        with_suffix = malloc(n);
+        if (with_suffix == NULL)
+            return cli_fail_runtime(TL_ENOMEM);
+        snprintf(with_suffix, n, "%s" TL_CKPT_SUFFIX, path);
+        if (stat(with_suffix, &sb) == 0)
+            path = with_suffix;
+    }
     tl_ckpt_reader *r;
     /* Any safetensors file may be inspected; a checksum it has is checked. */
     tl_status st = tl_ckpt_open(path, TL_CKPT_ALLOW_FOREIGN, &r);
-    if (st != TL_OK)
+    if (st != TL_OK) {
+        free(with_suffix);
         return cli_fail_runtime(st);
-    struct stat sb;
+    }
     int64_t file_bytes = stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
     tl_ckpt_tensor_info t;
     if (a.tensor != NULL && (st = tl_ckpt_find(r, a.tensor, &t)) != TL_OK) {
@@ -660,6 +704,7 @@ static int ckpt_inspect(int argc, char **argv)
         print_inspect_text(path, r, file_bytes);
     }
     tl_ckpt_close(r);
+    free(with_suffix);
     return rc;
 }
 

@@ -57,7 +57,8 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_save_checkpoints_steps: return opt_int(rc->save_checkpoints_steps);
     case TL_OPT_ID_save_checkpoints_secs: return opt_int(rc->save_checkpoints_secs);
     case TL_OPT_ID_keep_checkpoint_max: return json_integer(rc->keep_checkpoint_max);
-    case TL_OPT_ID_keep_checkpoint_every_n_hours: return json_real(rc->keep_checkpoint_every_n_hours);
+    case TL_OPT_ID_keep_checkpoint_every_n_hours:
+        return rc->keep_checkpoint_every_n_hours < 0 ? json_null() : json_real(rc->keep_checkpoint_every_n_hours);
     case TL_OPT_ID_log_step_count_steps: return opt_int(rc->log_step_count_steps);
     case TL_OPT_ID_tf_random_seed: return opt_int(rc->tf_random_seed);
     case TL_OPT_ID_master: return opt_str(rc->master);

@@ -357,7 +357,9 @@ static tl_status resolve_run_config(tl_config *cfg, const json_t *tf)
     rc->keep_checkpoint_max = keep.set ? keep.value : 0;
     const json_t *hours = RAW(keep_checkpoint_every_n_hours);
     if (json_is_null(hours)) {
-        rc->keep_checkpoint_every_n_hours = 10000;
+        /* None stays None: Estimator hands it to its Saver, whose rule
+         * differs from every number's (see tl_ckpt_manager_save). */
+        rc->keep_checkpoint_every_n_hours = -1.0;
     } else {
         if (!json_is_number(hours))
             return rerr(cfg, TL_OPT_ID_keep_checkpoint_every_n_hours, TL_ETYPE,

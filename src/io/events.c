@@ -233,6 +233,32 @@ tl_status tl_summary_scalars(tl_summary_writer *w, int64_t step, double wall_tim
     return st;
 }
 
+tl_status tl_summary_session_log(tl_summary_writer *w, int64_t step, tl_session_status status,
+                                 const char *checkpoint_path, const char *msg, double wall_time)
+{
+    if (wall_time == TL_SUMMARY_NOW)
+        wall_time = now_seconds();
+    else if (!isfinite(wall_time) || wall_time < 0)
+        return tl_error(TL_EINVAL, "%s: wall_time must be seconds since the epoch (>= 0) or TL_SUMMARY_NOW, got %g",
+                        w->path, wall_time);
+    if (status != TL_SESSION_START && status != TL_SESSION_STOP && status != TL_SESSION_CHECKPOINT)
+        return tl_error(TL_EINVAL, "%s: session log status must be TL_SESSION_START, TL_SESSION_STOP or "
+                                   "TL_SESSION_CHECKPOINT, got %d", w->path, (int)status);
+    if ((checkpoint_path != NULL && !valid_utf8(checkpoint_path)) || (msg != NULL && !valid_utf8(msg)))
+        return tl_error(TL_EINVAL, "%s: session log %s is not valid UTF-8", w->path,
+                        checkpoint_path != NULL && !valid_utf8(checkpoint_path) ? "checkpoint_path" : "msg");
+    Tpuloop__SessionLog log = TPULOOP__SESSION_LOG__INIT;
+    log.status = (Tpuloop__SessionLog__SessionStatus)status;
+    log.checkpoint_path = (char *)(checkpoint_path != NULL ? checkpoint_path : "");
+    log.msg = (char *)(msg != NULL ? msg : "");
+    Tpuloop__Event ev = TPULOOP__EVENT__INIT;
+    ev.wall_time = wall_time;
+    ev.step = step;
+    ev.what_case = TPULOOP__EVENT__WHAT_SESSION_LOG;
+    ev.session_log = &log;
+    return write_event(w, &ev);
+}
+
 tl_status tl_summary_scalar(tl_summary_writer *w, const char *tag, int64_t step, float value, double wall_time)
 {
     return tl_summary_scalars(w, step, wall_time, 1, &tag, &value);
@@ -339,6 +365,13 @@ static tl_status fill_event(tl_summary_reader *r)
     if (m->what_case == TPULOOP__EVENT__WHAT_FILE_VERSION) {
         ev->kind = TL_EVENT_FILE_VERSION;
         ev->file_version = m->file_version;
+        return TL_OK;
+    }
+    if (m->what_case == TPULOOP__EVENT__WHAT_SESSION_LOG) {
+        ev->kind = TL_EVENT_SESSION_LOG;
+        ev->session_status = (tl_session_status)m->session_log->status;
+        ev->checkpoint_path = m->session_log->checkpoint_path;
+        ev->session_msg = m->session_log->msg;
         return TL_OK;
     }
     if (m->what_case != TPULOOP__EVENT__WHAT_SUMMARY)

@@ -22,6 +22,7 @@ static _Atomic long io_calls;   /* fallible calls made so far */
 static _Atomic long io_fail_at; /* the call (1-based value of io_calls) that fails; 0: none */
 static _Atomic int io_fail_errno;
 static _Atomic size_t io_max_write;
+static _Atomic long io_corrupt_at; /* the call whose first byte is written inverted; 0: none */
 
 void tl_io_fail_after(int n, int err)
 {
@@ -38,20 +39,33 @@ void tl_io_set_max_write(size_t max)
     atomic_store(&io_max_write, max);
 }
 
+void tl_io_corrupt_after(int n)
+{
+    atomic_store(&io_corrupt_at, n <= 0 ? 0 : atomic_load(&io_calls) + n);
+}
+
 long tl_io_call_count(void)
 {
     return atomic_load(&io_calls);
 }
 
-/* Counts a fallible call; returns the errno to fail it with, or 0 to make
- * it for real. The armed call is consumed by exactly one caller. */
-static int injected(void)
+/* Counts a fallible call (its 1-based number in *call); returns the errno
+ * to fail it with, or 0 to make it for real. The armed call is consumed by
+ * exactly one caller. */
+static int injected_call(long *call)
 {
     long c = atomic_fetch_add(&io_calls, 1) + 1;
+    *call = c;
     long at = atomic_load(&io_fail_at);
     if (at != 0 && c == at && atomic_compare_exchange_strong(&io_fail_at, &at, 0))
         return atomic_load(&io_fail_errno);
     return 0;
+}
+
+static int injected(void)
+{
+    long c;
+    return injected_call(&c);
 }
 
 /* ---- primitives --------------------------------------------------------- */
@@ -68,10 +82,18 @@ static tl_status sys_error(const char *path, const char *what, int err)
 /* One write or pwrite (off < 0: write), with the cap and the injector. */
 static ssize_t write_once(int fd, const unsigned char *p, size_t n, int64_t off)
 {
-    int e = injected();
+    long c;
+    int e = injected_call(&c);
     if (e != 0) {
         errno = e;
         return -1;
+    }
+    long bad = atomic_load(&io_corrupt_at);
+    if (bad != 0 && c == bad && n > 0 && atomic_compare_exchange_strong(&io_corrupt_at, &bad, 0)) {
+        /* A byte damaged on its way to the disk: the call moves just it,
+         * so the caller's loop writes the rest as a short write's. */
+        unsigned char b = (unsigned char)~p[0];
+        return off < 0 ? write(fd, &b, 1) : pwrite(fd, &b, 1, (off_t)off);
     }
     size_t cap = atomic_load(&io_max_write);
     if (cap != 0 && n > cap)

@@ -123,6 +123,13 @@ void tl_io_fail_after(int n, int err);
  * that tests reach the short-write loop. */
 void tl_io_set_max_write(size_t max);
 
+/* The n-th (1-based) fallible call from now, if it is a write or pwrite,
+ * puts its first byte on the disk with every bit inverted (and succeeds):
+ * data damaged between the memory it was checksummed in and the file, for
+ * the tests of what a writer does with a file that does not read back.
+ * Once; n <= 0 disarms. */
+void tl_io_corrupt_after(int n);
+
 /* How many fallible calls have been made since the process started. */
 long tl_io_call_count(void);
 

@@ -226,15 +226,40 @@ tl_status tl_ckpt_latest_valid(const char *model_dir, unsigned flags, tl_ckpt_re
 /* The manager                                                              */
 /* ======================================================================== */
 
+/* The manager is TF 1's Saver (saver.py), as Estimator builds it:
+ *
+ *   steps/times   _last_checkpoints: the checkpoints a save may retire,
+ *                 oldest first. With keep_checkpoint_max 0 (TF: None or 0)
+ *                 _RecordLastCheckpoint returns at once, so the list stays
+ *                 what was recovered at the start and nothing is deleted.
+ *   listed        what the index's all_model_checkpoint_paths says:
+ *                 _last_checkpoints plus the latest when it is not their
+ *                 last (generate_checkpoint_state_proto appends it) — with
+ *                 keep_checkpoint_max 0 and a fresh directory, the latest
+ *                 alone.
+ *   next_keep_time  _next_checkpoint_time: when the saver was built plus
+ *                 keep_checkpoint_every_n_hours. A checkpoint that leaves
+ *                 the list after it stays on disk (unlisted) and the time
+ *                 moves on by the same hours. None is a SaverDef field left
+ *                 unset, 0 hours: every checkpoint written since the saver
+ *                 was built stays (TF 2.15 keeps model.ckpt-0 so), and only
+ *                 ones recovered from before it are deleted.
+ *
+ * One difference, deliberate: TF retires one checkpoint per save, so a
+ * list recovered longer than keep_checkpoint_max (the option lowered
+ * between runs) stays that long; here it shrinks to the maximum at once. */
 struct tl_ckpt_manager {
     char *dir;
     int64_t keep_max;
-    double keep_hours;
+    double keep_hours;     /* 0 for None */
+    bool hours_none;
     double (*clock)(void *ud);
     void *clock_ud;
     int n, cap;
-    int64_t *steps; /* (n) kept checkpoints, oldest first */
+    int64_t *steps; /* (n) _last_checkpoints, oldest first */
     double *times;  /* (n) when each was written, seconds since the Epoch */
+    int nlisted;
+    int64_t *listed;       /* (nlisted) the index's paths, oldest first */
     double next_keep_time; /* TF's _next_checkpoint_time */
     tl_status failed;      /* sticky: the status of a failed save */
     char *fail_msg;
@@ -361,9 +386,9 @@ tl_status tl_ckpt_manager_create(const char *model_dir, const tl_ckpt_manager_op
     if (o->keep_checkpoint_max < 0)
         return tl_error(TL_EINVAL, "keep_checkpoint_max must be >= 0 (0 keeps all), got %lld",
                         (long long)o->keep_checkpoint_max);
-    if (!(o->keep_checkpoint_every_n_hours > 0))
-        return tl_error(TL_EINVAL, "keep_checkpoint_every_n_hours should be > 0 (got %g)",
-                        o->keep_checkpoint_every_n_hours);
+    double hours = o->keep_checkpoint_every_n_hours;
+    if (!(hours > 0) && !(hours < 0))
+        return tl_error(TL_EINVAL, "keep_checkpoint_every_n_hours should be > 0 (got %g), or negative for None", hours);
     struct stat sb;
     if (stat(model_dir, &sb) != 0)
         return tl_error(errno == ENOENT ? TL_ENOTFOUND : TL_EIO, "model_dir %s: %s", model_dir, strerror(errno));
@@ -379,11 +404,20 @@ tl_status tl_ckpt_manager_create(const char *model_dir, const tl_ckpt_manager_op
         return tl_error_oom();
     }
     m->keep_max = o->keep_checkpoint_max;
-    m->keep_hours = o->keep_checkpoint_every_n_hours;
+    m->hours_none = hours < 0;
+    m->keep_hours = m->hours_none ? 0 : hours;
     m->clock = o->clock ? o->clock : system_clock;
     m->clock_ud = o->clock ? o->clock_ud : NULL;
     m->next_keep_time = m->clock(m->clock_ud) + m->keep_hours * 3600;
     tl_status st = recover(m);
+    if (st == TL_OK) {
+        m->listed = tl_alloc_array((size_t)m->n + 1, sizeof *m->listed);
+        if (m->listed == NULL)
+            st = tl_error_oom();
+        else if (m->n > 0)
+            memcpy(m->listed, m->steps, (size_t)m->n * sizeof *m->steps);
+        m->nlisted = m->n;
+    }
     if (st != TL_OK) {
         tl_ckpt_manager_destroy(m);
         return st;
@@ -399,14 +433,15 @@ void tl_ckpt_manager_destroy(tl_ckpt_manager *m)
     tl_free(m->dir);
     tl_free(m->steps);
     tl_free(m->times);
+    tl_free(m->listed);
     tl_free(m->fail_msg);
     tl_free(m);
 }
 
 const int64_t *tl_ckpt_manager_steps(const tl_ckpt_manager *m, int *count)
 {
-    *count = m->n;
-    return m->steps;
+    *count = m->nlisted;
+    return m->listed;
 }
 
 static tl_status fail(tl_ckpt_manager *m, tl_status st)
@@ -463,7 +498,9 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
     if (st != TL_OK)
         return fail(m, st);
 
-    /* The new list, on a copy: m changes only once the index is durable. */
+    /* The new lists, on copies: m changes only once the index is durable.
+     * next is _last_checkpoints after _RecordLastCheckpoint, with the
+     * latest at its end (appended there when the list is frozen). */
     tl_ckpt_manager next = *m;
     next.steps = tl_alloc_array((size_t)m->n + 1, sizeof *next.steps);
     next.times = tl_alloc_array((size_t)m->n + 1, sizeof *next.times);
@@ -478,11 +515,21 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
         memcpy(next.times, m->times, (size_t)m->n * sizeof *m->times);
     }
     double now = m->clock(m->clock_ud);
-    st = list_put(&next, step, now); /* fits: cap is n + 1 */
-    TL_ASSERT(st == TL_OK);
-    int drop = m->keep_max > 0 && next.n > m->keep_max ? next.n - (int)m->keep_max : 0;
-    st = write_index(m, next.steps + drop, next.times + drop, next.n - drop);
+    bool frozen = m->keep_max == 0;
+    if (frozen) {
+        if (next.n == 0 || next.steps[next.n - 1] != step) {
+            next.steps[next.n] = step;
+            next.times[next.n++] = now;
+        }
+    } else {
+        st = list_put(&next, step, now); /* fits: cap is n + 1 */
+        TL_ASSERT(st == TL_OK);
+    }
+    int drop = !frozen && next.n > m->keep_max ? next.n - (int)m->keep_max : 0;
+    int64_t *listed = tl_alloc_array((size_t)(next.n - drop) + 1, sizeof *listed);
+    st = listed != NULL ? write_index(m, next.steps + drop, next.times + drop, next.n - drop) : tl_error_oom();
     if (st != TL_OK) {
+        tl_free(listed);
         tl_free(next.steps);
         tl_free(next.times);
         return fail(m, st);
@@ -492,8 +539,13 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
     for (int i = 0; i < drop; i++) {
         if (next.times[i] > m->next_keep_time) {
             m->next_keep_time += m->keep_hours * 3600;
-            tl_log(TL_LOG_INFO, "%s/" NAME_HEAD "%lld" TL_CKPT_SUFFIX " kept (keep_checkpoint_every_n_hours=%g)",
-                   m->dir, (long long)next.steps[i], m->keep_hours);
+            char hours[32];
+            if (m->hours_none)
+                snprintf(hours, sizeof hours, "None");
+            else
+                snprintf(hours, sizeof hours, "%g", m->keep_hours);
+            tl_log(TL_LOG_INFO, "%s/" NAME_HEAD "%lld" TL_CKPT_SUFFIX " kept (keep_checkpoint_every_n_hours=%s)",
+                   m->dir, (long long)next.steps[i], hours);
             continue;
         }
         char *p = ckpt_file(m->dir, next.steps[i]);
@@ -502,13 +554,23 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
             tl_log(TL_LOG_WARN, "%s (ignored: the checkpoint stays on disk)", tl_last_error());
         tl_free(p);
     }
-    memmove(next.steps, next.steps + drop, (size_t)(next.n - drop) * sizeof *next.steps);
-    memmove(next.times, next.times + drop, (size_t)(next.n - drop) * sizeof *next.times);
-    tl_free(m->steps);
-    tl_free(m->times);
-    m->steps = next.steps;
-    m->times = next.times;
-    m->n = next.n - drop;
-    m->cap = next.cap;
+    /* What the index lists is what m now reports. */
+    memcpy(listed, next.steps + drop, (size_t)(next.n - drop) * sizeof *listed);
+    tl_free(m->listed);
+    m->listed = listed;
+    m->nlisted = next.n - drop;
+    if (frozen) {
+        tl_free(next.steps);
+        tl_free(next.times);
+    } else {
+        memmove(next.steps, next.steps + drop, (size_t)(next.n - drop) * sizeof *next.steps);
+        memmove(next.times, next.times + drop, (size_t)(next.n - drop) * sizeof *next.times);
+        tl_free(m->steps);
+        tl_free(m->times);
+        m->steps = next.steps;
+        m->times = next.times;
+        m->n = next.n - drop;
+        m->cap = next.cap;
+    }
     return TL_OK;
 }

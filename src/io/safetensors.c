@@ -396,10 +396,68 @@ static void put_hex8(unsigned char *dst, uint32_t v)
         dst[i] = (unsigned char)hex[v & 15];
 }
 
+/* The part of the header that takes the most bytes, for the message of a
+ * header over the limit: a metadata value or a tensor's name. */
+static void largest_part(const tl_ckpt_writer *w, char *buf, size_t cap)
+{
+    size_t best = 0;
+    snprintf(buf, cap, "none");
+    for (int i = 0; i < w->nmeta; i++) {
+        size_t n = strlen(w->mkey[i]) + strlen(w->mval[i]);
+        if (n > best) {
+            best = n;
+            snprintf(buf, cap, "metadata '%.64s' (%zu bytes)", w->mkey[i], strlen(w->mval[i]));
+        }
+    }
+    for (int i = 0; i < w->n; i++) {
+        size_t n = strlen(w->e[i].name);
+        if (n > best) {
+            best = n;
+            snprintf(buf, cap, "the name of tensor '%.64s...' (%zu bytes)", w->e[i].name, n);
+        }
+    }
+}
+
+/* What the reader refuses, refused before anything is written: a header
+ * over TL_CKPT_MAX_HEADER. bytes is the header's size, or a lower bound of
+ * it (the raw text it holds) before it is built. */
+static tl_status header_too_big(const tl_ckpt_writer *w, const char *path, size_t bytes, bool bound)
+{
+    char part[160];
+    largest_part(w, part, sizeof part);
+    return tl_error(TL_EINVAL, "%s: the header would be %s%zu bytes, over the limit of %d bytes that checkpoint "
+                               "readers accept (TL_CKPT_MAX_HEADER; Python's safetensors has the same); its largest "
+                               "part is %s: store large data as a tensor, not in the header",
+                    path, bound ? "more than " : "", bytes, TL_CKPT_MAX_HEADER, part);
+}
+
+/* The temporary file, complete, opened by the reader as a resume would
+ * open it (every bound, the header's and the data's checksums): a file
+ * that does not read back is never committed. */
+static tl_status verify_written(const tl_io_atomic *a)
+{
+    tl_ckpt_reader *r;
+    tl_status st = tl_ckpt_open(a->tmp_path, 0, &r);
+    tl_ckpt_close(r);
+    if (st == TL_OK || st == TL_ENOMEM)
+        return st;
+    return tl_error(TL_EIO, "%s: the checkpoint written does not read back, so it is not committed: %s", a->path,
+                    tl_last_error());
+}
+
 tl_status tl_ckpt_writer_write(tl_ckpt_writer *w, const char *path)
 {
     if (path == NULL)
         return tl_error(TL_EINVAL, "checkpoint path is NULL");
+    /* The header holds at least every name and metadata text: when those
+     * alone are over the limit, there is no need to build it. */
+    size_t raw = 0;
+    for (int i = 0; i < w->nmeta; i++)
+        raw += strlen(w->mkey[i]) + strlen(w->mval[i]);
+    for (int i = 0; i < w->n; i++)
+        raw += strlen(w->e[i].name);
+    if (raw > TL_CKPT_MAX_HEADER)
+        return header_too_big(w, path, raw, true);
     int *order = tl_alloc_array((size_t)w->n + 1, sizeof *order);
     if (order == NULL)
         return tl_error_oom();
@@ -411,6 +469,11 @@ tl_status tl_ckpt_writer_write(tl_ckpt_writer *w, const char *path)
     }
     size_t jlen = strlen(json);
     size_t hlen = (jlen + 7) & ~(size_t)7;
+    if (hlen > TL_CKPT_MAX_HEADER) {
+        free(json); /* jansson's allocation */
+        tl_free(order);
+        return header_too_big(w, path, hlen, false);
+    }
     unsigned char *head = tl_malloc(8 + hlen); /* length field + padded header */
     if (head == NULL) {
         free(json); /* jansson's allocation */
@@ -449,6 +512,8 @@ tl_status tl_ckpt_writer_write(tl_ckpt_writer *w, const char *path)
         put_hex8(head + head_crc_at, tl_crc32c_extend(0, head, 8 + hlen));
         st = tl_io_atomic_pwrite(&a, head + 8, hlen, 8);
     }
+    if (st == TL_OK)
+        st = verify_written(&a);
     if (st == TL_OK)
         st = tl_io_atomic_commit(&a);
     else

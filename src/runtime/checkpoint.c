@@ -16,6 +16,14 @@
  *                      "<var>/RMSProp_1" (momentum), or when centered
  *                      "<var>/RMSProp_1" (mg) and "<var>/RMSProp_2" (momentum)
  *   "global_step"      I64 scalar
+ *   "input_datasets"   U8 [bytes], only when training reads input_fn
+ *                      datasets: where each invocation's dataset stands
+ *                      (file, offset, shuffle buffer, epoch), as the JSON
+ *                      array of their tl_dataset_save texts. It is a tensor,
+ *                      not metadata, because a shuffle buffer can be larger
+ *                      than a header may be (100 MB); checkpoints of earlier
+ *                      versions carry it as the metadata key of that name,
+ *                      and restore still reads that.
  *
  * and in __metadata__, besides what the writer and the manager fill in
  * (format, checksums, "step"):
@@ -225,7 +233,8 @@ tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg)
     const tl_run_config *rc = tl_config_get(cfg);
     atomic_init(&est->stop_requested, 0);
     if ((rc->model_dir != NULL && (est->model_dir = tl_strdup(rc->model_dir)) == NULL) ||
-        (rc->warm_start_from != NULL && (est->warm_start_from = tl_strdup(rc->warm_start_from)) == NULL))
+        (rc->warm_start_from != NULL && (est->warm_start_from = tl_strdup(rc->warm_start_from)) == NULL) ||
+        (rc->warm_start_vars != NULL && (est->warm_start_vars = tl_strdup(rc->warm_start_vars)) == NULL))
         return tl_error_oom();
     tl_status st;
     if (rc->warm_start_vars != NULL && (st = compile_vars_regex(est, rc->warm_start_vars)) != TL_OK)
@@ -244,10 +253,13 @@ void tl_est_state_free(tl_estimator *est)
         regfree(&est->warm_regex);
     tl_free(est->model_dir);
     tl_free(est->warm_start_from);
+    tl_free(est->warm_start_vars);
     tl_free_string(est->config_json);
     tl_free(est->identity_json);
     tl_free(est->topology_json);
     tl_free(est->restored_input);
+    tl_free(est->ckpt_input);
+    tl_ckpt_lock_release(est->lock);
 }
 
 /* ---- saving -------------------------------------------------------------- */
@@ -298,10 +310,16 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
-    char *positions = NULL;
-    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &positions)) == TL_OK && positions)
-        st = tl_ckpt_writer_set_meta(w, "input_datasets", positions);
-    tl_free(positions);
+    /* The positions can be as large as the shuffle buffers they hold, so
+     * they are a tensor: a header is limited to 100 MB, and a tensor is
+     * under the same checksum and the same atomic commit. */
+    tl_free(est->ckpt_input);
+    est->ckpt_input = NULL;
+    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &est->ckpt_input)) == TL_OK &&
+        est->ckpt_input != NULL) {
+        int64_t len = (int64_t)strlen(est->ckpt_input); /* borrowed by the writer until it is written */
+        st = tl_ckpt_writer_add(w, TL_EST_INPUT_TENSOR, TL_CKPT_U8, &len, 1, est->ckpt_input);
+    }
     return st;
 }
 
@@ -326,8 +344,12 @@ tl_status tl_est_save(tl_estimator *est)
            est->model_dir);
     if ((st = fill_writer(est, w)) == TL_OK)
         st = tl_ckpt_manager_save(est->ckpt, w, est->global_step);
+    if (st == TL_OK)
+        st = tl_est_summaries_checkpoint(est);
     tl_ckpt_writer_destroy(w);
     tl_est_emb_ckpt_free(est);
+    tl_free(est->ckpt_input);
+    est->ckpt_input = NULL;
     return st;
 }
 
@@ -414,6 +436,39 @@ static void warn_identity(const tl_estimator *est, const tl_ckpt_reader *r, cons
     tl_strbuf_free(&sb);
 }
 
+/* The input datasets' positions r holds, as text (tl_malloc'd; NULL when
+ * it holds none): the U8 tensor, or in a checkpoint of an earlier tpuloop
+ * the metadata key of the same name. */
+static tl_status read_input_positions(const tl_ckpt_reader *r, const char *what, char **out)
+{
+    *out = NULL;
+    tl_ckpt_tensor_info t;
+    if (tl_ckpt_find(r, TL_EST_INPUT_TENSOR, &t) != TL_OK) {
+        tl_clear_error();
+        const char *meta = tl_ckpt_meta(r, TL_EST_INPUT_TENSOR);
+        if (meta != NULL && (*out = tl_strdup(meta)) == NULL)
+            return tl_error_oom();
+        return TL_OK;
+    }
+    if (t.dtype != TL_CKPT_U8 || t.rank != 1) {
+        char shape[128];
+        shape_str(shape, sizeof shape, t.shape, t.rank);
+        return tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' is %s %s; the input positions are U8 [bytes]",
+                        what, tl_ckpt_dtype_name(t.dtype), shape);
+    }
+    if (t.bytes > 0 && memchr(t.data, '\0', (size_t)t.bytes) != NULL)
+        return tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' holds a NUL byte; the input positions are "
+                                   "JSON text", what);
+    char *text = tl_malloc((size_t)t.bytes + 1);
+    if (text == NULL)
+        return tl_error_oom();
+    if (t.bytes > 0)
+        memcpy(text, t.data, (size_t)t.bytes);
+    text[t.bytes] = '\0';
+    *out = text;
+    return TL_OK;
+}
+
 /* Checks every variable, slot and the global step of r against the model
  * and then, only if all fit, loads them: the first pass keeps where each
  * tensor's bytes are, so the second can neither fail nor stop halfway. */
@@ -457,6 +512,9 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     }
     if (st == TL_OK)
         st = tl_est_emb_restore(est, r, what, false);
+    char *input = NULL;
+    if (st == TL_OK)
+        st = read_input_positions(r, what, &input);
     if (st != TL_OK) {
         tl_free(src);
         return st;
@@ -472,17 +530,16 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
             memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
     }
     tl_free(src);
-    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK)
+    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK) {
+        tl_free(input);
         return st; /* checked above: only a broken engine fails here */
+    }
     est->global_step = gs;
     const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
     int64_t v;
     est->restored_steps_per_epoch = spe != NULL && tl_parse_int64(spe, &v) == 0 ? v : 0;
-    const char *positions = tl_ckpt_meta(r, "input_datasets");
     tl_free(est->restored_input);
-    est->restored_input = positions != NULL ? tl_strdup(positions) : NULL;
-    if (positions != NULL && est->restored_input == NULL)
-        return tl_error_oom();
+    est->restored_input = input;
     est->restored_pending = true;
     warn_identity(est, r, path);
     tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);
@@ -504,12 +561,25 @@ static tl_status open_checkpoint(const tl_estimator *est, const char *path, unsi
                                        "no model_dir");
         dir = est->model_dir;
     } else if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        tl_status st = tl_ckpt_open(path, flags, r);
-        if (st == TL_OK && (*file = tl_strdup(path)) == NULL) {
+        /* A file, or TensorFlow's prefix of one ("model_dir/model.ckpt-200"):
+         * the prefix plus ".safetensors" when the prefix is no file. */
+        char *named = NULL;
+        if (stat(path, &sb) != 0 && errno == ENOENT) {
+            if ((named = tl_asprintf("%s" TL_CKPT_SUFFIX, path)) == NULL)
+                return tl_error_oom();
+            if (stat(named, &sb) != 0) {
+                tl_free(named);
+                named = NULL;
+            }
+        }
+        tl_status st = tl_ckpt_open(named != NULL ? named : path, flags, r);
+        if (st == TL_OK && (*file = named != NULL ? named : tl_strdup(path)) == NULL) {
             tl_ckpt_close(*r);
             *r = NULL;
             return tl_error_oom();
         }
+        if (st != TL_OK)
+            tl_free(named);
         return st;
     }
     int64_t step;
@@ -568,6 +638,10 @@ tl_status tl_est_apply_pending(tl_estimator *est)
 
 /* ---- warm start ---------------------------------------------------------- */
 
+/* Bytes of variable names the warm-start line lists (a log line is at most
+ * 1 KiB; the rest are counted). */
+#define WARM_NAMES_SHOWN 600
+
 /* WarmStartSettings(warm_start_from, vars_to_warm_start): the matching
  * variables take the checkpoint's values; optimizer slots and the step stay
  * fresh (TensorFlow's default warm-starts trainable variables only). Two
@@ -600,18 +674,34 @@ static tl_status warm_start(tl_estimator *est)
             matched++;
         }
     }
+    /* What was loaded from where, at WARN so that a `tpuloop train` user
+     * (the command shows warnings) sees it: the names in the line up to
+     * WARM_NAMES_SHOWN bytes, the rest counted; each variable at INFO as
+     * TensorFlow's warm_start logs it. */
     tl_strbuf names = {0};
+    int listed = 0;
     for (int k = 0; k < vars->n && st == TL_OK; k++) {
         const tl_var *v = &vars->v[vars->by_name[k]];
         if (!match[k])
             continue;
         if (v->size > 0)
             memcpy(est->params + v->offset, src[k], (size_t)v->size * sizeof(float));
-        tl_strbuf_appendf(&names, "%s%s", names.len ? ", " : "", v->name);
+        tl_log(TL_LOG_INFO, "Warm-starting variable: %s; prev_var_name: Unchanged", v->name);
+        if (names.len + strlen(v->name) <= WARM_NAMES_SHOWN) {
+            tl_strbuf_appendf(&names, "%s%s", names.len ? ", " : "", v->name);
+            listed++;
+        }
     }
-    if (st == TL_OK)
-        tl_log(TL_LOG_INFO, "Warm-started %d of %d variables from %s: %s", matched, vars->n, file,
-               matched > 0 && names.data != NULL ? names.data : "none matched warm_start_vars");
+    if (st == TL_OK && matched == 0)
+        tl_log(TL_LOG_WARN, "Warm-started 0 of %d variables from %s: none matched warm_start_vars '%.200s'",
+               vars->n, file, est->warm_start_vars ? est->warm_start_vars : "");
+    else if (st == TL_OK) {
+        char more[48] = "";
+        if (listed < matched)
+            snprintf(more, sizeof more, ", ... and %d more", matched - listed);
+        tl_log(TL_LOG_WARN, "Warm-started %d of %d variables from %s: %s%s", matched, vars->n, file,
+               names.data != NULL ? names.data : "", more);
+    }
     tl_strbuf_free(&names);
     tl_free(src);
     tl_free(match);
@@ -625,6 +715,12 @@ static tl_status warm_start(tl_estimator *est)
 tl_status tl_est_train_begin(tl_estimator *est)
 {
     tl_status st;
+    /* One trainer per model_dir, from before it reads the checkpoint it
+     * would resume from until the estimator is destroyed. */
+    if (est->model_dir != NULL && est->lock == NULL &&
+        ((st = tl_io_make_dirs(est->model_dir, "model_dir")) != TL_OK ||
+         (st = tl_ckpt_lock_acquire(est->model_dir, &est->lock)) != TL_OK))
+        return st;
     if (!est->initialized && est->model_dir != NULL) {
         tl_ckpt_reader *r;
         char *file;

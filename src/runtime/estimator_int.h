@@ -50,6 +50,11 @@
 
 typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
+/* The checkpoint tensor (U8, [bytes]) of the input datasets' positions:
+ * tl_infeed_save_positions' JSON text. Checkpoints of earlier versions hold
+ * the same text as a metadata key of this name. */
+#define TL_EST_INPUT_TENSOR "input_datasets"
+
 typedef struct tl_worker tl_worker;
 
 
@@ -161,6 +166,7 @@ struct tl_estimator {
     /* ---- model_dir: checkpoints, summaries, resume (checkpoint.c, summaries.c) */
     char *model_dir;           /* NULL without one */
     char *warm_start_from;     /* NULL: no warm start */
+    char *warm_start_vars;     /* its pattern, for the log; NULL when none */
     bool have_warm_regex;      /* warm_regex compiled (warm_start_vars not null) */
     regex_t warm_regex;        /* warm_start_vars as re.match: ^(...) */
     char *config_json;         /* the resolved configuration, for model_dir/config.json */
@@ -174,10 +180,12 @@ struct tl_estimator {
     tl_ckpt_reader *pending;   /* a restore asked for before the model was traced */
     char *pending_path;
     int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
-    char *restored_input;      /* its "input_datasets", until the datasets take it; NULL when none */
+    char *restored_input;      /* its input positions (JSON text), until the datasets take them; NULL when none */
     bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
+    tl_ckpt_lock *lock;        /* model_dir's, taken by the first train, released by destroy */
     tl_ckpt_manager *ckpt;     /* made at the first save */
     int64_t ckpt_step;         /* "global_step"'s bytes while a save writes them */
+    char *ckpt_input;          /* TL_EST_INPUT_TENSOR's bytes while a save writes them; NULL when none */
     bool bypass_logged;
     tl_summary_writer *summary;      /* training events; opened by the first train */
     tl_summary_writer *eval_summary; /* model_dir/eval; opened by the first evaluate */
@@ -312,8 +320,14 @@ tl_status tl_est_save(tl_estimator *est);
 
 /* ---- summaries.c --------------------------------------------------------- */
 
-/* Opens the training event writer (model_dir only; once). Errors: TL_EIO. */
+/* Opens the training event writer (model_dir only; once) and writes the
+ * train's SessionLog START at the global step + 1. Errors: TL_EIO. */
 tl_status tl_est_summaries_open(tl_estimator *est);
+
+/* After a save: the SessionLog CHECKPOINT at the global step, with the
+ * save path "<model_dir>/model.ckpt" (nothing before the writer is open).
+ * Errors: TL_EIO, TL_ENOMEM. */
+tl_status tl_est_summaries_checkpoint(tl_estimator *est);
 
 /* The summaries of the loop boundary after steps [prev_step, global_step):
  * "loss" on the first loop of a train call and at the first boundary at or

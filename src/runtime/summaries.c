@@ -1,7 +1,8 @@
 /* summaries.c — TensorBoard summaries of the estimator (spec
- * tpu_estimator.md §3.3): training events in model_dir — "loss" as
- * SummarySaverHook writes it, "global_step/sec" and "examples/sec" as
- * ExamplesPerSecondHook does — and every evaluation metric in model_dir/eval
+ * tpu_estimator.md §3.3): training events in model_dir — "loss" and a
+ * SessionLog START per train() as SummarySaverHook writes them, a SessionLog
+ * CHECKPOINT per save as CheckpointSaverHook does, "global_step/sec" and
+ * "examples/sec" as ExamplesPerSecondHook does — and every evaluation metric in model_dir/eval
  * at the evaluated step, as Estimator.evaluate does. Host thread only, at
  * loop boundaries. */
 #include <stdio.h>
@@ -11,9 +12,37 @@
 
 tl_status tl_est_summaries_open(tl_estimator *est)
 {
-    if (est->model_dir == NULL || est->summary != NULL)
+    if (est->model_dir == NULL)
         return TL_OK;
-    return tl_summary_writer_create(est->model_dir, &est->summary);
+    tl_status st = TL_OK;
+    if (est->summary == NULL)
+        st = tl_summary_writer_create(est->model_dir, &est->summary);
+    /* SummarySaverHook's START, once per train(), at the step of its first
+     * summary: the global step after the first step. TensorBoard drops what
+     * it read of this run at that step and after — the events a crashed run
+     * wrote past the checkpoint this one resumes from — and keeps those at
+     * the restored step, which describe the restored state. (TensorFlow
+     * writes it after the first session.run, which on a TPU is a whole
+     * device loop; the step after the restored one purges exactly the
+     * orphans whatever iterations_per_loop is.) */
+    if (st == TL_OK)
+        st = tl_summary_session_log(est->summary, est->global_step + 1, TL_SESSION_START, NULL, NULL, TL_SUMMARY_NOW);
+    return st;
+}
+
+tl_status tl_est_summaries_checkpoint(tl_estimator *est)
+{
+    if (est->summary == NULL)
+        return TL_OK;
+    /* CheckpointSaverHook's: the save path, not the file (the step is the
+     * event's). */
+    char *path = tl_asprintf("%s/" TL_CKPT_PREFIX, est->model_dir);
+    if (path == NULL)
+        return tl_error_oom();
+    tl_status st = tl_summary_session_log(est->summary, est->global_step, TL_SESSION_CHECKPOINT, path, NULL,
+                                          TL_SUMMARY_NOW);
+    tl_free(path);
+    return st;
 }
 
 tl_summary_writer *tl_estimator_summary_writer(tl_estimator *est)
