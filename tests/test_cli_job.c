@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "test_cli_util.h"
+#include "tpuloop/summary.h"
 
 /* A tiny Fashion-MNIST-shaped set: 512 training examples of 8 x 8. */
 static char *tiny_data(void)
@@ -226,5 +227,102 @@ Test(cli_job, use_tpu_false_and_eval_on_tpu_false_run)
     tc_rmtree(dir);
     tc_rmtree(data);
     free(dir);
+    free(data);
+}
+
+/* Steps of the scalar `tag` in dir's event files, in file order. */
+static int event_steps(const char *dir, const char *tag, int64_t *steps, int max)
+{
+    char pattern[800];
+    cr_assert(snprintf(pattern, sizeof pattern, "ls %s/events.out.tfevents.* 2>/dev/null", dir) < (int)sizeof pattern);
+    FILE *ls = popen(pattern, "r");
+    cr_assert_not_null(ls);
+    char path[700];
+    int n = 0;
+    while (fgets(path, sizeof path, ls) != NULL) {
+        path[strcspn(path, "\n")] = '\0';
+        tl_summary_reader *r;
+        cr_assert_eq(tl_summary_reader_open(path, &r), TL_OK, "%s", tl_last_error());
+        const tl_event *ev;
+        while (tl_summary_reader_next(r, &ev) == TL_OK && ev != NULL)
+            for (size_t k = 0; k < ev->num_values; k++)
+                if (strcmp(ev->values[k].tag, tag) == 0 && n < max)
+                    steps[n++] = ev->step;
+        tl_summary_reader_close(r);
+    }
+    pclose(ls);
+    return n;
+}
+
+/* tf.estimator.train_and_evaluate, locally: the checkpoints are evaluated as
+ * they come (not the starting state's), training keeps its bits, the eval
+ * run gets a point per evaluation, and the best checkpoints are kept. */
+Test(cli_job, train_and_evaluate_evaluates_the_checkpoints_as_they_come)
+{
+    char *data = tiny_data(), *a = tc_tmpdir(), *b = tc_tmpdir();
+    char ma[600], mb[600];
+    snprintf(ma, sizeof ma, "--model_dir=%s --save_checkpoints_steps=20", a);
+    snprintf(mb, sizeof mb, "--model_dir=%s --eval_every_n_steps=20 --best_exporter=true --exports_to_keep=2", b);
+    json_t *plain = run_ok("train --data_dir=%s " TINY " --train_steps=60 --iterations_per_loop=10 --eval_batch_size=32 "
+                           "--eval_steps=2 %s", data, ma);
+    json_t *j = run_ok("train_and_evaluate --data_dir=%s " TINY " --train_steps=60 --iterations_per_loop=10 "
+                       "--eval_batch_size=32 --eval_steps=2 %s", data, mb);
+    cr_assert_str_eq(digest_of(j), digest_of(plain));
+    cr_assert_eq(json_integer_value(json_object_get(j, "evaluations")), 3);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "eval"), "global_step")), 60);
+    cr_assert_eq(json_real_value(json_object_get(json_object_get(j, "eval"), "loss")),
+                 json_real_value(json_object_get(json_object_get(plain, "eval"), "loss")),
+                 "the last evaluation is the plain run's evaluation after training");
+    const char *best = json_string_value(json_object_get(j, "best_export"));
+    cr_assert(best != NULL && strstr(best, "/export/best/model.ckpt-"), "%s", best ? best : "(null)");
+    json_decref(plain);
+    json_decref(j);
+    char eval_dir[700];
+    cr_assert(snprintf(eval_dir, sizeof eval_dir, "%s/eval", b) < (int)sizeof eval_dir);
+    int64_t steps[16];
+    int n = event_steps(eval_dir, "loss", steps, 16);
+    cr_assert_eq(n, 3);
+    cr_assert(steps[0] == 20 && steps[1] == 40 && steps[2] == 60, "%lld %lld %lld", (long long)steps[0],
+              (long long)steps[1], (long long)steps[2]);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls %s/export/best | grep -c safetensors", b);
+    FILE *p = popen(cmd, "r");
+    int exports = 0;
+    cr_assert(fscanf(p, "%d", &exports) == 1);
+    pclose(p);
+    cr_assert(exports >= 1 && exports <= 2, "%d exports", exports);
+    tc_rmtree(a);
+    tc_rmtree(b);
+    free(a);
+    free(b);
+    tc_rmtree(data);
+    free(data);
+}
+
+/* throttle_secs: the first new checkpoint is evaluated, the later ones
+ * within the throttle are skipped, the final one is evaluated. */
+Test(cli_job, train_and_evaluate_throttles_and_names_its_needs)
+{
+    char *data = tiny_data(), *dir = tc_tmpdir();
+    char md[600];
+    snprintf(md, sizeof md, "--model_dir=%s --save_checkpoints_steps=20 --throttle_secs=100000", dir);
+    json_t *j = run_ok("train_and_evaluate --data_dir=%s " TINY " --train_steps=60 --iterations_per_loop=10 "
+                       "--eval_batch_size=32 --eval_steps=2 %s", data, md);
+    cr_assert_eq(json_integer_value(json_object_get(j, "evaluations")), 2, "at 20 and at the end, 60");
+    json_decref(j);
+    tc_result r = tc_runf("train_and_evaluate --data_dir=%s " TINY " --train_steps=6 --eval_batch_size=32 "
+                          "--eval_steps=2", data);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "train_and_evaluate evaluates the checkpoints training saves: set model_dir"), "%s",
+              r.err);
+    tc_done(&r);
+    r = tc_runf("train_and_evaluate --data_dir=%s " TINY " --train_steps=6 --eval_batch_size=32 --eval_steps=2 "
+                "--model_dir=%s --throttle_secs=0", data, dir);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "eval_spec.throttle_secs should be positive, given: 0."), "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+    tc_rmtree(data);
     free(data);
 }

@@ -200,6 +200,10 @@ typedef struct tl_run_config {
     tl_opt_int eval_steps;
     const char *warm_start_from;       /* NULL: no warm start; a checkpoint file or a model_dir */
     const char *warm_start_vars;       /* Python regex (re.match); NULL warm-starts nothing; default ".*" */
+    tl_opt_int eval_every_n_steps;     /* train_and_evaluate: save and evaluate every this many steps */
+    int64_t throttle_secs;             /* EvalSpec.throttle_secs: >= 0; 600 */
+    bool best_exporter;                /* train_and_evaluate: export the best checkpoint by loss */
+    int64_t exports_to_keep;           /* best_exporter's newest exports kept; 5 */
     int64_t devices;                   /* per host; 0 discovers one per core */
     int64_t num_hosts;
     const char *params_json;           /* the user's params as a JSON object; "{}" by default */

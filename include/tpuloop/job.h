@@ -87,6 +87,9 @@ typedef struct tl_job_options {
     /* The job trains: the training split is loaded (else only what
      * evaluation and prediction read). */
     bool train;
+    /* ... with tl_job_train_and_evaluate (eval_every_n_steps then adds
+     * checkpoints to evaluate). */
+    bool train_and_evaluate;
     /* At training's start, after the restore (NULL: nothing). */
     void (*on_train_start)(const tl_job_train_start *start, void *user);
     /* At every logging boundary of training (log_step_count_steps); NULL:
@@ -133,6 +136,35 @@ typedef struct tl_job_train_result {
  * checkpoint in model_dir is corrupt).
  */
 TL_API tl_status tl_job_train(tl_job *job, tl_job_train_result *res);
+
+/*
+ * TensorFlow's train_and_evaluate, run locally: trains as tl_job_train does
+ * and evaluates the checkpoints it saves, as _NewCheckpointListenerForEvaluate
+ * does — not the save of the starting state; then a new checkpoint when
+ * throttle_secs passed since the last evaluation (EvalSpec.throttle_secs),
+ * or, with eval_every_n_steps, every that many steps (the estimator also
+ * saves there); and after training the final checkpoint unless it was just
+ * evaluated (not after a requested stop). Each evaluation runs between two
+ * training loops on the parameters just saved — training goes on with the
+ * same bits as without it —, is written to model_dir/eval (TensorBoard's
+ * eval run) at its step, and goes to on_evaluation. With best_exporter, a
+ * checkpoint whose evaluation loss is below every earlier one (earlier runs'
+ * in model_dir/eval included) is copied to model_dir/export/best, whose
+ * newest exports_to_keep stay (BestExporter). *last is the last evaluation
+ * (zeros when none ran). Errors: TL_EINVAL without model_dir or
+ * eval_batch_size, or with throttle_secs 0 and no eval_every_n_steps
+ * (TensorFlow's message), or a job created without
+ * options.train_and_evaluate; those of tl_job_train and tl_job_evaluate;
+ * TL_EIO from the exporter, naming the file.
+ */
+TL_API tl_status tl_job_train_and_evaluate(tl_job *job, tl_job_train_result *res, tl_job_evaluation *last);
+
+/* How many evaluations the last train_and_evaluate ran. */
+TL_API int tl_job_evaluations(const tl_job *job);
+
+/* The last checkpoint best_exporter exported (a file under
+ * model_dir/export/best), or NULL. Valid until the next call on the job. */
+TL_API const char *tl_job_best_export(const tl_job *job);
 
 /*
  * Loads a checkpoint into the job's estimator: the file checkpoint names

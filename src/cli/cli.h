@@ -50,9 +50,10 @@ typedef struct cli_run {
 /* Loads the configuration (cli_load_config with allow_file) into run->cfg
  * and run->r. Returns an exit status; close the run in any case. */
 int cli_run_config(cli_run *run, int argc, char **argv, const char *const *allowed, bool *seen, int nseen);
-/* Then creates the job (train: with the training data), its progress and
- * start lines printed on stderr. Returns an exit status. */
-int cli_run_create(cli_run *run, bool train);
+/* Then creates the job (train: with the training data; tae: for
+ * train_and_evaluate, each evaluation logged), its progress and start lines
+ * printed on stderr. Returns an exit status. */
+int cli_run_create(cli_run *run, bool train, bool tae);
 void cli_run_close(cli_run *run);
 
 /* tl_job_restore for evaluate and predict: the exit status is 2 without
@@ -80,6 +81,7 @@ int cli_print_summary(cli_run *run, json_t *summary, const char *summary_path);
 /* ---- the commands ------------------------------------------------------- */
 
 int cli_train(int argc, char **argv);
+int cli_train_and_evaluate(int argc, char **argv);
 int cli_evaluate(int argc, char **argv);
 int cli_predict(int argc, char **argv);
 int cli_ckpt(int argc, char **argv);

@@ -19,7 +19,7 @@ int cli_evaluate(int argc, char **argv)
     int64_t step;
     int rc = cli_run_config(&run, argc, argv, allowed, seen, 2);
     if (rc == 0)
-        rc = cli_run_create(&run, false);
+        rc = cli_run_create(&run, false, false);
     if (rc == 0)
         rc = cli_run_restore(&run, cli_flag_value(argc, argv, "--checkpoint="), used, sizeof used, &step);
     if (rc == 0) {

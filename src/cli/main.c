@@ -63,6 +63,19 @@ static const command commands[] = {
      "  --summary_json=OUT   also write the JSON line to OUT\n"
      "  --predict            then predict the test set (needs predict_batch_size)\n"
      "  --predictions_out=F  where: .csv, or JSON Lines for .jsonl/.json (default predictions.jsonl)\n"},
+    {"train_and_evaluate", cli_train_and_evaluate,
+     "tpuloop train_and_evaluate [FILE] [--name=value ...] [--summary_json=OUT] [--predict] [--predictions_out=F]\n",
+     "train, evaluating the checkpoints as they come (TensorFlow's train_and_evaluate)",
+     "Trains as train does and evaluates the checkpoints it saves, as tf.estimator.train_and_evaluate does\n"
+     "locally: a new checkpoint once throttle_secs (default 600) passed since the last evaluation, or\n"
+     "every eval_every_n_steps steps (checkpoints are then saved there too), and the final one. Each\n"
+     "evaluation (eval_batch_size, eval_steps) is printed and written to model_dir/eval for TensorBoard.\n"
+     "With best_exporter, a checkpoint whose loss is the lowest yet is kept in model_dir/export/best\n"
+     "(exports_to_keep of them). Needs model_dir. The JSON line adds \"evaluations\", the last \"eval\" and\n"
+     "\"best_export\".\n"
+     "  --summary_json=OUT   also write the JSON line to OUT\n"
+     "  --predict            then predict the test set (needs predict_batch_size)\n"
+     "  --predictions_out=F  where: .csv, or JSON Lines for .jsonl/.json (default predictions.jsonl)\n"},
     {"evaluate", cli_evaluate, "tpuloop evaluate [FILE] [--name=value ...] [--checkpoint=CKPT] [--summary_json=OUT]\n",
      "evaluate the latest valid checkpoint of model_dir (or CKPT); print the metrics as JSON",
      "Builds the model as train does, loads the latest valid checkpoint of model_dir (or CKPT: a file,\n"
@@ -166,7 +179,8 @@ static void print_command_help(const command *c)
         p += nl != NULL ? len + 1 : len;
     }
     printf("\n%s", c->details);
-    if (c->run == cli_train || c->run == cli_evaluate || c->run == cli_predict || c->run == cli_config)
+    if (c->run == cli_train || c->run == cli_train_and_evaluate || c->run == cli_evaluate || c->run == cli_predict ||
+        c->run == cli_config)
         printf("\nFILE is a JSON configuration; --name=value sets any configuration option (`tpuloop help\n"
                "options` lists them). Sources, later wins: defaults, FILE, the environment, --flags.\n");
 }

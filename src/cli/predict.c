@@ -23,7 +23,7 @@ int cli_predict(int argc, char **argv)
     if (rc == 0 && tl_job_check_predictions_path(out) != TL_OK)
         rc = cli_usage_error("--%s", tl_last_error());
     if (rc == 0)
-        rc = cli_run_create(&run, false);
+        rc = cli_run_create(&run, false, false);
     if (rc == 0)
         rc = cli_run_restore(&run, cli_flag_value(argc, argv, "--checkpoint="), used, sizeof used, &step);
     if (rc == 0) {

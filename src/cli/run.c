@@ -107,11 +107,20 @@ int cli_run_config(cli_run *run, int argc, char **argv, const char *const *allow
     return rc;
 }
 
-int cli_run_create(cli_run *run, bool train)
+static void on_evaluation(const tl_job_evaluation *ev, void *user)
+{
+    (void)user;
+    cli_eval_log(ev);
+}
+
+int cli_run_create(cli_run *run, bool train, bool tae)
 {
     tl_job_options o;
     tl_job_options_init(&o);
     o.train = train;
+    o.train_and_evaluate = tae;
+    if (tae)
+        o.on_evaluation = on_evaluation;
     o.on_train_start = on_train_start;
     o.on_progress = on_progress;
     o.user = run;

@@ -98,7 +98,8 @@ static json_t *real_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
-int cli_train(int argc, char **argv)
+/* `train`, or with tae `train_and_evaluate`. */
+static int train(int argc, char **argv, bool tae)
 {
     static const char *const allowed[] = {"--summary_json=", "--predict", "--predictions_out=", NULL};
     bool seen[3] = {false, false, false};
@@ -113,16 +114,17 @@ int cli_train(int argc, char **argv)
     if (rc == 0 && predict && tl_job_check_predictions_path(out) != TL_OK)
         rc = cli_usage_error("--%s", tl_last_error());
     if (rc == 0)
-        rc = cli_run_create(&run, true);
+        rc = cli_run_create(&run, true, tae);
     if (rc != 0) {
         cli_run_close(&run);
         return rc;
     }
     const tl_run_config *r = run.r;
     tl_job_train_result jr;
+    tl_job_evaluation last;
     stop_handlers handlers;
     stop_handlers_install(tl_job_estimator(run.job), &handlers);
-    tl_status st = tl_job_train(run.job, &jr);
+    tl_status st = tae ? tl_job_train_and_evaluate(run.job, &jr, &last) : tl_job_train(run.job, &jr);
     stop_handlers_remove(&handlers);
     if (st != TL_OK) {
         rc = cli_fail(st);
@@ -155,7 +157,7 @@ int cli_train(int argc, char **argv)
     /* A stopped run was asked to end: it evaluates and predicts nothing.
      * Nor does a run whose evaluation TensorFlow's rules forbid (the
      * training is done and saved; `tpuloop evaluate` would fail the same). */
-    bool evaluate = !tr->stopped && r->eval_batch_size.set && (r->eval_steps.set || !r->use_tpu || !r->eval_on_tpu);
+    bool evaluate = !tae && !tr->stopped && r->eval_batch_size.set && (r->eval_steps.set || !r->use_tpu || !r->eval_on_tpu);
     if (evaluate && tl_estimator_check_mode(tl_job_estimator(run.job), TL_MODE_EVAL) != TL_OK) {
         fprintf(stderr, "warning: not evaluating after training: %s\n", tl_last_error());
         evaluate = false;
@@ -171,6 +173,13 @@ int cli_train(int argc, char **argv)
         json_object_set_new(summary, "eval", cli_eval_json(&ev));
         cli_eval_log(&ev);
     }
+    if (tae) {
+        int n = tl_job_evaluations(run.job);
+        const char *best = tl_job_best_export(run.job);
+        json_object_set_new(summary, "evaluations", json_integer(n));
+        json_object_set_new(summary, "eval", n > 0 ? cli_eval_json(&last) : json_null());
+        json_object_set_new(summary, "best_export", best != NULL ? json_string(best) : json_null());
+    }
     if (!tr->stopped && predict) {
         int64_t step;
         if ((rc = cli_predict_to(&run, out, summary, &step)) != 0) {
@@ -182,4 +191,14 @@ int cli_train(int argc, char **argv)
     rc = cli_print_summary(&run, summary, cli_flag_value(argc, argv, "--summary_json="));
     cli_run_close(&run);
     return rc;
+}
+
+int cli_train(int argc, char **argv)
+{
+    return train(argc, argv, false);
+}
+
+int cli_train_and_evaluate(int argc, char **argv)
+{
+    return train(argc, argv, true);
 }

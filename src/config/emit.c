@@ -74,6 +74,10 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_eval_steps: return opt_int(rc->eval_steps);
     case TL_OPT_ID_warm_start_from: return opt_str(rc->warm_start_from);
     case TL_OPT_ID_warm_start_vars: return opt_str(rc->warm_start_vars);
+    case TL_OPT_ID_eval_every_n_steps: return opt_int(rc->eval_every_n_steps);
+    case TL_OPT_ID_throttle_secs: return json_integer(rc->throttle_secs);
+    case TL_OPT_ID_best_exporter: return json_boolean(rc->best_exporter);
+    case TL_OPT_ID_exports_to_keep: return json_integer(rc->exports_to_keep);
     case TL_OPT_ID_devices: return json_integer(rc->devices);
     case TL_OPT_ID_num_hosts: return json_integer(rc->num_hosts);
     case TL_OPT_ID_model_name: return json_string(rc->model.model_name);

@@ -518,6 +518,20 @@ static tl_status resolve_estimator(tl_config *cfg)
         (st = keep_string(ws_vars, &cfg->s_warm_start_vars, &rc->warm_start_vars)) != TL_OK)
         return st;
 
+    /* EvalSpec's throttle_secs (its own check; train_and_evaluate's local
+     * run needs it positive) and tpuloop's evaluation cadence and exporter. */
+    const json_t *thr = RAW(throttle_secs);
+    if (!json_is_integer(thr))
+        return rerr(cfg, TL_OPT_ID_throttle_secs, TL_ETYPE, "throttle_secs must be int, got %s", tl_py_type(thr));
+    if (json_integer_value(thr) < 0)
+        return rerr(cfg, TL_OPT_ID_throttle_secs, TL_EINVAL, "Must specify throttle_secs >= 0, given: %lld",
+                    (long long)json_integer_value(thr));
+    rc->throttle_secs = json_integer_value(thr);
+    if ((st = opt_bounded(cfg, TL_OPT_ID_eval_every_n_steps, 1, &rc->eval_every_n_steps)) != TL_OK ||
+        (st = get_bool(cfg, TL_OPT_ID_best_exporter, &rc->best_exporter)) != TL_OK ||
+        (st = int_in_table_range(cfg, TL_OPT_ID_exports_to_keep, &rc->exports_to_keep)) != TL_OK)
+        return st;
+
     if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK)
         return st;
     return int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts);

@@ -127,6 +127,10 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
         st = tl_job_is_file_dataset(r) ? tl_job_files_open(job) : tl_job_data_load(job);
     if (st == TL_OK) {
         eo.reduce_sum = r->model.reduce_sum;
+        eo.after_save = tl_job_after_save;
+        eo.after_save_user = job;
+        if (job->opt.train_and_evaluate && r->eval_every_n_steps.set)
+            eo.save_every_n_steps = r->eval_every_n_steps.value;
         if (job->opt.on_progress != NULL) {
             eo.on_log = on_log;
             eo.log_user = job;
@@ -277,16 +281,21 @@ tl_status tl_job_evaluate(tl_job *job, const char *checkpoint, tl_job_evaluation
 {
     memset(res, 0, sizeof *res);
     tl_status st = params_for(job, checkpoint, res->checkpoint, sizeof res->checkpoint);
-    if (st != TL_OK)
-        return st;
-    st = job->file_input ? tl_estimator_evaluate_input(job->est, &job->eval_input, &res->result)
-                         : tl_estimator_evaluate(job->est, &job->test, &res->result);
+    if (st == TL_OK)
+        st = tl_job_evaluate_params(job, res);
+    if (st == TL_OK && job->opt.on_evaluation != NULL)
+        job->opt.on_evaluation(res, job->opt.user);
+    return st;
+}
+
+tl_status tl_job_evaluate_params(tl_job *job, tl_job_evaluation *res)
+{
+    tl_status st = job->file_input ? tl_estimator_evaluate_input(job->est, &job->eval_input, &res->result)
+                                   : tl_estimator_evaluate(job->est, &job->test, &res->result);
     if (st != TL_OK)
         return st;
     res->has_oracle_auc = job->has_oracle;
     res->oracle_auc = job->oracle_auc;
-    if (job->opt.on_evaluation != NULL)
-        job->opt.on_evaluation(res, job->opt.user);
     return TL_OK;
 }
 

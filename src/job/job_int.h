@@ -10,6 +10,22 @@
 
 struct tl_job_files;
 
+/* train_and_evaluate's listener state (train_eval.c). */
+typedef struct tl_job_tae {
+    bool active;                 /* a train_and_evaluate is running */
+    bool first;                  /* the next save is the starting state's (not evaluated) */
+    int64_t every_steps;         /* eval_every_n_steps, or 0 */
+    int64_t every_secs;          /* throttle_secs */
+    bool triggered;              /* the timer fired once */
+    int64_t last_step;
+    double last_time;
+    int count;                   /* evaluations run */
+    tl_job_evaluation last;
+    bool best_known;             /* best_exporter: the lowest loss yet */
+    double best_loss;
+    char best_path[4400];        /* the last export, "" without */
+} tl_job_tae;
+
 struct tl_job {
     const tl_config *cfg;        /* borrowed */
     const tl_run_config *r;      /* tl_config_get(cfg) */
@@ -31,7 +47,20 @@ struct tl_job {
     tl_estimator *est;
     bool params_ready;           /* trained or restored: evaluate and predict use them */
     int64_t final_step;          /* the running train's, for on_progress */
+    tl_job_tae tae;
 };
+
+/* ---- job.c ----------------------------------------------------------------- */
+
+/* Evaluates the estimator's parameters as they are (no restore):
+ * tl_job_evaluate's second half (the caller calls on_evaluation). */
+tl_status tl_job_evaluate_params(tl_job *job, tl_job_evaluation *res);
+
+/* ---- train_eval.c ------------------------------------------------------------ */
+
+/* The estimator's after_save listener (tl_estimator_options.after_save):
+ * nothing unless a train_and_evaluate runs. */
+tl_status tl_job_after_save(tl_estimator *est, int64_t step, const char *checkpoint, void *user);
 
 /* ---- data.c ---------------------------------------------------------------- */
 
