@@ -554,7 +554,7 @@ Test(cli_input, idx_files)
     snprintf(input, sizeof input,
              "{\"dataset\": \"idx\", \"files\": [\"%s/train-images-idx3-ubyte\", \"%s/train-labels-idx1-ubyte\"],"
              " \"eval_files\": [\"%s/t10k-images-idx3-ubyte\", \"%s/t10k-labels-idx1-ubyte\"],"
-             " \"idx_scale\": 0.00392156862745098, \"shuffle_buffer_size\": 512}",
+             " \"scale\": 0.00392156862745098, \"shuffle_buffer_size\": 512}",
              dir, dir, dir, dir);
     char *cfg = write_config(dir, "idx.json", input);
     json_t *a = run_ok("train %s --train_steps=32 --eval_steps=4 --params={\\\"num_classes\\\":10}", cfg);

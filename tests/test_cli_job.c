@@ -326,3 +326,35 @@ Test(cli_job, train_and_evaluate_throttles_and_names_its_needs)
     tc_rmtree(data);
     free(data);
 }
+
+/* The input section's scale applies to every source: Fashion-MNIST's test
+ * images read as IDX and scaled by 1/255, and the same images converted to
+ * TFRecord (int64 pixels) and scaled by the same factor, train the same
+ * bits. */
+Test(cli_job, every_source_can_be_scaled)
+{
+    char *dir = tc_tmpdir();
+    const char *fm = "/usr/share/datasets/fashion-mnist";
+    tc_result r = tc_runf("data convert --from=idx %s/t10k-images-idx3-ubyte.gz --labels=%s/t10k-labels-idx1-ubyte.gz "
+                          "--out=%s/t10k.tfrecord --shards=1", fm, fm, dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    const char *common = "--train_batch_size=32 --hidden_units=[16] --devices=1 --train_steps=20 --eval_steps=null "
+                         "--eval_batch_size=null --scale=0.00392156862745098 --tf_random_seed=3";
+    json_t *a = run_ok("train --dataset=idx --files='[\"%s/t10k-images-idx3-ubyte.gz\", "
+                       "\"%s/t10k-labels-idx1-ubyte.gz\"]' %s", fm, fm, common);
+    json_t *b = run_ok("train --dataset=tfrecord --files=%s/t10k-00000-of-00001.tfrecord "
+                       "--features='{\"image\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\", \"shape\": "
+                       "[784]}, \"label\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\"}}' %s", dir, common);
+    cr_assert_str_eq(digest_of(a), digest_of(b));
+    json_t *c = run_ok("train --dataset=tfrecord --files=%s/t10k-00000-of-00001.tfrecord "
+                       "--features='{\"image\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\", \"shape\": "
+                       "[784]}, \"label\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\"}}' %s --scale=1",
+                       dir, common);
+    cr_assert_str_neq(digest_of(b), digest_of(c), "the scale is applied");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    tc_rmtree(dir);
+    free(dir);
+}

@@ -2,7 +2,7 @@
  * test_config_input.c — the "input" section's file datasets: files and
  * eval_files, compression, the tf.Example feature spec, feature_keys and
  * label_key, the pipeline's knobs, Criteo's vocab_sizes, CSV's columns and
- * idx_scale: their defaults, their valid values as resolved and as emitted,
+ * scale: their defaults, their valid values as resolved and as emitted,
  * every error message, the checks across options that a dataset needs, and
  * unwinding when an allocation fails.
  */
@@ -77,7 +77,7 @@ Test(input_cfg, defaults)
     cr_assert_null(in->vocab_sizes);
     cr_assert_null(in->csv_columns);
     cr_assert_null(in->label_column);
-    cr_assert_eq(in->idx_scale, 1.0);
+    cr_assert_eq(in->scale, 1.0);
 
     json_t *j = input_json(cfg);
     cr_assert(json_is_null(json_object_get(j, "files")));
@@ -89,7 +89,7 @@ Test(input_cfg, defaults)
     cr_assert(json_is_true(json_object_get(j, "reshuffle_each_iteration")));
     cr_assert_eq(json_integer_value(json_object_get(j, "prefetch")), 2);
     cr_assert(json_is_false(json_object_get(j, "skip_corrupt_records")));
-    cr_assert_eq(json_real_value(json_object_get(j, "idx_scale")), 1.0);
+    cr_assert_eq(json_real_value(json_object_get(j, "scale")), 1.0);
     json_decref(j);
     tl_config_destroy(cfg);
 }
@@ -540,24 +540,24 @@ Test(input_cfg, csv_errors)
 
 Test(input_cfg, idx_files_and_scale)
 {
-    tl_config *cfg = tu_from_json("{'input': {'dataset': 'idx', 'files': ['img', 'lab'], 'idx_scale': 0.00392156862745098,"
+    tl_config *cfg = tu_from_json("{'input': {'dataset': 'idx', 'files': ['img', 'lab'], 'scale': 0.00392156862745098,"
                                   " 'eval_files': ['ti', 'tl']}}");
     const tl_input_config *in = &tu_resolve_ok(cfg)->input;
     cr_assert_eq(in->num_files, 2);
-    cr_assert_eq(in->idx_scale, 0.00392156862745098);
+    cr_assert_eq(in->scale, 0.00392156862745098);
     tl_config_destroy(cfg);
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['img']}}", TL_EINVAL,
                   "files must be [images, labels] (two IDX files) for dataset idx; got 1");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'eval_files': ['a', 'b', 'c']}}", TL_EINVAL,
                   "eval_files must be null or [images, labels] (two IDX files) for dataset idx; got 3");
-    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'idx_scale': 0}}", TL_EINVAL,
-                  "idx_scale must be a finite number > 0; got 0");
-    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'idx_scale': -1.5}}", TL_EINVAL,
-                  "idx_scale must be a finite number > 0; got -1.5");
-    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'idx_scale': 'x'}}", TL_ETYPE,
-                  "idx_scale must be a finite number > 0; got x");
-    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'idx_scale': 1e300}}", TL_EINVAL,
-                  "idx_scale must be a finite number > 0");
+    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 0}}", TL_EINVAL,
+                  "scale must be a finite number > 0; got 0");
+    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': -1.5}}", TL_EINVAL,
+                  "scale must be a finite number > 0; got -1.5");
+    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 'x'}}", TL_ETYPE,
+                  "scale must be a finite number > 0; got x");
+    tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 1e300}}", TL_EINVAL,
+                  "scale must be a finite number > 0");
 }
 
 /* ---- the help and the file keys ----------------------------------------------- */
@@ -568,7 +568,7 @@ Test(input_cfg, help_and_file_keys)
                                         "label_key", "shuffle_buffer_size", "reshuffle_each_iteration",
                                         "cycle_length", "block_length", "num_parallel_calls", "prefetch",
                                         "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column",
-                                        "idx_scale"};
+                                        "scale"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK);
     for (size_t i = 0; i < N_OF(names); i++) {

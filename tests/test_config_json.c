@@ -282,7 +282,7 @@ Test(emit, help_mentions_every_option)
         "synthetic_num_features", "data_dir",
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
         "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
-        "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "idx_scale", "embedding",
+        "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "scale", "embedding",
         "embedding_config"};
     static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;

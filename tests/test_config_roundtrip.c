@@ -147,7 +147,7 @@ static void same_resolved(const tl_run_config *a, const tl_run_config *b)
         cr_assert_eq(x->csv_columns[i].type, y->csv_columns[i].type);
     }
     str_eq(x->label_column, y->label_column, "label_column");
-    cr_assert_eq(x->idx_scale, y->idx_scale);
+    cr_assert_eq(x->scale, y->scale);
 }
 
 /* to_json of cfg (resolved here) reads back as the same configuration. */
@@ -250,7 +250,7 @@ Test(roundtrip, input_csv_criteo_idx_synthetic)
     round_trips(tu_from_json("{'input': {'dataset': 'criteo', 'files': ['day_*'], 'vocab_sizes': "
                              "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,0]}}"),
                 "criteo");
-    round_trips(tu_from_json("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'idx_scale': 0.00392156862745098}}"),
+    round_trips(tu_from_json("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 0.00392156862745098}}"),
                 "idx");
     round_trips(tu_from_json("{'input': {'dataset': 'criteo_synthetic', 'synthetic_examples': 4096,"
                              " 'synthetic_vocab_sizes': [67108864,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,"

@@ -175,7 +175,7 @@ typedef struct tl_input_config {
     const tl_csv_column *csv_columns; /* (num_csv_columns) csv; NULL when None */
     int num_csv_columns;
     const char *label_column;     /* csv's int64 label column; NULL: label_key */
-    double idx_scale;             /* idx: features = value * idx_scale; 1.0 */
+    double scale;                 /* every dataset: features = (float)value * scale, not label or ids; 1.0 */
 } tl_input_config;
 
 typedef struct tl_run_config {

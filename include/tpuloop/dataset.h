@@ -320,6 +320,20 @@ TL_API tl_status tl_dataset_parse_example(tl_dataset *in, const tl_feature_spec 
  * Errors: TL_EINVAL buffer_size < 1. */
 TL_API tl_status tl_dataset_prefetch(tl_dataset *in, int64_t buffer_size, tl_dataset **out);
 
+/*
+ * map(lambda x: tf.cast(x, tf.float32) * scale) over numeric tensors: the
+ * tensors named by keys (num_keys of them), or with keys NULL every float32,
+ * int32 or int64 tensor whose key is not in skip (num_skip; e.g. the label
+ * and the embedding ids), become float32 with each value times scale (the
+ * float product: (float)value * (float)scale). Dense and ragged tensors
+ * alike; other tensors pass unchanged. It holds no state of its own. Errors:
+ * TL_EINVAL for scale not finite and > 0, a NULL key, keys or skip NULL with
+ * a count; at tl_dataset_next, TL_EINVAL for a chosen tensor that is not
+ * numeric (named, with the record).
+ */
+TL_API tl_status tl_dataset_scale(tl_dataset *in, double scale, const char *const *keys, int num_keys,
+                                  const char *const *skip, int num_skip, tl_dataset **out);
+
 #ifdef __cplusplus
 }
 #endif

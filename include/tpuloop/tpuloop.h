@@ -23,7 +23,9 @@
  *   comm.h          collectives with a fixed reduction order
  *   estimator.h     train, evaluate and predict in device loops on the replicas of this
  *                   process, from memory or from input_fn datasets by TPUEstimator's deployment
- *   models.h        built-in model_fns (the MLP)
+ *   models.h        built-in model_fns (the MLP, DLRM)
+ *   job.h           from a resolved configuration to a running job: what `tpuloop train`,
+ *                   `train_and_evaluate`, `evaluate` and `predict` do
  */
 #ifndef TPULOOP_TPULOOP_H
 #define TPULOOP_TPULOOP_H
@@ -51,5 +53,6 @@
 #include "tpuloop/example.h"
 #include "tpuloop/dataset.h"
 #include "tpuloop/criteo_synth.h"
+#include "tpuloop/job.h"
 
 #endif /* TPULOOP_TPULOOP_H */

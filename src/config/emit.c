@@ -124,7 +124,7 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_vocab_sizes:
     case TL_OPT_ID_csv_columns:
     case TL_OPT_ID_label_column:
-    case TL_OPT_ID_idx_scale: return tl_input_value_json(cfg, (tl_opt_id)id);
+    case TL_OPT_ID_scale: return tl_input_value_json(cfg, (tl_opt_id)id);
     case TL_OPT_ID_embedding: return rc->embedding_json ? json_loads(rc->embedding_json, 0, NULL) : json_null();
     case TL_OPT_ID_embedding_config: return opt_str(rc->embedding_config);
     case TL_NUM_OPTIONS: break;

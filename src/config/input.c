@@ -712,11 +712,11 @@ tl_status tl_config_resolve_input(tl_config *cfg)
         (st = get_name(cfg, TL_OPT_ID_label_column, &in->label_column)) != TL_OK)
         return st;
     in->shuffle_buffer_size = shuffle;
-    const json_t *scale = RAW(idx_scale);
+    const json_t *scale = RAW(scale);
     if (!json_is_number(scale) || !(json_number_value(scale) > 0) || !isfinite(json_number_value(scale)) ||
         json_number_value(scale) > 3.4028234663852886e38)
-        return bad(cfg, TL_OPT_ID_idx_scale, json_is_number(scale) ? TL_EINVAL : TL_ETYPE, scale);
-    in->idx_scale = json_number_value(scale);
+        return bad(cfg, TL_OPT_ID_scale, json_is_number(scale) ? TL_EINVAL : TL_ETYPE, scale);
+    in->scale = json_number_value(scale);
     return check_dataset(cfg, in);
 }
 
@@ -847,7 +847,7 @@ json_t *tl_input_value_json(const tl_config *cfg, tl_opt_id id)
                                                                  : in->synthetic_num_features;
         return f.set ? json_integer(f.value) : json_null();
     }
-    case TL_OPT_ID_idx_scale: return json_real(in->idx_scale);
+    case TL_OPT_ID_scale: return json_real(in->scale);
     default: return json_null();
     }
 }

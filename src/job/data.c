@@ -107,14 +107,25 @@ static tl_status criteo_synthetic(tl_job *job)
 tl_status tl_job_data_load(tl_job *job)
 {
     const char *d = job->r->input.dataset;
+    tl_status st;
     if (strcmp(d, "fashion_mnist") == 0)
-        return fashion_mnist(job);
-    if (strcmp(d, "synthetic") == 0)
-        return synthetic(job);
-    if (strcmp(d, "criteo_synthetic") == 0)
-        return criteo_synthetic(job);
-    return tl_error(TL_EINVAL, "input.dataset: '%s' is not an in-memory dataset (fashion_mnist, synthetic, "
-                               "criteo_synthetic)", d);
+        st = fashion_mnist(job);
+    else if (strcmp(d, "synthetic") == 0)
+        st = synthetic(job);
+    else if (strcmp(d, "criteo_synthetic") == 0)
+        st = criteo_synthetic(job);
+    else
+        return tl_error(TL_EINVAL, "input.dataset: '%s' is not an in-memory dataset (fashion_mnist, synthetic, "
+                                   "criteo_synthetic)", d);
+    /* The input section's scale, as tl_dataset_scale applies it to files:
+     * the features (not labels, not ids), as the float product. */
+    float s = (float)job->r->input.scale;
+    for (int k = 0; st == TL_OK && s != 1.0f && k < 2; k++) {
+        tl_labeled_data *o = job->owned[k];
+        for (int64_t i = 0; o != NULL && i < o->num_examples * o->num_features; i++)
+            o->features[i] *= s;
+    }
+    return st;
 }
 
 void tl_job_data_free(tl_job *job)

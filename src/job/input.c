@@ -171,7 +171,7 @@ static tl_status source(const struct tl_job_files *f, int total, int index, tl_d
         return TL_OK;
     }
     if (strcmp(d, "idx") == 0) {
-        st = tl_dataset_idx(f->patterns[0], f->npatterns > 1 ? f->patterns[1] : NULL, (float)in->idx_scale, &ds);
+        st = tl_dataset_idx(f->patterns[0], f->npatterns > 1 ? f->patterns[1] : NULL, 1.0f, &ds);
     } else {
         /* This shard's files, each as a pattern matching only itself. */
         const char **mine = f->npatterns > 0 ? (const char **)f->patterns : NULL;
@@ -204,6 +204,37 @@ static tl_status source(const struct tl_job_files *f, int total, int index, tl_d
     return TL_OK;
 }
 
+/* The input section's scale over the model's features: feature_keys, or
+ * every numeric tensor but the label and the embedding features' ids. */
+static tl_status scale_features(const tl_job *job, tl_dataset *ds, tl_dataset **out)
+{
+    const tl_input_config *in = &job->r->input;
+    if (in->feature_keys != NULL)
+        return tl_dataset_scale(ds, in->scale, in->feature_keys, in->num_feature_keys, NULL, 0, out);
+    const tl_emb_config *e = job->emb_spec != NULL ? tl_emb_spec_config(job->emb_spec) : NULL;
+    int n = 1 + (e != NULL ? e->num_features : 0);
+    const char **skip = calloc((size_t)n, sizeof *skip);
+    if (skip == NULL) {
+        tl_dataset_destroy(ds);
+        return tl_error(TL_ENOMEM, "out of memory");
+    }
+    skip[0] = job->train_input.label_key != NULL ? job->train_input.label_key : job->eval_input.label_key;
+    if (skip[0] == NULL)
+        skip[0] = "label";
+    char names[64][32];
+    for (int i = 1; i < n; i++) {
+        const char *name = e->features[i - 1].name;
+        if (name == NULL && i - 1 < 64) { /* the engine's default name */
+            snprintf(names[i - 1], sizeof names[0], "feature_%d", i - 1);
+            name = names[i - 1];
+        }
+        skip[i] = name != NULL ? name : "";
+    }
+    tl_status st = tl_dataset_scale(ds, in->scale, NULL, 0, skip, n, out);
+    free(skip);
+    return st;
+}
+
 /* The input_fn of `train`, `evaluate` and `predict`. */
 static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **out)
 {
@@ -212,6 +243,8 @@ static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **
     const tl_input_config *in = &r->input;
     tl_dataset *ds;
     tl_status st = source(f, ctx->total, ctx->index, &ds);
+    if (st == TL_OK && in->scale != 1.0)
+        st = scale_features(f->job, ds, &ds);
     if (st != TL_OK)
         return st;
     uint64_t seed = r->tf_random_seed.set ? (uint64_t)r->tf_random_seed.value : 0;
