@@ -44,21 +44,31 @@ static bool should_trigger(const tl_job_tae *t, int64_t step, double now)
     return now >= t->last_time + (double)t->every_secs;
 }
 
+/* The files dir/name_pattern matches into *g (none: gl_pathc 0). */
+static tl_status list_files(const char *dir, const char *name_pattern, glob_t *g)
+{
+    char pattern[4400];
+    memset(g, 0, sizeof *g);
+    if (snprintf(pattern, sizeof pattern, "%s/%s", dir, name_pattern) >= (int)sizeof pattern)
+        return tl_error(TL_EINVAL, "best_exporter: the path is too long: %s", dir);
+    int rc = glob(pattern, 0, NULL, g);
+    if (rc == GLOB_NOMATCH)
+        return TL_OK;
+    return rc == 0 ? TL_OK : tl_error(TL_EIO, "best_exporter: cannot list %s", pattern);
+}
+
 /* The lowest "loss" of the evaluations model_dir/eval holds (earlier runs'),
  * as BestExporter reads its event files. *known false when there is none. */
 static tl_status best_so_far(const char *model_dir, double *best, bool *known)
 {
-    char pattern[4200];
+    char dir[4200];
     *known = false;
-    if (snprintf(pattern, sizeof pattern, "%s/eval/events.out.tfevents.*", model_dir) >= (int)sizeof pattern)
+    if (snprintf(dir, sizeof dir, "%s/eval", model_dir) >= (int)sizeof dir)
         return tl_error(TL_EINVAL, "model_dir is too long: %s", model_dir);
     glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH)
-        return TL_OK;
-    if (rc != 0)
-        return tl_error(TL_EIO, "best_exporter: cannot list %s", pattern);
-    tl_status st = TL_OK;
+    tl_status st = list_files(dir, "events.out.tfevents.*", &g);
+    if (st != TL_OK || g.gl_pathc == 0)
+        return st;
     for (size_t i = 0; i < g.gl_pathc && st == TL_OK; i++) {
         tl_summary_reader *r;
         if ((st = tl_summary_reader_open(g.gl_pathv[i], &r)) != TL_OK)
@@ -123,15 +133,10 @@ static tl_status copy_file(const char *src, const char *dst)
 /* The exports' steps in export/best, newest first beyond keep removed. */
 static tl_status prune_exports(const char *dir, int64_t keep)
 {
-    char pattern[4400];
-    if (snprintf(pattern, sizeof pattern, "%s/model.ckpt-*.safetensors", dir) >= (int)sizeof pattern)
-        return tl_error(TL_EINVAL, "best_exporter: the path is too long: %s", dir);
     glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH)
-        return TL_OK;
-    if (rc != 0)
-        return tl_error(TL_EIO, "best_exporter: cannot list %s", pattern);
+    tl_status st = list_files(dir, "model.ckpt-*.safetensors", &g);
+    if (st != TL_OK || g.gl_pathc == 0)
+        return st;
     /* glob sorts by name; order by step (model.ckpt-<step>.safetensors). */
     int64_t *steps = calloc(g.gl_pathc + 1, sizeof *steps);
     if (steps == NULL) {
@@ -142,7 +147,6 @@ static tl_status prune_exports(const char *dir, int64_t keep)
         const char *p = strrchr(g.gl_pathv[i], '-');
         steps[i] = p != NULL ? strtoll(p + 1, NULL, 10) : -1;
     }
-    tl_status st = TL_OK;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         int64_t newer = 0; /* exports with a larger step */
         for (size_t j = 0; j < g.gl_pathc; j++)
