@@ -551,11 +551,11 @@ Test(input_cfg, idx_files_and_scale)
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'eval_files': ['a', 'b', 'c']}}", TL_EINVAL,
                   "eval_files must be null or [images, labels] (two IDX files) for dataset idx; got 3");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 0}}", TL_EINVAL,
-                  "scale must be a finite number > 0; got 0");
+                  "scale must be a finite number > 0 (1/255 = 0.00392156862745098 for pixels 0..255); got 0");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': -1.5}}", TL_EINVAL,
-                  "scale must be a finite number > 0; got -1.5");
+                  "scale must be a finite number > 0 (1/255 = 0.00392156862745098 for pixels 0..255); got -1.5");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 'x'}}", TL_ETYPE,
-                  "scale must be a finite number > 0; got x");
+                  "scale must be a finite number > 0 (1/255 = 0.00392156862745098 for pixels 0..255); got x");
     tu_json_fails("{'input': {'dataset': 'idx', 'files': ['i', 'l'], 'scale': 1e300}}", TL_EINVAL,
                   "scale must be a finite number > 0");
 }
