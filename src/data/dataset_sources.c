@@ -145,8 +145,9 @@ static tl_status save_names(json_t *obj, char **names, size_t count)
     return TL_OK;
 }
 
-static tl_status files_save(tl_dataset *ds, json_t *obj)
+static tl_status files_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     files_impl *f = ds->impl;
     tl_status st = save_names(obj, f->names, f->count);
     if (st == TL_OK && json_object_set_new(obj, "pos", json_integer((json_int_t)f->pos)) != 0)
@@ -154,8 +155,9 @@ static tl_status files_save(tl_dataset *ds, json_t *obj)
     return st;
 }
 
-static tl_status files_restore(tl_dataset *ds, json_t *obj)
+static tl_status files_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     files_impl *f = ds->impl;
     int64_t pos;
     tl_status st = check_names(obj, "restore: file list", f->names, f->count);
@@ -249,8 +251,9 @@ static tl_status mem_reset(tl_dataset *ds, uint64_t epoch_key)
     return TL_OK;
 }
 
-static tl_status mem_save(tl_dataset *ds, json_t *obj)
+static tl_status mem_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     mem_impl *m = ds->impl;
     if (json_object_set_new(obj, "pos", json_integer(m->pos)) != 0 ||
         json_object_set_new(obj, "n", json_integer(m->n)) != 0)
@@ -258,8 +261,9 @@ static tl_status mem_save(tl_dataset *ds, json_t *obj)
     return TL_OK;
 }
 
-static tl_status mem_restore(tl_dataset *ds, json_t *obj)
+static tl_status mem_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     mem_impl *m = ds->impl;
     int64_t pos, n;
     tl_status st = ds_json_int(obj, "pos", "restore: examples", &pos);
@@ -561,8 +565,9 @@ static tl_status text_reset(tl_dataset *ds, uint64_t epoch_key)
     return TL_OK;
 }
 
-static tl_status text_save(tl_dataset *ds, json_t *obj)
+static tl_status text_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     text_impl *t = ds->impl;
     tl_status st = save_names(obj, t->names, t->count);
     if (st == TL_OK && (json_object_set_new(obj, "file", json_integer((json_int_t)t->file)) != 0 ||
@@ -572,8 +577,9 @@ static tl_status text_save(tl_dataset *ds, json_t *obj)
 }
 
 /* Text readers cannot seek: the file is read again up to the record. */
-static tl_status text_restore(tl_dataset *ds, json_t *obj)
+static tl_status text_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     text_impl *t = ds->impl;
     int64_t file, record;
     tl_status st = check_names(obj, "restore: text files", t->names, t->count);
