@@ -153,6 +153,20 @@ tl_status ds_load_slots(ds_loader *ld, json_t *obj, const char *key, const char 
 /* Frees slots[0..n) and slots. */
 void ds_slots_free(ds_elem **slots, int64_t n);
 
+/* The largest dimension, value count or length, and the most tensors per
+ * element, a saved state may hold. */
+#define DS_STATE_MAX_COUNT ((int64_t)1 << 40)
+#define DS_STATE_MAX_TENSORS 65536
+
+/* Decodes the base64 s[0..slen) into dst, which holds cap bytes; *n is how
+ * many were written. Returns false for text that is not base64 (padding
+ * only at the end) or does not fit. */
+bool ds_b64_decode(const char *s, size_t slen, uint8_t *dst, size_t cap, size_t *n);
+
+/* ds_load_slots for a state of format tpuloop.dataset/1 (dataset_state_v1.c). */
+tl_status ds_load_slots_v1(ds_ctx *ctx, json_t *obj, const char *key, const char *what, int64_t max,
+                           ds_elem ***slots, int64_t *n);
+
 /* JSON integer helpers that fail with a message naming what. */
 tl_status ds_json_int(json_t *obj, const char *key, const char *what, int64_t *out);
 tl_status ds_json_u64(json_t *obj, const char *key, const char *what, uint64_t *out);

@@ -299,9 +299,9 @@ static tl_status mem_finish(mem_impl *m, const char *what, tl_dataset **out)
     ds_format_shape(shape, sizeof shape, m->shape, m->rank);
     char *desc = tl_asprintf("%s(%lld examples, features %s%s)", what, (long long)m->n, shape,
                              m->labels != NULL ? ", label" : "");
+    /* ds_node_new frees desc when it fails. */
     tl_dataset *ds = desc != NULL ? ds_node_new(&mem_ops, m, desc, NULL) : NULL;
     if (ds == NULL) {
-        tl_free(desc);
         mem_destroy(&(tl_dataset){.impl = m});
         return tl_error_oom();
     }
@@ -530,8 +530,13 @@ static tl_status text_read(tl_dataset *ds, text_impl *t, ds_elem **out)
             st = criteo_elem(ds, t, &x, out);
     }
     if (st == TL_OK && got) {
-        (*out)->file = ds_intern(ds->ctx, t->names[t->file]);
+        /* Counted even when it fails: the reader has read the record. */
         (*out)->record = t->record++;
+        if (((*out)->file = ds_intern(ds->ctx, t->names[t->file])) == NULL) {
+            ds_elem_free(*out);
+            *out = NULL;
+            st = tl_error_oom();
+        }
     }
     return st;
 }
@@ -640,12 +645,15 @@ static tl_status text_finish(text_impl *t, const char *const *patterns, int n, t
      * fails at construction, as the header promises. */
     if (st == TL_OK && (st = text_open(t)) == TL_OK)
         text_close(t);
-    tl_dataset *ds = st == TL_OK ? ds_node_new(&text_ops, t, desc, NULL) : NULL;
-    if (st == TL_OK && ds == NULL)
-        st = tl_error_oom();
-    if (st != TL_OK) {
+    tl_dataset *ds = NULL;
+    if (st == TL_OK) {
+        ds = ds_node_new(&text_ops, t, desc, NULL); /* which frees desc when it fails */
+        desc = NULL;
         if (ds == NULL)
-            tl_free(desc);
+            st = tl_error_oom();
+    }
+    if (st != TL_OK) {
+        tl_free(desc);
         text_destroy(&(tl_dataset){.impl = t});
         return st;
     }

@@ -3,41 +3,19 @@
  * (shuffle and prefetch buffers, records waiting to be parsed), and the JSON
  * helpers the nodes' save and restore share.
  *
- * Format "tpuloop.dataset/2", written since buffers of 10^5 elements had to
- * be saved with every checkpoint: a JSON object
+ * Format "tpuloop.dataset/2" (documented field by field at tl_dataset_save in
+ * tpuloop/dataset.h) came when buffers of 10^5 elements had to be saved with
+ * every checkpoint: the nodes' own fields stay JSON, and every buffered
+ * element is packed into one byte string (varints, values little-endian,
+ * keys and file names by index into "strings"), base64'd once as the last
+ * member, "elements". A node's list of slots is {"slots": n, "at": a,
+ * "bytes": b} into it. Saving writes the bytes and the base64 straight into
+ * the text; restoring cuts "elements" off before the JSON parser sees the
+ * text and decodes the bytes directly, checking every count against the
+ * bytes left before it allocates.
  *
- *   {"format": "tpuloop.dataset/2", "corrupt_skipped": n,
- *    "nodes": [{"node": description, ...the node's fields...}, ...],
- *    "strings": [key or file name, ...],
- *    "elements": base64}
- *
- * written in this order, "elements" last. A node's list of buffer slots is
- * {"slots": n, "at": a, "bytes": b}: n slots encoded in bytes [a, a + b) of
- * the decoded "elements". The encoding (varint: unsigned LEB128, as
- * protobuf's; zigzag: a signed varint, as protobuf's sint64; every
- * fixed-width value little-endian, whatever the host):
- *
- *   slot    byte 0 (an empty slot: a shuffle buffer's hole) or 1, then
- *   element varint file (0 none, else 1 + its index in "strings"),
- *           zigzag record, varint offset, varint number of tensors, and per
- *           tensor:
- *   tensor  varint key (its index in "strings"), byte dtype (1 float32,
- *           2 int64, 3 int32, 4 bytes), byte rank (0..8), varint dims[rank],
- *           byte ragged (0, 1), for a ragged tensor varint num_values,
- *           varint num_rows and varint row_lengths[num_rows], then the
- *           values (the dims' product of them, num_values when ragged):
- *           float32 and int32 4 bytes each, int64 8, bytes a varint length
- *           and the bytes.
- *
- * So the bulk of a state is one base64 string, written and read as bytes
- * (no JSON value per element), and restore hands the JSON parser the text
- * without it. Format "tpuloop.dataset/1" (up to this version) kept each
- * element as JSON, {"file": name or null, "record": n, "offset": "n",
- * "tensors": [{"key", "dtype", "shape": [...], "ragged", "num_values",
- * "row_lengths": [...], "data": base64 or, for bytes, [base64, ...]}]}, a
- * list as a JSON array of them (null for an empty slot), with the values'
- * bytes in the host's order and no "strings" or "elements"; it is read
- * still. */
+ * Format "tpuloop.dataset/1" (earlier versions: every element a JSON object
+ * inside its node) is read by dataset_state_v1.c. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,10 +25,6 @@
 
 #define FORMAT_1 "tpuloop.dataset/1"
 #define FORMAT_2 "tpuloop.dataset/2"
-
-/* The largest dimension, value count or length a state may hold. */
-#define MAX_COUNT ((int64_t)1 << 40)
-#define MAX_TENSORS 65536
 
 /* ---- base64 ------------------------------------------------------------------ */
 
@@ -92,10 +66,7 @@ static bool is_b64(char c)
     return b64_table[(unsigned char)c] >= 0 || c == '=';
 }
 
-/* Decodes s[0..slen) into dst, which holds cap bytes; *n is how many were
- * written. Returns false for text that is not base64 (padding only at the
- * end) or does not fit. */
-static bool b64_decode(const char *s, size_t slen, uint8_t *dst, size_t cap, size_t *n)
+bool ds_b64_decode(const char *s, size_t slen, uint8_t *dst, size_t cap, size_t *n)
 {
     pthread_once(&b64_once, b64_table_init);
     *n = 0;
@@ -561,7 +532,7 @@ static tl_status read_v2(ds_loader *ld, json_t *root, const char *b64, size_t b6
     ld->data = tl_malloc(cap > 0 ? cap : 1);
     if (ld->data == NULL)
         return tl_error_oom();
-    if (!b64_decode(b64, b64len, ld->data, cap, &ld->len))
+    if (!ds_b64_decode(b64, b64len, ld->data, cap, &ld->len))
         return tl_error(TL_EINVAL, "%s: \"elements\" is not base64 (%zu characters)", what, b64len);
     return TL_OK;
 }
@@ -710,7 +681,7 @@ static bool get_tensor(ds_loader *ld, reader *r, tl_tensor *t)
     t->dtype = (tl_data_type)dtype;
     t->rank = rank;
     for (int d = 0; d < t->rank; d++) {
-        if (!get_varint(r, "a dimension", (uint64_t)MAX_COUNT, &u))
+        if (!get_varint(r, "a dimension", (uint64_t)DS_STATE_MAX_COUNT, &u))
             return false;
         t->shape[d] = (int64_t)u;
     }
@@ -722,7 +693,7 @@ static bool get_tensor(ds_loader *ld, reader *r, tl_tensor *t)
     int64_t n = 1;
     if (t->ragged) {
         uint64_t values = 0, rows = 0;
-        if (!get_varint(r, "num_values", (uint64_t)MAX_COUNT, &values) ||
+        if (!get_varint(r, "num_values", (uint64_t)DS_STATE_MAX_COUNT, &values) ||
             !get_varint(r, "num_rows", left(r), &rows))
             return false;
         t->num_values = (int64_t)values;
@@ -743,8 +714,8 @@ static bool get_tensor(ds_loader *ld, reader *r, tl_tensor *t)
         n = t->num_values;
     } else {
         for (int d = 0; d < t->rank; d++) {
-            if (t->shape[d] != 0 && n > MAX_COUNT / t->shape[d])
-                return fail(r, "tensor \"%s\": more than %" PRId64 " values", t->key, MAX_COUNT);
+            if (t->shape[d] != 0 && n > DS_STATE_MAX_COUNT / t->shape[d])
+                return fail(r, "tensor \"%s\": more than %" PRId64 " values", t->key, DS_STATE_MAX_COUNT);
             n *= t->shape[d];
         }
     }
@@ -808,7 +779,7 @@ static bool get_slot(ds_loader *ld, reader *r, ds_elem **out)
     /* A tensor takes 4 bytes at least. */
     if (!get_varint(r, "file", ld->nstr, &file) || !get_varint(r, "record", UINT64_MAX, &record) ||
         !get_varint(r, "offset", UINT64_MAX, &offset) ||
-        !get_varint(r, "the number of tensors", left(r) / 4 < MAX_TENSORS ? left(r) / 4 : MAX_TENSORS, &nt))
+        !get_varint(r, "the number of tensors", left(r) / 4 < DS_STATE_MAX_TENSORS ? left(r) / 4 : DS_STATE_MAX_TENSORS, &nt))
         return false;
     ds_elem *e = ds_elem_new((int)nt);
     if (e == NULL)
@@ -825,159 +796,7 @@ static bool get_slot(ds_loader *ld, reader *r, ds_elem **out)
     return true;
 }
 
-/* ---- version 1: elements as JSON --------------------------------------------------- */
-
-static tl_status bad(const char *what, const char *field)
-{
-    return tl_error(TL_EINVAL, "%s: malformed saved element (field \"%s\")", what, field);
-}
-
-static tl_status tensor_from_json(ds_ctx *ctx, json_t *j, const char *what, tl_tensor *t)
-{
-    const char *key = json_string_value(json_object_get(j, "key"));
-    json_t *shape = json_object_get(j, "shape"), *data = json_object_get(j, "data");
-    json_t *dt = json_object_get(j, "dtype");
-    if (key == NULL)
-        return bad(what, "key");
-    if (!json_is_array(shape) || json_array_size(shape) > TL_TENSOR_MAX_RANK)
-        return bad(what, "shape");
-    if (!json_is_integer(dt) || ds_dtype_size((tl_data_type)json_integer_value(dt)) == 0)
-        return bad(what, "dtype");
-    memset(t, 0, sizeof *t);
-    t->key = ds_intern(ctx, key);
-    if (t->key == NULL)
-        return tl_error_oom();
-    t->dtype = (tl_data_type)json_integer_value(dt);
-    t->rank = (int)json_array_size(shape);
-    for (int i = 0; i < t->rank; i++) {
-        json_t *d = json_array_get(shape, (size_t)i);
-        if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > MAX_COUNT)
-            return bad(what, "shape");
-        t->shape[i] = json_integer_value(d);
-    }
-    t->ragged = json_is_true(json_object_get(j, "ragged"));
-    if (t->ragged) {
-        json_t *rl = json_object_get(j, "row_lengths");
-        tl_status st = ds_json_int(j, "num_values", what, &t->num_values);
-        if (st != TL_OK)
-            return st;
-        if (!json_is_array(rl) || t->num_values < 0 || t->num_values > MAX_COUNT)
-            return bad(what, "row_lengths");
-        t->num_rows = (int64_t)json_array_size(rl);
-        t->row_lengths = tl_alloc_array((size_t)t->num_rows + 1, sizeof *t->row_lengths);
-        if (t->row_lengths == NULL)
-            return tl_error_oom();
-        /* The rows share out the values: a batch copies row by row. */
-        int64_t sum = 0;
-        for (int64_t i = 0; i < t->num_rows; i++) {
-            json_t *v = json_array_get(rl, (size_t)i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > t->num_values - sum)
-                return bad(what, "row_lengths");
-            t->row_lengths[i] = json_integer_value(v);
-            sum += t->row_lengths[i];
-        }
-        if (sum != t->num_values)
-            return bad(what, "row_lengths");
-    } else {
-        int64_t n = 1;
-        for (int i = 0; i < t->rank; i++) {
-            if (t->shape[i] != 0 && n > MAX_COUNT / t->shape[i])
-                return bad(what, "shape");
-            n *= t->shape[i];
-        }
-    }
-    int64_t n = ds_tensor_count(t);
-    if (t->dtype == TL_DT_BYTES) {
-        if (!json_is_array(data) || (int64_t)json_array_size(data) != n)
-            return bad(what, "data");
-        size_t total = 0;
-        for (int64_t i = 0; i < n; i++)
-            total += json_string_length(json_array_get(data, (size_t)i));
-        size_t head = (size_t)n * sizeof(tl_bytes);
-        uint8_t *block = tl_malloc(head + total + 1);
-        if (block == NULL)
-            return tl_error_oom();
-        t->data = block;
-        tl_bytes *b = (tl_bytes *)(void *)block;
-        uint8_t *pool = block + head;
-        for (int64_t i = 0; i < n; i++) {
-            json_t *s = json_array_get(data, (size_t)i);
-            size_t got;
-            if (!json_is_string(s) || !b64_decode(json_string_value(s), json_string_length(s), pool,
-                                                  (size_t)(block + head + total - pool), &got))
-                return bad(what, "data");
-            b[i].data = pool;
-            b[i].len = got;
-            pool += got;
-        }
-    } else {
-        size_t bytes = (size_t)n * ds_dtype_size(t->dtype), got;
-        t->data = tl_malloc(bytes > 0 ? bytes : 1);
-        if (t->data == NULL)
-            return tl_error_oom();
-        if (!json_is_string(data) ||
-            !b64_decode(json_string_value(data), json_string_length(data), t->data, bytes, &got) || got != bytes)
-            return bad(what, "data");
-    }
-    return TL_OK;
-}
-
-static tl_status elem_from_json(ds_ctx *ctx, json_t *j, const char *what, ds_elem **out)
-{
-    *out = NULL;
-    json_t *ts = json_object_get(j, "tensors");
-    if (!json_is_array(ts) || json_array_size(ts) > MAX_TENSORS)
-        return bad(what, "tensors");
-    ds_elem *e = ds_elem_new((int)json_array_size(ts));
-    if (e == NULL)
-        return tl_error_oom();
-    tl_status st = TL_OK;
-    const char *file = json_string_value(json_object_get(j, "file"));
-    if (file != NULL && (e->file = ds_intern(ctx, file)) == NULL)
-        st = tl_error_oom();
-    if (st == TL_OK)
-        st = ds_json_int(j, "record", what, &e->record);
-    if (st == TL_OK)
-        st = ds_json_u64(j, "offset", what, &e->offset);
-    for (int i = 0; i < e->pub.num_tensors && st == TL_OK; i++)
-        st = tensor_from_json(ctx, json_array_get(ts, (size_t)i), what, &e->pub.tensors[i]);
-    if (st != TL_OK) {
-        ds_elem_free(e);
-        return st;
-    }
-    *out = e;
-    return TL_OK;
-}
-
 /* ---- lists of slots ------------------------------------------------------------------ */
-
-static tl_status load_v1(ds_loader *ld, json_t *obj, const char *key, const char *what, int64_t max,
-                         ds_elem ***slots, int64_t *n)
-{
-    json_t *arr = json_object_get(obj, key);
-    if (!json_is_array(arr))
-        return tl_error(TL_EINVAL, "%s: the saved state lacks its \"%s\" array", what, key);
-    int64_t count = (int64_t)json_array_size(arr);
-    if (count > max)
-        return tl_error(TL_EINVAL, "%s: the saved \"%s\" holds %lld elements; at most %lld fit", what, key,
-                        (long long)count, (long long)max);
-    if (count == 0)
-        return TL_OK;
-    ds_elem **s = tl_calloc((size_t)count, sizeof *s);
-    if (s == NULL)
-        return tl_error_oom();
-    for (int64_t i = 0; i < count; i++) {
-        json_t *j = json_array_get(arr, (size_t)i);
-        tl_status st = json_is_null(j) ? TL_OK : elem_from_json(ld->ctx, j, what, &s[i]);
-        if (st != TL_OK) {
-            ds_slots_free(s, count);
-            return st;
-        }
-    }
-    *slots = s;
-    *n = count;
-    return TL_OK;
-}
 
 tl_status ds_load_slots(ds_loader *ld, json_t *obj, const char *key, const char *what, int64_t max,
                         ds_elem ***slots, int64_t *n)
@@ -985,7 +804,7 @@ tl_status ds_load_slots(ds_loader *ld, json_t *obj, const char *key, const char 
     *slots = NULL;
     *n = 0;
     if (ld->version == 1)
-        return load_v1(ld, obj, key, what, max, slots, n);
+        return ds_load_slots_v1(ld->ctx, obj, key, what, max, slots, n);
     json_t *l = json_object_get(obj, key);
     int64_t count = 0, at = 0, bytes = 0;
     if (!json_is_object(l))
@@ -1000,11 +819,14 @@ tl_status ds_load_slots(ds_loader *ld, json_t *obj, const char *key, const char 
     if (count < 0 || count > max)
         return tl_error(TL_EINVAL, "%s: the saved \"%s\" holds %lld elements; 0..%lld fit", what, key,
                         (long long)count, (long long)max);
-    if (at < 0 || (uint64_t)at > ld->len || bytes < 0 || (uint64_t)bytes > ld->len - (uint64_t)at ||
-        count > bytes)
+    if (at < 0 || (uint64_t)at > ld->len || bytes < 0 || (uint64_t)bytes > ld->len - (uint64_t)at)
         return tl_error(TL_EINVAL, "%s: the saved \"%s\" list of %lld slots at byte %lld (%lld bytes) lies outside "
                                    "the %zu bytes of \"elements\"",
                         what, key, (long long)count, (long long)at, (long long)bytes, ld->len);
+    if (count > bytes)
+        return tl_error(TL_EINVAL, "%s: the saved \"%s\" list has %lld slots in %lld bytes (a slot takes a byte at "
+                                   "least)",
+                        what, key, (long long)count, (long long)bytes);
     if (count == 0 && bytes == 0)
         return TL_OK;
     ds_elem **s = tl_calloc(count > 0 ? (size_t)count : 1, sizeof *s);
