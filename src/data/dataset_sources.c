@@ -66,7 +66,8 @@ tl_status ds_glob(const char *const *patterns, int n, char ***names, size_t *cou
                 else
                     len++;
             }
-            qsort(list + first, len - first, sizeof *list, cmp_str);
+            if (st == TL_OK) /* list may still be NULL when its first allocation failed */
+                qsort(list + first, len - first, sizeof *list, cmp_str);
         }
         globfree(&g);
     }
