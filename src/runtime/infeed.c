@@ -555,7 +555,7 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
     tl_feed *train = est->infeed.cur_mode == TL_MODE_TRAIN ? est->infeed.cur : est->infeed.outer;
     if (train != NULL)
         tl_feed_wait_produced(train, step);
-    char **texts = tl_calloc((size_t)f->ncalls, sizeof *texts);
+    char **texts = tl_calloc((size_t)f->ncalls + 1, sizeof *texts);
     tl_status st = texts != NULL ? TL_OK : tl_error_oom();
     size_t total = 2 + (size_t)f->ncalls;
     for (int i = 0; i < f->ncalls && st == TL_OK; i++)
