@@ -1,10 +1,14 @@
 /* Dataset positions and corrupt records: a pipeline saved after k elements,
  * for every k, and restored into a fresh one yields exactly the rest of the
  * sequence (mid shuffle buffer, mid file, across epochs, with prefetch and
- * parallel parsing); a state from another pipeline is refused by name; and
+ * parallel parsing); the saved text has the documented form, byte for byte,
+ * and still restores when reformatted; states of format tpuloop.dataset/1
+ * restore; a state from another pipeline or a damaged one is refused by
+ * name, and save and restore unwind when an allocation fails; and
  * skip_corrupt_records skips a bad record or the rest of a file, counted,
  * where without it the error names the file and the offset. */
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +88,19 @@ static tl_dataset *pipe_c(const char *dir, uint64_t seed)
     return ds;
 }
 
+/* Parsed elements (ragged "tags", bytes "name") in a shuffle buffer, fed by
+ * two parse threads, under a prefetch. */
+static tl_dataset *pipe_d(const char *dir, uint64_t seed)
+{
+    tl_dataset *ds = files_ds(dir, "part-[01]", 2, 3, TL_RECORD_NONE);
+    tl_parse_options po = {.num_parallel_calls = 2};
+    ASSERT_OK(tl_dataset_parse_example(ds, dd_specs, 4, &po, &ds));
+    ASSERT_OK(tl_dataset_shuffle(ds, 6, seed, false, &ds));
+    ASSERT_OK(tl_dataset_repeat(ds, 2, &ds));
+    ASSERT_OK(tl_dataset_prefetch(ds, 3, &ds));
+    return ds;
+}
+
 static void restore_everywhere(builder build, int step)
 {
     char *dir = dd_tmpdir();
@@ -147,6 +164,410 @@ Test(data_dataset_state, restore_everywhere_gzip_shard_prefetch)
 Test(data_dataset_state, restore_everywhere_parallel_parse)
 {
     restore_everywhere(pipe_c, 1);
+}
+
+Test(data_dataset_state, restore_everywhere_parsed_elements_in_the_buffer)
+{
+    restore_everywhere(pipe_d, 1);
+}
+
+/* A state restored into a fresh pipeline built by build yields the rest of
+ * the reference sequence after the first k elements. */
+static void expect_rest(builder build, const char *dir, const char *state, int k)
+{
+    tl_dataset *ds = build(dir, 42);
+    int64_t *ref, *head, *tail;
+    size_t total = dd_drain(ds, &ref, -1);
+    tl_dataset_destroy(ds);
+    ds = build(dir, 42);
+    size_t nh = dd_drain(ds, &head, k);
+    tl_dataset_destroy(ds);
+    free(head);
+    ds = build(dir, 42);
+    ASSERT_OK(tl_dataset_restore(ds, state));
+    size_t nt = dd_drain(ds, &tail, -1);
+    tl_dataset_destroy(ds);
+    cr_assert_eq(nh + nt, total, "%zu + %zu elements after the restore, want %zu", nh, nt, total);
+    for (size_t i = 0; i < nt; i++)
+        cr_assert_eq(tail[i], ref[nh + i], "id %zu after the restore is %lld, want %lld", i, (long long)tail[i],
+                     (long long)ref[nh + i]);
+    free(ref);
+    free(tail);
+}
+
+/* The text of path with every "@DIR@" replaced by dir (malloc'd). */
+static char *read_with_dir(const char *path, const char *dir)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
+    buf[n] = '\0';
+    size_t cap = n * 4 + strlen(dir) + 1, at = 0;
+    char *out = malloc(cap);
+    for (const char *p = buf; *p != '\0';) {
+        if (strncmp(p, "@DIR@", 5) == 0) {
+            at += (size_t)snprintf(out + at, cap - at, "%s", dir);
+            p += 5;
+        } else {
+            out[at++] = *p++;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
+/* tests/data/dataset_state_v1/ holds states tpuloop wrote in format
+ * tpuloop.dataset/1, elements as JSON (tl_dataset_save of commit 9150d45,
+ * the fixture's directory replaced by @DIR@), for pipe_a after 5 elements,
+ * pipe_b after 7 (prefetched elements, a GZIP file read again) and pipe_d
+ * after 9 (a hole, ragged and bytes tensors, records waiting to be parsed).
+ * They restore, and a state saved after such a restore is format 2 and
+ * restores the same. */
+Test(data_dataset_state, a_state_of_format_1_restores)
+{
+    static const struct {
+        builder build;
+        const char *file;
+        int k;
+    } cases[] = {
+        {pipe_a, "tests/data/dataset_state_v1/shuffle_repeat_parse_batch_after_5.json", 5},
+        {pipe_b, "tests/data/dataset_state_v1/gzip_shard_shuffle_prefetch_after_7.json", 7},
+        {pipe_d, "tests/data/dataset_state_v1/parse_shuffle_prefetch_after_9.json", 9},
+    };
+    char *dir = dd_tmpdir();
+    fixture(dir);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *v1 = read_with_dir(cases[c].file, dir);
+        cr_assert(strstr(v1, "\"format\":\"tpuloop.dataset/1\"") != NULL, "%s", cases[c].file);
+        expect_rest(cases[c].build, dir, v1, cases[c].k);
+        tl_dataset *ds = cases[c].build(dir, 42);
+        ASSERT_OK(tl_dataset_restore(ds, v1));
+        char *v2;
+        ASSERT_OK(tl_dataset_save(ds, &v2));
+        tl_dataset_destroy(ds);
+        cr_assert(strstr(v2, "\"format\":\"tpuloop.dataset/2\"") != NULL, "%s", v2);
+        expect_rest(cases[c].build, dir, v2, cases[c].k);
+        tl_free(v2);
+        free(v1);
+    }
+    dd_rmtree(dir);
+    free(dir);
+}
+
+/* A saved state is JSON: pretty-printed (the elements still last) or with
+ * its keys sorted (the elements no longer last) it restores the same. */
+Test(data_dataset_state, a_reformatted_state_restores)
+{
+    char *dir = dd_tmpdir();
+    fixture(dir);
+    tl_dataset *ds = pipe_d(dir, 42);
+    int64_t *head;
+    dd_drain(ds, &head, 9);
+    free(head);
+    char *state;
+    ASSERT_OK(tl_dataset_save(ds, &state));
+    tl_dataset_destroy(ds);
+    json_error_t jerr;
+    json_t *j = json_loads(state, 0, &jerr);
+    cr_assert_not_null(j, "the state is not JSON: %s", jerr.text);
+    static const size_t flags[] = {JSON_INDENT(2), JSON_INDENT(1) | JSON_SORT_KEYS, JSON_COMPACT | JSON_SORT_KEYS};
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+        char *text = json_dumps(j, flags[f]);
+        cr_assert_neq(strcmp(text, state), 0);
+        expect_rest(pipe_d, dir, text, 9);
+        free(text);
+    }
+    json_decref(j);
+    tl_free(state);
+    dd_rmtree(dir);
+    free(dir);
+}
+
+/* ---- the form of a saved state ------------------------------------------------------ */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const uint8_t *p, size_t n)
+{
+    char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *o++ = B64[v >> 18];
+        *o++ = B64[(v >> 12) & 63];
+        *o++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+        *o++ = i + 2 < n ? B64[v & 63] : '=';
+    }
+    *o = '\0';
+    return s;
+}
+
+static size_t b64_decode(const char *s, uint8_t *out)
+{
+    size_t n = 0;
+    uint32_t v = 0;
+    int bits = 0;
+    for (; *s != '\0' && *s != '='; s++) {
+        const char *c = strchr(B64, *s);
+        cr_assert_not_null(c, "'%c' is not base64", *s);
+        v = v << 6 | (uint32_t)(c - B64);
+        if ((bits += 6) >= 8) {
+            bits -= 8;
+            out[n++] = (uint8_t)(v >> bits);
+        }
+    }
+    return n;
+}
+
+/* Two examples, features (2) and an int32 label, through shuffle(2), read
+ * once: the buffer holds the other example and the hole. */
+static const float two_features[4] = {1.5f, -2.0f, 0.25f, 3.0f};
+static const int32_t two_labels[2] = {7, 300};
+
+static tl_dataset *two_examples(tl_labeled_data *d)
+{
+    *d = (tl_labeled_data){.num_examples = 2, .num_features = 2, .num_classes = 301, .feature_rank = 1,
+                           .feature_shape = {2}, .features = (float *)two_features, .labels = (int32_t *)two_labels};
+    tl_dataset *ds;
+    ASSERT_OK(tl_dataset_labeled(d, &ds));
+    ASSERT_OK(tl_dataset_shuffle(ds, 2, 1, false, &ds));
+    return ds;
+}
+
+/* The slots of the buffer after example out was read, as the format says:
+ * the hole (0), and example 1 - out: tag 1, no file, record zigzag(k) = 2k,
+ * offset 0, 2 tensors; "features" (string 0) float32 rank 1 (2), dense, two
+ * little-endian floats; "label" (string 1) int32 scalar, dense, LE int32. */
+static size_t two_slots(int out, uint8_t *b)
+{
+    static const uint8_t ex[2][26] = {
+        {1, 0, 0, 0, 2, 0, 1, 1, 2, 0, 0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0, 1, 3, 0, 0, 7, 0, 0, 0},
+        {1, 0, 2, 0, 2, 0, 1, 1, 2, 0, 0x00, 0x00, 0x80, 0x3e, 0x00, 0x00, 0x40, 0x40, 1, 3, 0, 0, 0x2c, 1, 0, 0},
+    };
+    size_t n = 0;
+    for (int slot = 0; slot < 2; slot++) {
+        if (slot == out) {
+            b[n++] = 0;
+        } else {
+            memcpy(b + n, ex[1 - out], sizeof ex[0]);
+            n += sizeof ex[0];
+        }
+    }
+    return n;
+}
+
+/* The label of the element e. */
+static int32_t label_of(const tl_element *e)
+{
+    const tl_tensor *t = tl_element_find(e, "label");
+    cr_assert_not_null(t);
+    return *(const int32_t *)t->data;
+}
+
+Test(data_dataset_state, the_saved_text_has_the_documented_form)
+{
+    tl_labeled_data d;
+    tl_dataset *ds = two_examples(&d);
+    const tl_element *e;
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    int out = label_of(e) == 7 ? 0 : 1;
+    char *state;
+    ASSERT_OK(tl_dataset_save(ds, &state));
+    tl_dataset_destroy(ds);
+    /* the element data is the last member, written compactly */
+    const char *el = strstr(state, ",\"elements\":\"");
+    cr_assert_not_null(el, "%s", state);
+    cr_assert_eq(strchr(el + 13, '"'), state + strlen(state) - 2, "%s", state);
+    cr_assert_str_eq(state + strlen(state) - 2, "\"}");
+    json_error_t jerr;
+    json_t *j = json_loads(state, 0, &jerr);
+    cr_assert_not_null(j, "%s", jerr.text);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "format")), "tpuloop.dataset/2");
+    cr_assert_eq(json_integer_value(json_object_get(j, "corrupt_skipped")), 0);
+    json_t *strs = json_object_get(j, "strings");
+    cr_assert_eq(json_array_size(strs), 2u);
+    cr_assert_str_eq(json_string_value(json_array_get(strs, 0)), "features");
+    cr_assert_str_eq(json_string_value(json_array_get(strs, 1)), "label");
+    json_t *shuffle = json_array_get(json_object_get(j, "nodes"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(shuffle, "hole")), out);
+    json_t *buffer = json_object_get(shuffle, "buffer");
+    uint8_t want[64], got[64];
+    size_t n = two_slots(out, want);
+    cr_assert_eq(json_integer_value(json_object_get(buffer, "slots")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(buffer, "at")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(buffer, "bytes")), (json_int_t)n);
+    cr_assert_eq(b64_decode(json_string_value(json_object_get(j, "elements")), got), n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], want[i], "byte %zu of the elements is 0x%02x, want 0x%02x", i, got[i], want[i]);
+    json_decref(j);
+    tl_free(state);
+}
+
+/* saved (a state of the two-example pipeline) with its buffer list replaced
+ * by list and its elements by b[0..n). */
+static char *two_state(const char *saved, const char *list, const uint8_t *b, size_t n)
+{
+    const char *lb = strstr(saved, "\"buffer\":{"), *le = lb != NULL ? strchr(lb, '}') : NULL;
+    const char *el = strstr(saved, ",\"elements\":\"");
+    cr_assert(lb != NULL && le != NULL && el != NULL && le < el, "%s", saved);
+    char *b64 = b64_encode(b, n);
+    size_t cap = strlen(saved) + strlen(list) + strlen(b64) + 64;
+    char *s = malloc(cap);
+    snprintf(s, cap, "%.*s\"buffer\":%s%.*s,\"elements\":\"%s\"}", (int)(lb - saved), saved, list, (int)(el - le - 1),
+             le + 1, b64);
+    free(b64);
+    return s;
+}
+
+/* Restores state into the two-example pipeline: expect st with frag. */
+static void expect_refused(const char *state, tl_status st, const char *frag)
+{
+    tl_labeled_data d;
+    tl_dataset *ds = two_examples(&d);
+    ASSERT_ERR(tl_dataset_restore(ds, state), st, frag);
+    tl_dataset_destroy(ds);
+}
+
+Test(data_dataset_state, a_damaged_state_is_refused_naming_the_field)
+{
+    /* The real pipeline's description of its source, and the reference. */
+    tl_labeled_data d;
+    tl_dataset *ds = two_examples(&d);
+    const tl_element *e;
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    int out = label_of(e) == 7 ? 0 : 1;
+    char *saved;
+    ASSERT_OK(tl_dataset_save(ds, &saved));
+    tl_dataset_destroy(ds);
+    uint8_t b[64];
+    size_t n = two_slots(out, b);
+    char list[128];
+    snprintf(list, sizeof list, "{\"slots\":2,\"at\":0,\"bytes\":%zu}", n);
+    char *s = two_state(saved, list, b, n);
+    cr_assert_str_eq(s, saved, "the test's hand-made state is the saved one");
+    /* It restores: the other example comes next, then the end. */
+    ds = two_examples(&d);
+    ASSERT_OK(tl_dataset_restore(ds, s));
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_eq(label_of(e), two_labels[1 - out]);
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e);
+    tl_dataset_destroy(ds);
+    free(s);
+
+    size_t el = out == 0 ? 1 : 0; /* where the element starts */
+    struct {
+        size_t at;     /* the byte changed, or SIZE_MAX */
+        uint8_t value;
+        const char *list;
+        size_t n;      /* the bytes written */
+        const char *frag;
+    } cases[] = {
+        {el + 6, 9, NULL, n, "tensor \"features\": dtype 9 (allowed: 1 float32, 2 int64, 3 int32, 4 bytes)"},
+        {el + 7, 9, NULL, n, "tensor \"features\": rank 9 (allowed: 0..8)"},
+        {el + 5, 2, NULL, n, "key is 2, at most 1 allowed"},
+        {el, 2, NULL, n, "tag 2 (allowed: 0 an empty slot, 1 an element)"},
+        {el + 1, 3, NULL, n, "file is 3, at most 2 allowed"},
+        {el + 8, 100, NULL, n, "tensor \"features\": 100 values of 4 bytes in"},
+        {SIZE_MAX, 0, "{\"slots\":2,\"at\":0,\"bytes\":3}", n, "the data ends inside it"},
+        {SIZE_MAX, 0, "{\"slots\":2,\"at\":1,\"bytes\":27}", n, "lies outside the 27 bytes of \"elements\""},
+        {SIZE_MAX, 0, "{\"slots\":1,\"at\":0,\"bytes\":27}", n, "bytes after the last slot"},
+        {SIZE_MAX, 0, "{\"slots\":3,\"at\":0,\"bytes\":27}", n, "holds 3 elements; 0..2 fit"},
+        {SIZE_MAX, 0, "{\"slots\":2,\"at\":0}", n, "lacks the integer \"bytes\""},
+        {SIZE_MAX, 0, "[]", n, "lacks its \"buffer\" list"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint8_t m[64];
+        memcpy(m, b, n);
+        if (cases[c].at != SIZE_MAX)
+            m[cases[c].at] = cases[c].value;
+        s = two_state(saved, cases[c].list != NULL ? cases[c].list : list, m, cases[c].n);
+        expect_refused(s, TL_EINVAL, cases[c].frag);
+        free(s);
+    }
+    /* the hole in the wrong slot */
+    uint8_t other[64];
+    two_slots(1 - out, other);
+    s = two_state(saved, list, other, n);
+    expect_refused(s, TL_EINVAL, "restore: shuffle: saved slot");
+    free(s);
+    /* elements that are not base64, or missing */
+    s = two_state(saved, list, b, n);
+    char *q = strstr(s, "\"elements\":\"") + 12;
+    q[0] = '*';
+    expect_refused(s, TL_EINVAL, "\"elements\" is not base64");
+    strcpy(strstr(s, ",\"elements\""), "}");
+    expect_refused(s, TL_EINVAL, "lacks its \"elements\" string");
+    free(s);
+    expect_refused("{\"format\":\"tpuloop.dataset/3\"}", TL_EINVAL,
+                   "format \"tpuloop.dataset/3\", expected \"tpuloop.dataset/2\" or \"tpuloop.dataset/1\"");
+    tl_free(saved);
+}
+
+typedef struct sweep {
+    const tl_labeled_data *d; /* the two examples */
+    const char *csv;          /* a CSV file of strings */
+} sweep;
+
+/* The two examples, or the CSV file's rows, shuffled. */
+static tl_status sweep_pipeline(const sweep *w, bool csv, tl_dataset **ds)
+{
+    static const tl_csv_column cols[] = {{"k", TL_CSV_INT64}, {"s", TL_CSV_STRING}};
+    tl_csv_options o;
+    tl_csv_options_init(&o);
+    o.columns = cols;
+    o.num_columns = 2;
+    tl_status st = csv ? tl_dataset_csv(&w->csv, 1, &o, ds) : tl_dataset_labeled(w->d, ds);
+    return st == TL_OK ? tl_dataset_shuffle(*ds, 3, 1, false, ds) : st;
+}
+
+/* Saves each pipeline after one element, restores it into a fresh one and
+ * reads to the end. */
+static tl_status save_and_restore(void *ctx)
+{
+    const sweep *w = ctx;
+    tl_status st = TL_OK;
+    for (int csv = 0; csv < 2 && st == TL_OK; csv++) {
+        tl_dataset *ds;
+        if ((st = sweep_pipeline(w, csv, &ds)) != TL_OK)
+            return st;
+        const tl_element *e;
+        char *state = NULL;
+        if ((st = tl_dataset_next(ds, &e)) == TL_OK)
+            st = tl_dataset_save(ds, &state);
+        tl_dataset_destroy(ds);
+        if (st != TL_OK)
+            return st;
+        if ((st = sweep_pipeline(w, csv, &ds)) == TL_OK) {
+            if ((st = tl_dataset_restore(ds, state)) == TL_OK)
+                while ((st = tl_dataset_next(ds, &e)) == TL_OK && e != NULL) {
+                }
+            tl_dataset_destroy(ds);
+        }
+        tl_free(state);
+    }
+    return st;
+}
+
+/* Every allocation of building, reading, saving and restoring may fail:
+ * each failure is TL_ENOMEM and nothing leaks (the in-memory source's and
+ * the CSV source's constructors once freed their description twice). */
+Test(data_dataset_state, save_and_restore_unwind_when_an_allocation_fails)
+{
+    tl_labeled_data d = {.num_examples = 2, .num_features = 2, .num_classes = 301, .feature_rank = 1,
+                         .feature_shape = {2}, .features = (float *)two_features, .labels = (int32_t *)two_labels};
+    char *dir = dd_tmpdir(), *csv = dd_join(dir, "rows.csv");
+    FILE *f = fopen(csv, "w");
+    cr_assert_not_null(f);
+    fputs("k,s\n1,one\n2,two\n3,three\n4,four\n", f);
+    fclose(f);
+    sweep w = {&d, csv};
+    tu_oom_sweep(save_and_restore, &w, "tl_dataset_save and tl_dataset_restore");
+    dd_rmtree(dir);
+    free(csv);
+    free(dir);
 }
 
 Test(data_dataset_state, restore_refuses_another_pipeline)

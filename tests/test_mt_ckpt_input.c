@@ -1,10 +1,11 @@
 /* The input datasets' positions in checkpoints: a TFRecord input shuffled
  * through a buffer of 100 000 examples is saved (its position, buffer
  * included, a U8 tensor of the checkpoint, so the header stays small) and
- * resumed bit-exactly; a checkpoint of the previous format (the positions
- * as a metadata key) still restores; the variable checks ignore the tensor.
- * Example k of the files has features x = (k % 97, k % 13, ..., 1) and
- * label k % 4. */
+ * resumed bit-exactly; checkpoints of earlier versions still restore (the
+ * positions as a metadata key; the datasets' states in format
+ * tpuloop.dataset/1); damaged positions are refused by name; the variable
+ * checks ignore the tensor. Example k of the files has features
+ * x = (k % 97, k % 13, ..., 1) and label k % 4. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -122,8 +123,8 @@ static tl_status stop_at(int64_t global_step, const tl_host_tensor *t, int n, vo
 
 /* Trains on in to max_steps 8 in loops of 4 with no checkpoint hook: with
  * stop_step > 0 a stop is requested there, so the one checkpoint is the
- * graceful-shutdown save (saving a 100k-element buffer takes seconds: the
- * test saves and restores it once each). */
+ * graceful-shutdown save. Each run fills the 100k-element buffer from the
+ * file; saving and restoring it costs about what its bytes cost. */
 static void train_big(const char *dir, input *in, int64_t stop_step, int64_t want_step, char digest[65])
 {
     char md[512];
@@ -179,6 +180,7 @@ Test(mt_ckpt_input, a_shuffle_buffer_of_100k_examples_resumes_exactly_with_a_sma
     /* 100 000 buffered examples of 12 floats and a label, as base64 */
     cr_assert_gt(t.bytes, 100000u * (MTCK_FEATURES * 4 + 8), "%llu bytes", (unsigned long long)t.bytes);
     cr_assert_eq(((const char *)t.data)[0], '[', "the positions are a JSON array");
+    cr_assert_eq(((const char *)t.data)[t.bytes - 1], ']');
     cr_assert_null(tl_ckpt_meta(r, "input_datasets"), "no longer in the header");
     tl_ckpt_close(r);
     /* and the resumed run reads exactly what the uninterrupted one read */
@@ -190,9 +192,10 @@ Test(mt_ckpt_input, a_shuffle_buffer_of_100k_examples_resumes_exactly_with_a_sma
     free(tmp);
 }
 
-/* Rewrites the checkpoint at path as the previous version wrote it: every
- * tensor but the positions, which go into the metadata. */
-static void to_previous_format(const char *path)
+/* Rewrites the checkpoint at path with the positions text (NULL: its own)
+ * as the "input_datasets" tensor or, with in_metadata, as the previous
+ * version wrote them: the metadata key of that name. */
+static void rewrite_positions(const char *path, const char *text, bool in_metadata)
 {
     tl_ckpt_reader *r;
     cr_assert_eq(tl_ckpt_open(path, 0, &r), TL_OK, "%s", tl_last_error());
@@ -203,7 +206,7 @@ static void to_previous_format(const char *path)
         tl_ckpt_tensor_info t;
         cr_assert_eq(tl_ckpt_tensor(r, i, &t), TL_OK);
         if (strcmp(t.name, "input_datasets") == 0) {
-            positions = strndup(t.data, (size_t)t.bytes);
+            positions = text != NULL ? strdup(text) : strndup(t.data, (size_t)t.bytes);
             continue;
         }
         cr_assert_eq(tl_ckpt_writer_add(w, t.name, t.dtype, t.shape, t.rank, t.data), TL_OK, "%s", tl_last_error());
@@ -219,7 +222,11 @@ static void to_previous_format(const char *path)
         if (!skip)
             cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
     }
-    cr_assert_eq(tl_ckpt_writer_set_meta(w, "input_datasets", positions), TL_OK);
+    int64_t len = (int64_t)strlen(positions);
+    if (in_metadata)
+        cr_assert_eq(tl_ckpt_writer_set_meta(w, "input_datasets", positions), TL_OK);
+    else
+        cr_assert_eq(tl_ckpt_writer_add(w, "input_datasets", TL_CKPT_U8, &len, 1, positions), TL_OK);
     char copy[700];
     snprintf(copy, sizeof copy, "%s.old", path);
     cr_assert_eq(tl_ckpt_writer_write(w, copy), TL_OK, "%s", tl_last_error());
@@ -227,6 +234,11 @@ static void to_previous_format(const char *path)
     tl_ckpt_close(r);
     cr_assert_eq(rename(copy, path), 0);
     free(positions);
+}
+
+static void to_previous_format(const char *path)
+{
+    rewrite_positions(path, NULL, true);
 }
 
 Test(mt_ckpt_input, a_checkpoint_of_the_previous_format_restores_its_positions)
@@ -253,6 +265,132 @@ Test(mt_ckpt_input, a_checkpoint_of_the_previous_format_restores_its_positions)
     mtck_log_stop();
     cr_assert_not(mtck_log_has("holds no input dataset positions", NULL), "the metadata key was not read");
     cr_assert_str_eq(split, whole, "resumed from a checkpoint of the previous format: other bits");
+    mtck_rmtree(tmp);
+    free(dir);
+    free(file);
+    free(tmp);
+}
+
+/* The text of path with every "@FILE@" replaced by file (malloc'd). */
+static char *read_with_file(const char *path, const char *file)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
+    buf[n] = '\0';
+    size_t cap = n * 4 + strlen(file) + 1, at = 0;
+    char *out = malloc(cap);
+    for (const char *p = buf; *p != '\0';) {
+        if (strncmp(p, "@FILE@", 6) == 0) {
+            at += (size_t)snprintf(out + at, cap - at, "%s", file);
+            p += 6;
+        } else {
+            out[at++] = *p++;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
+/* tests/data/dataset_state_v1/estimator_input_datasets_step_6.json is the
+ * "input_datasets" tpuloop wrote (commit 9150d45, the datasets' states in
+ * format tpuloop.dataset/1, elements as JSON) at step 6 of train() on 500
+ * examples shuffled through a buffer of 3, the file's path replaced by
+ * @FILE@. In place of this version's positions it resumes the same. */
+Test(mt_ckpt_input, positions_of_dataset_state_format_1_restore)
+{
+    char *tmp = mtck_tmpdir();
+    char *file = mtck_join(tmp, "train.tfrecord");
+    write_examples(file, 500);
+    input in = {file, 3};
+    char whole[65], split[65];
+    train(NULL, "--max_steps=12", &in, 12, whole);
+    char *dir = mtck_join(tmp, "m");
+    train(dir, "--max_steps=6", &in, 6, split);
+    char path[600];
+    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
+    char *v1 = read_with_file("tests/data/dataset_state_v1/estimator_input_datasets_step_6.json", file);
+    cr_assert(strstr(v1, "\"format\":\"tpuloop.dataset/1\"") != NULL);
+    rewrite_positions(path, v1, false);
+    train(dir, "--max_steps=12", &in, 12, split);
+    cr_assert_str_eq(split, whole, "resumed from format-1 positions: other bits");
+    free(v1);
+    mtck_rmtree(tmp);
+    free(dir);
+    free(file);
+    free(tmp);
+}
+
+/* Trains to --max_steps=12 from dir's checkpoint: the status. */
+static tl_status train_on(const char *dir, input *in)
+{
+    char md[512];
+    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    const char *argv[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=3",
+                          "--save_checkpoints_steps=3", "--tf_random_seed=5", "--max_steps=12", md};
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(ARGC(argv), argv, NULL, &cfg);
+    static const char *const keys[] = {"x"};
+    tl_input inp = {.input_fn = input_fn, .user = in, .feature_keys = keys, .num_feature_keys = 1};
+    tl_train_result tr;
+    tl_status st = tl_estimator_train_input(est, &inp, &tr);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    return st;
+}
+
+/* Positions that are not a JSON array of one state per input_fn invocation
+ * fail the restore with a message that says what is wrong. */
+Test(mt_ckpt_input, damaged_positions_are_refused)
+{
+    char *tmp = mtck_tmpdir();
+    char *file = mtck_join(tmp, "train.tfrecord");
+    write_examples(file, 300);
+    input in = {file, 20};
+    char digest[65];
+    char *dir = mtck_join(tmp, "m");
+    train(dir, "--max_steps=6", &in, 6, digest);
+    char path[600];
+    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
+    tl_ckpt_reader *r;
+    cr_assert_eq(tl_ckpt_open(path, 0, &r), TL_OK, "%s", tl_last_error());
+    tl_ckpt_tensor_info t;
+    cr_assert_eq(tl_ckpt_find(r, "input_datasets", &t), TL_OK);
+    char *own = strndup(t.data, (size_t)t.bytes);
+    tl_ckpt_close(r);
+    size_t n = strlen(own);
+    cr_assert(n > 2 && own[0] == '[' && own[n - 1] == ']');
+    /* the one state twice: "[S,S]" */
+    char *twice = malloc(2 * n);
+    snprintf(twice, 2 * n, "%.*s,%s", (int)(n - 1), own, own + 1);
+    static const struct {
+        const char *text;
+        tl_status st;
+        const char *frag;
+    } cases[] = {
+        {"{}", TL_EPARSE, "input_datasets is not a JSON array: it does not start with '['"},
+        {"[{\"format\": \"tpuloop.dataset/2\"", TL_EPARSE, "the text ends inside an element"},
+        {"[{} {}]", TL_EPARSE, "elements are not separated by ','"},
+        {"[{}] x", TL_EPARSE, "text follows the array"},
+        {"[]", TL_EINVAL, "holds the positions of 0 input datasets; this input plan has 1 invocations"},
+        {"[{\"format\": 1}]", TL_EINVAL, "restoring input dataset 0: tl_dataset_restore: not a saved dataset state"},
+        {NULL, TL_EINVAL, "holds the positions of 2 input datasets; this input plan has 1 invocations"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rewrite_positions(path, cases[c].text != NULL ? cases[c].text : twice, false);
+        tl_status st = train_on(dir, &in);
+        cr_assert_eq(st, cases[c].st, "case %zu: %s", c, tl_last_error());
+        cr_assert(strstr(tl_last_error(), cases[c].frag) != NULL, "case %zu: \"%s\" lacks \"%s\"", c,
+                  tl_last_error(), cases[c].frag);
+    }
+    /* and its own positions still resume */
+    rewrite_positions(path, own, false);
+    cr_assert_eq(train_on(dir, &in), TL_OK, "%s", tl_last_error());
+    free(twice);
+    free(own);
     mtck_rmtree(tmp);
     free(dir);
     free(file);

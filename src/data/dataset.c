@@ -6,8 +6,6 @@
 
 #include "dataset_int.h"
 
-#define STATE_FORMAT "tpuloop.dataset/1"
-
 /* ---- context ---------------------------------------------------------------- */
 
 static ds_ctx *ctx_new(void)
@@ -308,19 +306,9 @@ tl_status tl_dataset_save(tl_dataset *ds, char **json_out)
     for (tl_dataset *n = ds; n != NULL; n = n->input)
         if (n->ops->pause != NULL)
             n->ops->pause(n);
-    tl_status st = TL_OK;
-    json_t *root = json_object(), *nodes = json_array();
-    if (root == NULL || nodes == NULL || json_object_set_new(root, "format", json_string(STATE_FORMAT)) != 0 ||
-        json_object_set_new(root, "corrupt_skipped",
-                            json_integer((json_int_t)atomic_load(&ds->ctx->corrupt_skipped))) != 0) {
-        json_decref(nodes);
-        st = tl_error_oom();
-        goto out;
-    }
-    if (json_object_set_new(root, "nodes", nodes) != 0) {
-        st = tl_error_oom();
-        goto out;
-    }
+    json_t *nodes = json_array();
+    ds_saver *sv = ds_saver_new();
+    tl_status st = nodes != NULL && sv != NULL ? TL_OK : tl_error_oom();
     for (tl_dataset *n = ds; n != NULL && st == TL_OK; n = n->input) {
         json_t *obj = json_object();
         if (obj == NULL || json_array_append_new(nodes, obj) != 0 ||
@@ -329,21 +317,12 @@ tl_status tl_dataset_save(tl_dataset *ds, char **json_out)
             break;
         }
         if (n->ops->save != NULL)
-            st = n->ops->save(n, obj);
+            st = n->ops->save(n, obj, sv);
     }
-    if (st == TL_OK) {
-        char *text = json_dumps(root, JSON_COMPACT);
-        if (text == NULL) {
-            st = tl_error_oom();
-        } else {
-            *json_out = tl_strdup(text);
-            free(text); /* jansson's own allocation */
-            if (*json_out == NULL)
-                st = tl_error_oom();
-        }
-    }
-out:
-    json_decref(root);
+    if (st == TL_OK)
+        st = ds_state_write(sv, (int64_t)atomic_load(&ds->ctx->corrupt_skipped), nodes, json_out);
+    json_decref(nodes);
+    ds_saver_free(sv);
     /* Resumed bottom-up: each node's input runs again before it does. */
     tl_dataset *stack[256];
     int depth = 0;
@@ -364,18 +343,15 @@ tl_status tl_dataset_restore(tl_dataset *ds, const char *json)
     if (ds->started)
         return tl_error(TL_EINVAL, "tl_dataset_restore: the dataset has already been read from; restore a "
                                    "freshly built one before its first tl_dataset_next");
-    json_error_t jerr;
-    json_t *root = json_loads(json, 0, &jerr);
-    if (root == NULL)
-        return tl_error(TL_EINVAL, "tl_dataset_restore: not a saved dataset state: %s at line %d column %d",
-                        jerr.text, jerr.line, jerr.column);
-    tl_status st = TL_OK;
-    const char *fmt = json_string_value(json_object_get(root, "format"));
+    json_t *root;
+    ds_loader *ld;
+    tl_status st = ds_state_read(ds->ctx, json, &root, &ld);
+    if (st != TL_OK)
+        return st;
     json_t *nodes = json_object_get(root, "nodes");
     int64_t skipped = 0;
-    if (fmt == NULL || strcmp(fmt, STATE_FORMAT) != 0 || !json_is_array(nodes)) {
-        st = tl_error(TL_EINVAL, "tl_dataset_restore: not a saved dataset state (format \"%s\", expected \"%s\")",
-                      fmt != NULL ? fmt : "", STATE_FORMAT);
+    if (!json_is_array(nodes)) {
+        st = tl_error(TL_EINVAL, "tl_dataset_restore: the saved state lacks its \"nodes\" array");
         goto out;
     }
     st = ds_json_int(root, "corrupt_skipped", "tl_dataset_restore", &skipped);
@@ -404,10 +380,11 @@ tl_status tl_dataset_restore(tl_dataset *ds, const char *json)
     i = 0;
     for (tl_dataset *n = ds; n != NULL && st == TL_OK; n = n->input, i++)
         if (n->ops->restore != NULL)
-            st = n->ops->restore(n, json_array_get(nodes, i));
+            st = n->ops->restore(n, json_array_get(nodes, i), ld);
     if (st == TL_OK)
         atomic_store(&ds->ctx->corrupt_skipped, (long long)skipped);
 out:
+    ds_loader_free(ld);
     json_decref(root);
     return st;
 }

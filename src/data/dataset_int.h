@@ -33,18 +33,24 @@ typedef struct ds_ctx {
     int refs;
 } ds_ctx;
 
+/* A saved state's element data, written (ds_saver) and read (ds_loader) by
+ * dataset_state.c; see there for the format. */
+typedef struct ds_saver ds_saver;
+typedef struct ds_loader ds_loader;
+
 /* The node interface. next returns an owned element (NULL at the end);
  * reset starts the node and its input again for a new pass of a repeat,
- * epoch_key naming the pass; save adds the node's state to obj, restore reads
- * it back (the input's state is handled by the caller); pause stops the
- * node's threads between elements (save runs while they are paused) and
+ * epoch_key naming the pass; save adds the node's state to obj (buffered
+ * elements through sv, ds_save_slots), restore reads it back (ld,
+ * ds_load_slots; the input's state is handled by the caller); pause stops
+ * the node's threads between elements (save runs while they are paused) and
  * resume lets them go on; destroy frees the node's own parts. */
 typedef struct ds_ops {
     const char *kind;
     tl_status (*next)(tl_dataset *ds, ds_elem **out);
     tl_status (*reset)(tl_dataset *ds, uint64_t epoch_key);
-    tl_status (*save)(tl_dataset *ds, json_t *obj);
-    tl_status (*restore)(tl_dataset *ds, json_t *obj);
+    tl_status (*save)(tl_dataset *ds, json_t *obj, ds_saver *sv);
+    tl_status (*restore)(tl_dataset *ds, json_t *obj, ds_loader *ld);
     void (*pause)(tl_dataset *ds);
     void (*resume)(tl_dataset *ds);
     void (*destroy)(tl_dataset *ds);
@@ -115,9 +121,51 @@ void ds_where(char *buf, size_t cap, const ds_elem *e);
 
 /* ---- state (dataset_state.c) ------------------------------------------------ */
 
-/* An element as JSON, and back (keys and file interned into ctx). */
-json_t *ds_elem_to_json(const ds_elem *e);
-tl_status ds_elem_from_json(ds_ctx *ctx, json_t *j, const char *what, ds_elem **out);
+/* Saving: tl_dataset_save makes a saver, lets every node save into its
+ * object of nodes, and ds_state_write makes the state text (tl_malloc'd)
+ * of the nodes (borrowed), the skip count and the saver's elements. Errors:
+ * TL_EINVAL for a key or file name that is not UTF-8; TL_ENOMEM. */
+ds_saver *ds_saver_new(void);
+void ds_saver_free(ds_saver *sv);
+tl_status ds_state_write(ds_saver *sv, int64_t corrupt_skipped, json_t *nodes, char **text);
+
+/* A list of buffer slots under key in obj: ds_save_slots_begin, one
+ * ds_save_slot per slot (e an element, or NULL for an empty slot, as a
+ * shuffle buffer's hole), then ds_save_slots_end, which reports the first
+ * failure of them all (TL_ENOMEM). A node saves one list at a time. */
+void ds_save_slots_begin(ds_saver *sv);
+void ds_save_slot(ds_saver *sv, const ds_elem *e);
+tl_status ds_save_slots_end(ds_saver *sv, json_t *obj, const char *key);
+
+/* Restoring: ds_state_read parses a state text of either format into *root
+ * and *ld (the element data, decoded once; keys and file names interned into
+ * ctx). Errors: TL_EINVAL for text that is not a saved state (naming the
+ * format, the field and the value); TL_ENOMEM. */
+tl_status ds_state_read(ds_ctx *ctx, const char *text, json_t **root, ds_loader **ld);
+void ds_loader_free(ds_loader *ld);
+
+/* The slots saved under key in obj: *slots (tl_malloc'd, NULL when *n is
+ * 0) gets *n owned elements, NULL for an empty slot. what names the node in
+ * messages; more than max slots are refused. Errors: TL_EINVAL for a missing
+ * or malformed list (naming the slot and the field); TL_ENOMEM. */
+tl_status ds_load_slots(ds_loader *ld, json_t *obj, const char *key, const char *what, int64_t max,
+                        ds_elem ***slots, int64_t *n);
+/* Frees slots[0..n) and slots. */
+void ds_slots_free(ds_elem **slots, int64_t n);
+
+/* The largest dimension, value count or length, and the most tensors per
+ * element, a saved state may hold. */
+#define DS_STATE_MAX_COUNT ((int64_t)1 << 40)
+#define DS_STATE_MAX_TENSORS 65536
+
+/* Decodes the base64 s[0..slen) into dst, which holds cap bytes; *n is how
+ * many were written. Returns false for text that is not base64 (padding
+ * only at the end) or does not fit. */
+bool ds_b64_decode(const char *s, size_t slen, uint8_t *dst, size_t cap, size_t *n);
+
+/* ds_load_slots for a state of format tpuloop.dataset/1 (dataset_state_v1.c). */
+tl_status ds_load_slots_v1(ds_ctx *ctx, json_t *obj, const char *key, const char *what, int64_t max,
+                           ds_elem ***slots, int64_t *n);
 
 /* JSON integer helpers that fail with a message naming what. */
 tl_status ds_json_int(json_t *obj, const char *key, const char *what, int64_t *out);

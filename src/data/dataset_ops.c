@@ -47,14 +47,16 @@ static tl_status count_reset(tl_dataset *ds, uint64_t epoch_key)
     return ds_reset(ds->input, epoch_key);
 }
 
-static tl_status count_save(tl_dataset *ds, json_t *obj)
+static tl_status count_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     return json_object_set_new(obj, "seen", json_integer(((count_impl *)ds->impl)->seen)) == 0 ? TL_OK
                                                                                               : tl_error_oom();
 }
 
-static tl_status count_restore(tl_dataset *ds, json_t *obj)
+static tl_status count_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     int64_t seen;
     tl_status st = ds_json_int(obj, "seen", "restore: shard/take/skip", &seen);
     if (st == TL_OK && seen < 0)
@@ -182,8 +184,9 @@ static tl_status repeat_reset(tl_dataset *ds, uint64_t key)
     return ds_reset(ds->input, epoch_key(key, 0));
 }
 
-static tl_status repeat_save(tl_dataset *ds, json_t *obj)
+static tl_status repeat_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     repeat_impl *r = ds->impl;
     bool ok = json_object_set_new(obj, "epoch", json_integer(r->epoch)) == 0 &&
               json_object_set_new(obj, "key", ds_json_u64_new(r->key)) == 0 &&
@@ -192,8 +195,9 @@ static tl_status repeat_save(tl_dataset *ds, json_t *obj)
     return ok ? TL_OK : tl_error_oom();
 }
 
-static tl_status repeat_restore(tl_dataset *ds, json_t *obj)
+static tl_status repeat_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     repeat_impl *r = ds->impl;
     tl_status st = ds_json_int(obj, "epoch", "restore: repeat", &r->epoch);
     if (st == TL_OK)
@@ -325,27 +329,27 @@ static tl_status shuffle_reset(tl_dataset *ds, uint64_t key)
     return ds_reset(ds->input, key);
 }
 
-static tl_status shuffle_save(tl_dataset *ds, json_t *obj)
+static tl_status shuffle_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
     shuffle_impl *s = ds->impl;
-    json_t *arr = json_array();
-    bool ok = arr != NULL && json_object_set_new(obj, "buffer", arr) == 0 &&
-              json_object_set_new(obj, "key", ds_json_u64_new(s->key)) == 0 &&
+    bool ok = json_object_set_new(obj, "key", ds_json_u64_new(s->key)) == 0 &&
               json_object_set_new(obj, "draws", ds_json_u64_new(s->draws)) == 0 &&
               json_object_set_new(obj, "hole", json_integer(s->hole)) == 0 &&
               json_object_set_new(obj, "input_done", json_boolean(s->input_done)) == 0;
-    /* The hole's slot is saved as null, so the indices stay those the RNG
+    if (!ok)
+        return tl_error_oom();
+    /* The hole's slot is saved empty, so the indices stay those the RNG
      * draws refer to. */
-    for (int64_t i = 0; i < s->count && ok; i++)
-        ok = json_array_append_new(arr, s->buf[i] != NULL ? ds_elem_to_json(s->buf[i]) : json_null()) == 0;
-    return ok ? TL_OK : tl_error_oom();
+    ds_save_slots_begin(sv);
+    for (int64_t i = 0; i < s->count; i++)
+        ds_save_slot(sv, s->buf[i]);
+    return ds_save_slots_end(sv, obj, "buffer");
 }
 
-static tl_status shuffle_restore(tl_dataset *ds, json_t *obj)
+static tl_status shuffle_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
     shuffle_impl *s = ds->impl;
     shuffle_clear(s);
-    json_t *arr = json_object_get(obj, "buffer");
     int64_t hole;
     tl_status st = ds_json_u64(obj, "key", "restore: shuffle", &s->key);
     if (st == TL_OK)
@@ -354,22 +358,29 @@ static tl_status shuffle_restore(tl_dataset *ds, json_t *obj)
         st = ds_json_int(obj, "hole", "restore: shuffle", &hole);
     if (st == TL_OK)
         st = ds_json_bool(obj, "input_done", "restore: shuffle", &s->input_done);
+    ds_elem **slots = NULL;
+    int64_t n = 0;
+    if (st == TL_OK)
+        st = ds_load_slots(ld, obj, "buffer", "restore: shuffle", s->size, &slots, &n);
     if (st != TL_OK)
         return st;
-    int64_t n = json_is_array(arr) ? (int64_t)json_array_size(arr) : -1;
-    if (n < 0 || n > s->size || hole < -1 || hole >= n)
-        return tl_error(TL_EINVAL, "restore: shuffle: a saved buffer of %lld elements does not fit buffer_size "
-                                   "%lld",
-                        (long long)n, (long long)s->size);
-    for (int64_t i = 0; i < n && st == TL_OK; i++) {
-        s->count = i + 1;
-        if (i != hole)
-            st = ds_elem_from_json(ds->ctx, json_array_get(arr, (size_t)i), "restore: shuffle", &s->buf[i]);
-    }
+    /* Every slot holds an element but the hole. */
+    for (int64_t i = 0; i < n && st == TL_OK; i++)
+        if ((slots[i] == NULL) != (i == hole))
+            st = tl_error(TL_EINVAL, "restore: shuffle: saved slot %lld is %s, but the hole is %lld", (long long)i,
+                          slots[i] == NULL ? "empty" : "an element", (long long)hole);
+    if (st == TL_OK && (hole < -1 || hole >= n))
+        st = tl_error(TL_EINVAL, "restore: shuffle: the hole is slot %lld of a saved buffer of %lld (allowed: -1 "
+                                 "none, or a slot)",
+                      (long long)hole, (long long)n);
     if (st != TL_OK) {
-        shuffle_clear(s);
+        ds_slots_free(slots, n);
         return st;
     }
+    if (n > 0)
+        memcpy(s->buf, slots, (size_t)n * sizeof *slots);
+    tl_free(slots);
+    s->count = n;
     s->hole = hole;
     return TL_OK;
 }

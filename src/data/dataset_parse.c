@@ -377,48 +377,41 @@ static void parse_resume(tl_dataset *ds)
 
 /* The records taken from the input and not yet handed on are saved raw and
  * parsed again after a restore (a parse is a pure function of the record). */
-static tl_status parse_save(tl_dataset *ds, json_t *obj)
+static tl_status parse_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
     parse_impl *p = ds->impl;
-    json_t *arr = json_array();
-    if (arr == NULL || json_object_set_new(obj, "pending", arr) != 0)
-        return tl_error_oom();
+    ds_save_slots_begin(sv);
     for (int64_t i = p->replay_pos; i < p->n_replay; i++)
-        if (json_array_append_new(arr, ds_elem_to_json(p->replay[i])) != 0)
-            return tl_error_oom();
+        ds_save_slot(sv, p->replay[i]);
     if (p->fail_st != TL_OK)
         return tl_error(TL_ERUNTIME, "save: the pipeline already failed: %s", p->fail_msg);
     for (int64_t s = p->consumed; s < p->next_seq; s++) {
         pslot *slot = &p->ring[s % p->W];
         if (slot->st != TL_OK && slot->raw == NULL)
             return tl_error(TL_ERUNTIME, "save: the pipeline already failed: %s", slot->msg);
-        if (slot->raw != NULL && json_array_append_new(arr, ds_elem_to_json(slot->raw)) != 0)
-            return tl_error_oom();
+        if (slot->raw != NULL)
+            ds_save_slot(sv, slot->raw);
     }
-    return TL_OK;
+    return ds_save_slots_end(sv, obj, "pending");
 }
 
-static tl_status parse_restore(tl_dataset *ds, json_t *obj)
+static tl_status parse_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
     parse_impl *p = ds->impl;
-    json_t *arr = json_object_get(obj, "pending");
-    if (!json_is_array(arr))
-        return tl_error(TL_EINVAL, "restore: parse: the saved state lacks \"pending\"");
-    replay_clear(p);
-    size_t n = json_array_size(arr);
-    if (n == 0)
-        return TL_OK;
-    p->replay = tl_calloc(n, sizeof *p->replay);
-    if (p->replay == NULL)
-        return tl_error_oom();
-    for (size_t i = 0; i < n; i++) {
-        tl_status st = ds_elem_from_json(ds->ctx, json_array_get(arr, i), "restore: parse", &p->replay[i]);
-        p->n_replay = (int64_t)i + (st == TL_OK ? 1 : 0);
-        if (st != TL_OK) {
-            replay_clear(p);
-            return st;
-        }
+    ds_elem **slots;
+    int64_t n;
+    tl_status st = ds_load_slots(ld, obj, "pending", "restore: parse", INT64_MAX, &slots, &n);
+    for (int64_t i = 0; i < n && st == TL_OK; i++)
+        if (slots[i] == NULL)
+            st = tl_error(TL_EINVAL, "restore: parse: saved slot %lld is empty; \"pending\" holds records",
+                          (long long)i);
+    if (st != TL_OK) {
+        ds_slots_free(slots, n);
+        return st;
     }
+    replay_clear(p);
+    p->replay = slots;
+    p->n_replay = n;
     return TL_OK;
 }
 

@@ -136,46 +136,49 @@ static void prefetch_resume(tl_dataset *ds)
 
 /* Runs paused: the producer is between elements, so the ring and the
  * input's state agree. */
-static tl_status prefetch_save(tl_dataset *ds, json_t *obj)
+static tl_status prefetch_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
     prefetch_impl *p = ds->impl;
     if (p->count == 0 && p->fail_st != TL_OK)
         return tl_error(TL_ERUNTIME, "save: the pipeline already failed: %s", p->fail_msg);
-    json_t *arr = json_array();
-    if (arr == NULL || json_object_set_new(obj, "buffer", arr) != 0)
-        return tl_error_oom();
+    ds_save_slots_begin(sv);
     for (int64_t i = 0; i < p->count; i++)
-        if (json_array_append_new(arr, ds_elem_to_json(p->ring[(p->head + i) % p->cap])) != 0)
-            return tl_error_oom();
-    return TL_OK;
+        ds_save_slot(sv, p->ring[(p->head + i) % p->cap]);
+    return ds_save_slots_end(sv, obj, "buffer");
 }
 
-static tl_status prefetch_restore(tl_dataset *ds, json_t *obj)
+static tl_status prefetch_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
     prefetch_impl *p = ds->impl;
-    json_t *arr = json_object_get(obj, "buffer");
-    if (!json_is_array(arr) || json_array_size(arr) > MAX_PREFETCH)
-        return tl_error(TL_EINVAL, "restore: prefetch: the saved state lacks its buffer");
+    ds_elem **slots;
+    int64_t n;
+    tl_status st = ds_load_slots(ld, obj, "buffer", "restore: prefetch", MAX_PREFETCH, &slots, &n);
+    for (int64_t i = 0; i < n && st == TL_OK; i++)
+        if (slots[i] == NULL)
+            st = tl_error(TL_EINVAL, "restore: prefetch: saved slot %lld is empty; a prefetch buffer holds elements",
+                          (long long)i);
+    if (st != TL_OK) {
+        ds_slots_free(slots, n);
+        return st;
+    }
     producer_stop(p);
     ring_clear(p);
     /* A state saved with a deeper prefetch still restores: the ring grows to
      * hold what was saved. */
-    if ((int64_t)json_array_size(arr) > p->cap) {
-        ds_elem **r = tl_calloc(json_array_size(arr), sizeof *r);
-        if (r == NULL)
+    if (n > p->cap) {
+        ds_elem **r = tl_calloc((size_t)n, sizeof *r);
+        if (r == NULL) {
+            ds_slots_free(slots, n);
             return tl_error_oom();
+        }
         tl_free(p->ring);
         p->ring = r;
-        p->cap = (int64_t)json_array_size(arr);
+        p->cap = n;
     }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        tl_status st = ds_elem_from_json(ds->ctx, json_array_get(arr, i), "restore: prefetch", &p->ring[i]);
-        if (st != TL_OK) {
-            ring_clear(p);
-            return st;
-        }
-        p->count++;
-    }
+    if (n > 0)
+        memcpy(p->ring, slots, (size_t)n * sizeof *slots);
+    tl_free(slots);
+    p->count = n;
     return TL_OK;
 }
 

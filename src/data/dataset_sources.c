@@ -66,7 +66,8 @@ tl_status ds_glob(const char *const *patterns, int n, char ***names, size_t *cou
                 else
                     len++;
             }
-            qsort(list + first, len - first, sizeof *list, cmp_str);
+            if (st == TL_OK) /* list may still be NULL when its first allocation failed */
+                qsort(list + first, len - first, sizeof *list, cmp_str);
         }
         globfree(&g);
     }
@@ -145,8 +146,9 @@ static tl_status save_names(json_t *obj, char **names, size_t count)
     return TL_OK;
 }
 
-static tl_status files_save(tl_dataset *ds, json_t *obj)
+static tl_status files_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     files_impl *f = ds->impl;
     tl_status st = save_names(obj, f->names, f->count);
     if (st == TL_OK && json_object_set_new(obj, "pos", json_integer((json_int_t)f->pos)) != 0)
@@ -154,8 +156,9 @@ static tl_status files_save(tl_dataset *ds, json_t *obj)
     return st;
 }
 
-static tl_status files_restore(tl_dataset *ds, json_t *obj)
+static tl_status files_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     files_impl *f = ds->impl;
     int64_t pos;
     tl_status st = check_names(obj, "restore: file list", f->names, f->count);
@@ -249,8 +252,9 @@ static tl_status mem_reset(tl_dataset *ds, uint64_t epoch_key)
     return TL_OK;
 }
 
-static tl_status mem_save(tl_dataset *ds, json_t *obj)
+static tl_status mem_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     mem_impl *m = ds->impl;
     if (json_object_set_new(obj, "pos", json_integer(m->pos)) != 0 ||
         json_object_set_new(obj, "n", json_integer(m->n)) != 0)
@@ -258,8 +262,9 @@ static tl_status mem_save(tl_dataset *ds, json_t *obj)
     return TL_OK;
 }
 
-static tl_status mem_restore(tl_dataset *ds, json_t *obj)
+static tl_status mem_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     mem_impl *m = ds->impl;
     int64_t pos, n;
     tl_status st = ds_json_int(obj, "pos", "restore: examples", &pos);
@@ -295,9 +300,9 @@ static tl_status mem_finish(mem_impl *m, const char *what, tl_dataset **out)
     ds_format_shape(shape, sizeof shape, m->shape, m->rank);
     char *desc = tl_asprintf("%s(%lld examples, features %s%s)", what, (long long)m->n, shape,
                              m->labels != NULL ? ", label" : "");
+    /* ds_node_new frees desc when it fails. */
     tl_dataset *ds = desc != NULL ? ds_node_new(&mem_ops, m, desc, NULL) : NULL;
     if (ds == NULL) {
-        tl_free(desc);
         mem_destroy(&(tl_dataset){.impl = m});
         return tl_error_oom();
     }
@@ -526,8 +531,13 @@ static tl_status text_read(tl_dataset *ds, text_impl *t, ds_elem **out)
             st = criteo_elem(ds, t, &x, out);
     }
     if (st == TL_OK && got) {
-        (*out)->file = ds_intern(ds->ctx, t->names[t->file]);
+        /* Counted even when it fails: the reader has read the record. */
         (*out)->record = t->record++;
+        if (((*out)->file = ds_intern(ds->ctx, t->names[t->file])) == NULL) {
+            ds_elem_free(*out);
+            *out = NULL;
+            st = tl_error_oom();
+        }
     }
     return st;
 }
@@ -561,8 +571,9 @@ static tl_status text_reset(tl_dataset *ds, uint64_t epoch_key)
     return TL_OK;
 }
 
-static tl_status text_save(tl_dataset *ds, json_t *obj)
+static tl_status text_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     text_impl *t = ds->impl;
     tl_status st = save_names(obj, t->names, t->count);
     if (st == TL_OK && (json_object_set_new(obj, "file", json_integer((json_int_t)t->file)) != 0 ||
@@ -572,8 +583,9 @@ static tl_status text_save(tl_dataset *ds, json_t *obj)
 }
 
 /* Text readers cannot seek: the file is read again up to the record. */
-static tl_status text_restore(tl_dataset *ds, json_t *obj)
+static tl_status text_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     text_impl *t = ds->impl;
     int64_t file, record;
     tl_status st = check_names(obj, "restore: text files", t->names, t->count);
@@ -634,12 +646,15 @@ static tl_status text_finish(text_impl *t, const char *const *patterns, int n, t
      * fails at construction, as the header promises. */
     if (st == TL_OK && (st = text_open(t)) == TL_OK)
         text_close(t);
-    tl_dataset *ds = st == TL_OK ? ds_node_new(&text_ops, t, desc, NULL) : NULL;
-    if (st == TL_OK && ds == NULL)
-        st = tl_error_oom();
-    if (st != TL_OK) {
+    tl_dataset *ds = NULL;
+    if (st == TL_OK) {
+        ds = ds_node_new(&text_ops, t, desc, NULL); /* which frees desc when it fails */
+        desc = NULL;
         if (ds == NULL)
-            tl_free(desc);
+            st = tl_error_oom();
+    }
+    if (st != TL_OK) {
+        tl_free(desc);
         text_destroy(&(tl_dataset){.impl = t});
         return st;
     }

@@ -184,8 +184,9 @@ static tl_status tfr_reset(tl_dataset *ds, uint64_t epoch_key)
     return ds_reset(ds->input, epoch_key);
 }
 
-static tl_status tfr_save(tl_dataset *ds, json_t *obj)
+static tl_status tfr_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
+    (void)sv;
     tfr_impl *t = ds->impl;
     json_t *arr = json_array();
     bool ok = arr != NULL && json_object_set_new(obj, "slots", arr) == 0 &&
@@ -241,8 +242,9 @@ static tl_status slot_restore(tl_dataset *ds, tfr_impl *t, slot *s, json_t *so)
     return TL_OK;
 }
 
-static tl_status tfr_restore(tl_dataset *ds, json_t *obj)
+static tl_status tfr_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
+    (void)ld;
     tfr_impl *t = ds->impl;
     close_all(t);
     json_t *arr = json_object_get(obj, "slots");

@@ -542,6 +542,10 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
     return TL_OK;
 }
 
+/* The positions are one JSON array of the datasets' tl_dataset_save texts,
+ * joined and split as text: with a large shuffle buffer a text is megabytes,
+ * and parsing it only to write it out again cost seconds. tl_dataset_restore
+ * parses each element in full. */
 tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
 {
     tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
@@ -551,52 +555,140 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
     tl_feed *train = est->infeed.cur_mode == TL_MODE_TRAIN ? est->infeed.cur : est->infeed.outer;
     if (train != NULL)
         tl_feed_wait_produced(train, step);
-    json_t *arr = json_array();
-    tl_status st = arr != NULL ? TL_OK : tl_error_oom();
-    for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
-        char *text = NULL;
-        if ((st = tl_dataset_save(f->ds[i].ds, &text)) != TL_OK)
-            break;
-        json_error_t jerr;
-        json_t *v = json_loads(text, 0, &jerr);
-        tl_free(text);
-        if (v == NULL || json_array_append_new(arr, v) != 0)
-            st = tl_error(TL_ERUNTIME, "dataset %d: its saved position is not JSON: %s", i, jerr.text);
-    }
+    char **texts = tl_calloc((size_t)f->ncalls + 1, sizeof *texts);
+    tl_status st = texts != NULL ? TL_OK : tl_error_oom();
+    size_t total = 2 + (size_t)f->ncalls;
+    for (int i = 0; i < f->ncalls && st == TL_OK; i++)
+        if ((st = tl_dataset_save(f->ds[i].ds, &texts[i])) == TL_OK)
+            total += strlen(texts[i]);
+    char *out = st == TL_OK ? tl_malloc(total + 1) : NULL;
+    if (st == TL_OK && out == NULL)
+        st = tl_error_oom();
     if (st == TL_OK) {
-        char *s = json_dumps(arr, JSON_COMPACT);
-        *json = s != NULL ? tl_strdup(s) : NULL;
-        free(s);
-        if (*json == NULL)
-            st = tl_error_oom();
+        char *p = out;
+        *p++ = '[';
+        for (int i = 0; i < f->ncalls; i++) {
+            if (i > 0)
+                *p++ = ',';
+            size_t n = strlen(texts[i]);
+            memcpy(p, texts[i], n);
+            p += n;
+        }
+        *p++ = ']';
+        *p = '\0';
+        *json = out;
     }
-    json_decref(arr);
+    for (int i = 0; texts != NULL && i < f->ncalls; i++)
+        tl_free(texts[i]);
+    tl_free(texts);
     return st;
+}
+
+static const char *skip_json_space(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* Where the JSON value starting at p ends: past its closing bracket or
+ * quote, or at the ',' or ']' after a bare scalar; NULL when the text ends
+ * first. It follows strings and bracket depth only, as finding the
+ * element's extent needs no more. */
+static const char *json_value_end(const char *p)
+{
+    int depth = 0;
+    for (;;) {
+        switch (*p) {
+        case '\0':
+            return NULL;
+        case '"':
+            for (p++;;) {
+                p += strcspn(p, "\"\\");
+                if (*p == '"')
+                    break;
+                if (*p == '\0' || *++p == '\0')
+                    return NULL;
+                p++;
+            }
+            if (depth == 0)
+                return p + 1;
+            break;
+        case '[':
+        case '{':
+            depth++;
+            break;
+        case ']':
+        case '}':
+            if (depth == 0)
+                return p;
+            if (--depth == 0)
+                return p + 1;
+            break;
+        case ',':
+            if (depth == 0)
+                return p;
+            break;
+        default:
+            break;
+        }
+        p++;
+    }
 }
 
 tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json)
 {
     tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
-    json_error_t jerr;
-    json_t *arr = json_loads(json, 0, &jerr);
-    if (arr == NULL || !json_is_array(arr)) {
-        json_decref(arr);
-        return tl_error(TL_EPARSE, "the checkpoint's input_datasets is not a JSON array: %s",
-                        arr == NULL ? jerr.text : "another type");
-    }
-    tl_status st = TL_OK;
-    if ((int)json_array_size(arr) != f->ncalls)
+    /* First the elements' extents, so that a wrong count is refused before
+     * any dataset moves. */
+    const char **start = tl_calloc((size_t)f->ncalls + 1, sizeof *start);
+    size_t *len = tl_calloc((size_t)f->ncalls + 1, sizeof *len);
+    tl_status st = start != NULL && len != NULL ? TL_OK : tl_error_oom();
+    const char *p = skip_json_space(json);
+    const char *bad = NULL;
+    size_t count = 0;
+    if (st == TL_OK && *p != '[')
+        bad = "it does not start with '['";
+    else if (st == TL_OK && *(p = skip_json_space(p + 1)) != ']')
+        for (;; count++) {
+            const char *end = json_value_end(p);
+            if (end == NULL || end == p) {
+                bad = end == NULL ? "the text ends inside an element" : "an element is empty";
+                break;
+            }
+            if (count < (size_t)f->ncalls) {
+                start[count] = p;
+                len[count] = (size_t)(end - p);
+            }
+            p = skip_json_space(end);
+            if (*p == ',') {
+                p = skip_json_space(p + 1);
+            } else if (*p == ']') {
+                count++;
+                break;
+            } else {
+                bad = "elements are not separated by ','";
+                break;
+            }
+        }
+    if (st == TL_OK && bad == NULL && *skip_json_space(p + 1) != '\0')
+        bad = "text follows the array";
+    if (st == TL_OK && bad != NULL)
+        st = tl_error(TL_EPARSE, "the checkpoint's input_datasets is not a JSON array: %s (at byte %zu)", bad,
+                      (size_t)(p - json));
+    if (st == TL_OK && count != (size_t)f->ncalls)
         st = tl_error(TL_EINVAL, "the checkpoint holds the positions of %zu input datasets; this input plan has %d "
                                  "invocations (the deployment or topology changed)",
-                      json_array_size(arr), f->ncalls);
+                      count, f->ncalls);
     for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
-        char *text = json_dumps(json_array_get(arr, (size_t)i), JSON_COMPACT | JSON_ENCODE_ANY);
+        char *text = tl_strndup(start[i], len[i]);
         st = text != NULL ? tl_dataset_restore(f->ds[i].ds, text) : tl_error_oom();
-        free(text);
+        tl_free(text);
         if (st != TL_OK)
             st = tl_error(st, "restoring input dataset %d: %s", i, tl_last_error());
     }
-    json_decref(arr);
+    tl_free(start);
+    tl_free(len);
     return st;
 }
 
