@@ -290,17 +290,6 @@ static void tfr_destroy(tl_dataset *ds)
 
 static const ds_ops tfr_ops = {"tfrecord", tfr_next, tfr_reset, tfr_save, tfr_restore, NULL, NULL, tfr_destroy};
 
-static const char *compression_name(tl_record_compression c)
-{
-    switch (c) {
-    case TL_RECORD_NONE: return "NONE";
-    case TL_RECORD_GZIP: return "GZIP";
-    case TL_RECORD_ZLIB: return "ZLIB";
-    case TL_RECORD_AUTO: return "AUTO";
-    }
-    return "?";
-}
-
 tl_status tl_dataset_tfrecord_interleave(tl_dataset *files, const tl_tfrecord_options *o, tl_dataset **out)
 {
     tl_tfrecord_options def;
@@ -330,7 +319,7 @@ tl_status tl_dataset_tfrecord_interleave(tl_dataset *files, const tl_tfrecord_op
             t->o = *o;
             desc = tl_asprintf("tfrecord(compression=%s, cycle_length=%lld, block_length=%lld, "
                                "skip_corrupt_records=%s)",
-                               compression_name(o->compression), (long long)o->cycle_length,
+                               tl_record_compression_name(o->compression), (long long)o->cycle_length,
                                (long long)o->block_length, o->skip_corrupt_records ? "true" : "false");
         }
         if (desc == NULL) {
