@@ -317,3 +317,21 @@ void mtck_flip_byte(const char *path, long from_end)
     fputc(c ^ 0x10, f);
     fclose(f);
 }
+
+/* ---- embedding engines ---------------------------------------------------- */
+
+void mtck_emb_config1(tl_emb_config *c, const tl_emb_table_config *t, const tl_emb_feature_config *f)
+{
+    tl_emb_config_default(c);
+    c->tables = t;
+    c->num_tables = 1;
+    c->features = f;
+    c->num_features = 1;
+}
+
+tl_emb_engine *mtck_emb_engine(const tl_emb_config *c)
+{
+    tl_emb_engine *eng = NULL;
+    cr_assert_eq(tl_emb_engine_create(c, &eng), TL_OK, "%s", tl_last_error());
+    return eng;
+}

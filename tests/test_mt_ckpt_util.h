@@ -4,7 +4,9 @@
  * test_mt_eval_metrics.c) and, for the model_dir tests (test_mt_ckpt.c,
  * test_mt_resume.c), scratch directories, a tiny classifier with
  * dropout, synthetic data, one-call training runs, checkpoint listings, a
- * log catcher and an event-file reader. test_mt_ckpt_util.c holds no tests;
+ * log catcher and an event-file reader; and, for the embedding tests
+ * (test_mt_estimator_embedding.c, test_estimator_vocab.c), the engine of a
+ * one-table configuration. test_mt_ckpt_util.c holds no tests;
  * like the tests it uses only the assertion macros of the TSan stand-in.
  */
 #ifndef TPULOOP_TESTS_MT_CKPT_UTIL_H
@@ -80,6 +82,13 @@ typedef struct mtck_event {
     float loss;         /* a "loss" scalar's value */
 } mtck_event;
 int mtck_events(const char *dir, mtck_event *out, int max);
+
+/* tl_emb_config_default with table *t read by feature *f alone (both
+ * borrowed until the engine is created: tl_emb_engine_create copies them). */
+void mtck_emb_config1(tl_emb_config *c, const tl_emb_table_config *t, const tl_emb_feature_config *f);
+
+/* The engine of configuration c (fails the test on error). */
+tl_emb_engine *mtck_emb_engine(const tl_emb_config *c);
 
 /* Flips one bit of the byte at offset from the end of the file. */
 void mtck_flip_byte(const char *path, long from_end);
