@@ -54,6 +54,14 @@ char *mtck_tmpdir(void)
     return strdup(tmpl);
 }
 
+char *mtck_model_dir(char *flag, size_t n)
+{
+    char *dir = mtck_tmpdir();
+    int len = snprintf(flag, n, "--model_dir=%s", dir);
+    cr_assert(len > 0 && (size_t)len < n, "--model_dir=%s does not fit %zu bytes", dir, n);
+    return dir;
+}
+
 void mtck_rmtree(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -73,6 +81,12 @@ void mtck_rmtree(const char *dir)
     }
     closedir(d);
     rmdir(dir);
+}
+
+void mtck_drop_dir(char *dir)
+{
+    mtck_rmtree(dir);
+    free(dir);
 }
 
 char *mtck_join(const char *dir, const char *name)

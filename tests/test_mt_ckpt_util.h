@@ -23,6 +23,12 @@ long mtck_allocations(void);
  * it with everything in it. */
 char *mtck_tmpdir(void);
 void mtck_rmtree(const char *dir);
+/* A new empty directory as mtck_tmpdir's, and its flag "--model_dir=<it>"
+ * written into flag (n bytes: the test fails if it does not fit). */
+char *mtck_model_dir(char *flag, size_t n);
+/* mtck_rmtree(dir), then free(dir): the end of a directory from mtck_tmpdir
+ * or mtck_model_dir. */
+void mtck_drop_dir(char *dir);
 /* dir/name in a malloc'd string. */
 char *mtck_join(const char *dir, const char *name);
 bool mtck_exists(const char *path);

@@ -334,12 +334,9 @@ static void expect_same_bits(const tl_labeled_data *d, const tl_input *in, const
 Test(mt_estimator_embedding, same_bits_for_any_iterations_per_loop_and_across_a_resume)
 {
     tl_labeled_data *d = emb_data(320);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     expect_same_bits(d, NULL, md);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     free_data(d);
 }
 
@@ -543,9 +540,7 @@ Test(mt_estimator_embedding, data_without_the_ids_is_a_named_error)
 Test(mt_estimator_embedding, a_checkpoint_without_the_tables_is_refused)
 {
     tl_labeled_data *d = emb_data(64);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--devices=1", "--train_batch_size=32", "--max_steps=2", md};
     tl_emb_engine *eng = emb_engine(1, 32, TL_EMB_ADAGRAD);
     train_once(ARGC(argv), argv, eng, emb_model, d);
@@ -560,8 +555,7 @@ Test(mt_estimator_embedding, a_checkpoint_without_the_tables_is_refused)
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
     cr_assert(has("embedding tensor 'embedding/a/momenta' is missing"), "%s", tl_last_error());
     destroy_all(est, cfg, eng);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     free_data(d);
 }
 
@@ -679,8 +673,7 @@ static tl_status train_csv_rows(tl_emb_engine *eng, tl_model_fn fn, const tl_csv
     tl_train_result tr;
     tl_status st = tl_estimator_train_input(est, &input, &tr);
     destroy_all(est, cfg, NULL);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     free(in.path);
     return st;
 }
