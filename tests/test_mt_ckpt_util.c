@@ -320,6 +320,33 @@ int mtck_events(const char *dir, mtck_event *out, int max)
     return count;
 }
 
+char *mtck_read_replacing(const char *path, const char *mark, const char *with)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
+    buf[n] = '\0';
+    size_t m = strlen(mark), marks = 0, at = 0;
+    for (const char *p = strstr(buf, mark); p != NULL; p = strstr(p + m, mark))
+        marks++;
+    size_t cap = n + marks * strlen(with) + 1;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    for (const char *p = buf; *p != '\0';) {
+        if (strncmp(p, mark, m) == 0) {
+            at += (size_t)snprintf(out + at, cap - at, "%s", with);
+            p += m;
+        } else {
+            out[at++] = *p++;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
 void mtck_flip_byte(const char *path, long from_end)
 {
     FILE *f = fopen(path, "r+b");

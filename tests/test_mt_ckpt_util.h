@@ -96,6 +96,12 @@ void mtck_emb_config1(tl_emb_config *c, const tl_emb_table_config *t, const tl_e
 /* The engine of configuration c (fails the test on error). */
 tl_emb_engine *mtck_emb_engine(const tl_emb_config *c);
 
+/* The text of the file at path (up to 16 KiB: the test fails on a larger
+ * one) with every mark in it replaced by with; malloc'd. The tests of
+ * earlier formats read their files so, a directory or file name put back
+ * where it was written as a mark (test_data_dataset_state.c too). */
+char *mtck_read_replacing(const char *path, const char *mark, const char *with);
+
 /* Flips one bit of the byte at offset from the end of the file. */
 void mtck_flip_byte(const char *path, long from_end);
 
