@@ -51,8 +51,7 @@ Test(data_dataset, interleave_order_by_hand)
     expect_records(files, 3, 2, 1, "A0 B0 A1 B1 A2 A3 C0 A4 C1 C2 C3");
     expect_records(files, 3, 4, 3, "A0 A1 A2 B0 B1 C0 C1 C2 A3 A4 C3");
     free(a), free(b), free(c);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, glob_sorted_and_no_match_named)
@@ -76,8 +75,7 @@ Test(data_dataset, glob_sorted_and_no_match_named)
     ASSERT_ERR(tl_dataset_from_files(pats, 0, &ds), TL_EINVAL, "at least one pattern");
     free(pat);
     free(none);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* Four files of three records: sharding the file list gives whole files,
@@ -113,8 +111,7 @@ Test(data_dataset, shard_files_versus_records)
     cr_assert_null(ds);
     for (int i = 0; i < 4; i++)
         free(paths[i]);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* ---- in-memory data for the order tests -------------------------------------- */
@@ -355,8 +352,7 @@ Test(data_dataset, parse_fixed_var_and_bytes)
     cr_assert_null(e);
     tl_dataset_destroy(ds);
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, parse_default_and_missing_required)
@@ -405,8 +401,7 @@ Test(data_dataset, parse_default_and_missing_required)
     ASSERT_ERR(tl_dataset_parse_example(ds, &neg, 1, NULL, &ds), TL_EINVAL, "specs[0]");
     cr_assert_null(ds);
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, batch_ragged_and_bytes)
@@ -441,8 +436,7 @@ Test(data_dataset, batch_ragged_and_bytes)
     cr_assert_null(e, "drop_remainder drops the 2 left");
     tl_dataset_destroy(ds);
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* A SequenceExample whose feature list "tok" has `steps` steps of one
@@ -520,8 +514,7 @@ Test(data_dataset, sequence_features_and_batch_errors)
     ASSERT_ERR(tl_dataset_next(ds, &e), TL_ENOTIMPL, "ragged with 2 rows");
     tl_dataset_destroy(ds);
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, gzip_zlib_auto)
@@ -542,8 +535,7 @@ Test(data_dataset, gzip_zlib_auto)
         }
         free(p);
     }
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* ---- other sources ---------------------------------------------------------------- */
@@ -607,8 +599,7 @@ Test(data_dataset, idx_source)
     cr_assert_null(tl_element_find(e, "label"));
     tl_dataset_destroy(ds);
     free(xi), free(yi), free(bad);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, csv_source)
@@ -642,8 +633,7 @@ Test(data_dataset, csv_source)
     cols[1].name = "points";
     ASSERT_ERR(tl_dataset_csv(files, 1, &o, &ds), TL_EPARSE, "header column");
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset, criteo_source)
@@ -680,6 +670,5 @@ Test(data_dataset, criteo_source)
     cr_assert_eq(((int64_t *)c->data)[1], 255);
     tl_dataset_destroy(ds);
     free(p);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }

@@ -17,17 +17,21 @@
 #include "base/base_int.h"
 #include "io/tfrecord.h"
 #include "test_data_dataset_util.h"
+#include "test_mt_ckpt_util.h"
 #include "testutil.h"
 
 typedef tl_dataset *(*builder)(const char *dir, uint64_t seed);
 
-static void fixture(const char *dir)
+/* A new directory of the fixture's files. */
+static char *fixture_dir(void)
 {
+    char *dir = dd_tmpdir();
     char *a = dd_join(dir, "part-0"), *b = dd_join(dir, "part-1"), *c = dd_join(dir, "part-2.gz");
     dd_write_examples(a, 0, 0, 20);
     dd_write_examples(b, 0, 100, 17);
     dd_write_examples(c, 1, 200, 11);
     free(a), free(b), free(c);
+    return dir;
 }
 
 static tl_dataset *files_ds(const char *dir, const char *pattern, int64_t cycle, int64_t block, int c)
@@ -103,8 +107,7 @@ static tl_dataset *pipe_d(const char *dir, uint64_t seed)
 
 static void restore_everywhere(builder build, int step)
 {
-    char *dir = dd_tmpdir();
-    fixture(dir);
+    char *dir = fixture_dir();
     tl_dataset *ds = build(dir, 42);
     int64_t *ref;
     size_t total = dd_drain(ds, &ref, -1);
@@ -147,8 +150,7 @@ static void restore_everywhere(builder build, int step)
         tl_dataset_destroy(ds);
     }
     free(ref);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset_state, restore_everywhere_shuffle_repeat_batch)
@@ -195,30 +197,6 @@ static void expect_rest(builder build, const char *dir, const char *state, int k
     free(tail);
 }
 
-/* The text of path with every "@DIR@" replaced by dir (malloc'd). */
-static char *read_with_dir(const char *path, const char *dir)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    char buf[16384];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
-    buf[n] = '\0';
-    size_t cap = n * 4 + strlen(dir) + 1, at = 0;
-    char *out = malloc(cap);
-    for (const char *p = buf; *p != '\0';) {
-        if (strncmp(p, "@DIR@", 5) == 0) {
-            at += (size_t)snprintf(out + at, cap - at, "%s", dir);
-            p += 5;
-        } else {
-            out[at++] = *p++;
-        }
-    }
-    out[at] = '\0';
-    return out;
-}
-
 /* tests/data/dataset_state_v1/ holds states tpuloop wrote in format
  * tpuloop.dataset/1, elements as JSON (tl_dataset_save of commit 9150d45,
  * the fixture's directory replaced by @DIR@), for pipe_a after 5 elements,
@@ -237,10 +215,9 @@ Test(data_dataset_state, a_state_of_format_1_restores)
         {pipe_b, "tests/data/dataset_state_v1/gzip_shard_shuffle_prefetch_after_7.json", 7},
         {pipe_d, "tests/data/dataset_state_v1/parse_shuffle_prefetch_after_9.json", 9},
     };
-    char *dir = dd_tmpdir();
-    fixture(dir);
+    char *dir = fixture_dir();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char *v1 = read_with_dir(cases[c].file, dir);
+        char *v1 = mtck_read_replacing(cases[c].file, "@DIR@", dir);
         cr_assert(strstr(v1, "\"format\":\"tpuloop.dataset/1\"") != NULL, "%s", cases[c].file);
         expect_rest(cases[c].build, dir, v1, cases[c].k);
         tl_dataset *ds = cases[c].build(dir, 42);
@@ -253,16 +230,14 @@ Test(data_dataset_state, a_state_of_format_1_restores)
         tl_free(v2);
         free(v1);
     }
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* A saved state is JSON: pretty-printed (the elements still last) or with
  * its keys sorted (the elements no longer last) it restores the same. */
 Test(data_dataset_state, a_reformatted_state_restores)
 {
-    char *dir = dd_tmpdir();
-    fixture(dir);
+    char *dir = fixture_dir();
     tl_dataset *ds = pipe_d(dir, 42);
     int64_t *head;
     dd_drain(ds, &head, 9);
@@ -282,8 +257,7 @@ Test(data_dataset_state, a_reformatted_state_restores)
     }
     json_decref(j);
     tl_free(state);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* ---- the form of a saved state ------------------------------------------------------ */
@@ -366,16 +340,25 @@ static int32_t label_of(const tl_element *e)
     return *(const int32_t *)t->data;
 }
 
-Test(data_dataset_state, the_saved_text_has_the_documented_form)
+/* The state of the two-example pipeline after its first element (tl_free
+ * it); *out is that example's index, the hole's slot. */
+static char *two_after_one(int *out)
 {
     tl_labeled_data d;
     tl_dataset *ds = two_examples(&d);
     const tl_element *e;
     ASSERT_OK(tl_dataset_next(ds, &e));
-    int out = label_of(e) == 7 ? 0 : 1;
+    *out = label_of(e) == 7 ? 0 : 1;
     char *state;
     ASSERT_OK(tl_dataset_save(ds, &state));
     tl_dataset_destroy(ds);
+    return state;
+}
+
+Test(data_dataset_state, the_saved_text_has_the_documented_form)
+{
+    int out;
+    char *state = two_after_one(&out);
     /* the element data is the last member, written compactly */
     const char *el = strstr(state, ",\"elements\":\"");
     cr_assert_not_null(el, "%s", state);
@@ -433,14 +416,8 @@ static void expect_refused(const char *state, tl_status st, const char *frag)
 Test(data_dataset_state, a_damaged_state_is_refused_naming_the_field)
 {
     /* The real pipeline's description of its source, and the reference. */
-    tl_labeled_data d;
-    tl_dataset *ds = two_examples(&d);
-    const tl_element *e;
-    ASSERT_OK(tl_dataset_next(ds, &e));
-    int out = label_of(e) == 7 ? 0 : 1;
-    char *saved;
-    ASSERT_OK(tl_dataset_save(ds, &saved));
-    tl_dataset_destroy(ds);
+    int out;
+    char *saved = two_after_one(&out);
     uint8_t b[64];
     size_t n = two_slots(out, b);
     char list[128];
@@ -448,7 +425,9 @@ Test(data_dataset_state, a_damaged_state_is_refused_naming_the_field)
     char *s = two_state(saved, list, b, n);
     cr_assert_str_eq(s, saved, "the test's hand-made state is the saved one");
     /* It restores: the other example comes next, then the end. */
-    ds = two_examples(&d);
+    tl_labeled_data d;
+    tl_dataset *ds = two_examples(&d);
+    const tl_element *e;
     ASSERT_OK(tl_dataset_restore(ds, s));
     ASSERT_OK(tl_dataset_next(ds, &e));
     cr_assert_eq(label_of(e), two_labels[1 - out]);
@@ -565,15 +544,13 @@ Test(data_dataset_state, save_and_restore_unwind_when_an_allocation_fails)
     fclose(f);
     sweep w = {&d, csv};
     tu_oom_sweep(save_and_restore, &w, "tl_dataset_save and tl_dataset_restore");
-    dd_rmtree(dir);
     free(csv);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset_state, restore_refuses_another_pipeline)
 {
-    char *dir = dd_tmpdir();
-    fixture(dir);
+    char *dir = fixture_dir();
     tl_dataset *ds = pipe_a(dir, 1);
     const tl_element *e;
     ASSERT_OK(tl_dataset_next(ds, &e));
@@ -609,8 +586,7 @@ Test(data_dataset_state, restore_refuses_another_pipeline)
     tl_dataset_destroy(d2);
     free(extra);
     tl_free(state);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* ---- corrupt records -------------------------------------------------------------- */
@@ -713,8 +689,7 @@ Test(data_dataset_state, skip_corrupt_data_crc)
     cr_assert(strstr(tl_last_error(), want_where) != NULL, "%s", tl_last_error());
     tl_dataset_destroy(ds);
     free(a), free(b);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 /* gzip's the file at src into dst. */
@@ -783,8 +758,7 @@ Test(data_dataset_state, skip_corrupt_data_crc_inside_gzip)
     tl_dataset_destroy(ds);
     tl_set_log_handler(NULL, NULL);
     free(p), free(plain), free(a), free(b);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset_state, skip_corrupt_length_ends_file)
@@ -818,8 +792,7 @@ Test(data_dataset_state, skip_corrupt_length_ends_file)
     cr_assert(strstr(tl_last_error(), want_where) != NULL, "%s", tl_last_error());
     tl_dataset_destroy(ds);
     free(a), free(b);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }
 
 Test(data_dataset_state, skip_records_that_do_not_parse)
@@ -855,6 +828,5 @@ Test(data_dataset_state, skip_records_that_do_not_parse)
     cr_assert_eq(*(int64_t *)e->tensors[0].data, 2, "reading goes on after a parse error");
     tl_dataset_destroy(ds);
     free(a);
-    dd_rmtree(dir);
-    free(dir);
+    dd_drop_dir(dir);
 }

@@ -45,6 +45,12 @@ void dd_rmtree(const char *dir)
     rmdir(dir);
 }
 
+void dd_drop_dir(char *dir)
+{
+    dd_rmtree(dir);
+    free(dir);
+}
+
 uint8_t *dd_example(int64_t id, size_t *len)
 {
     int64_t idv[1] = {id}, tags[3];

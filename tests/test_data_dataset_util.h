@@ -15,6 +15,8 @@
 /* A new empty directory under /tmp (malloc'd); dd_rmtree removes it. */
 char *dd_tmpdir(void);
 void dd_rmtree(const char *dir);
+/* dd_rmtree(dir), then free(dir): the end of a directory from dd_tmpdir. */
+void dd_drop_dir(char *dir);
 /* dir/name, malloc'd. */
 char *dd_join(const char *dir, const char *name);
 

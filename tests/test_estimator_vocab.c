@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpuloop/tpuloop.h"
+#include "test_mt_ckpt_util.h"
 
 #define V ((int64_t)1 << 26)
 #define DIM 8
@@ -92,29 +92,20 @@ Test(estimator_vocab, a_table_of_2_26_rows_trains_rows_above_2_24)
                              .initializer = {.kind = TL_EMB_INIT_ZEROS}, .combiner = TL_EMB_COMBINER_SUM};
     tl_emb_feature_config f = {.name = "C1", .table = 0};
     tl_emb_config c;
-    tl_emb_config_default(&c);
-    c.tables = &t;
-    c.num_tables = 1;
-    c.features = &f;
-    c.num_features = 1;
+    mtck_emb_config1(&c, &t, &f);
     c.batch_size_per_tensor_core = BATCH;
     c.optimizer.learning_rate = 0.5f; /* SGD */
-    tl_emb_engine *eng;
-    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    tl_emb_engine *eng = mtck_emb_engine(&c);
 
     const char *argv[] = {"--devices=1", "--train_batch_size=256", "--train_steps=4", "--iterations_per_loop=2",
                           "--tf_random_seed=3"};
-    tl_config *cfg;
-    cr_assert_eq(tl_config_create(&cfg), TL_OK);
-    cr_assert_eq(tl_config_apply_args(cfg, (int)(sizeof argv / sizeof argv[0]), (char *const *)argv, NULL, NULL), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
     tl_estimator_options o;
     tl_estimator_options_init(&o);
     o.model_fn = wide_model;
     o.optimizer.lr.learning_rate = 0.01;
     o.embedding = eng;
-    tl_estimator *est;
-    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator((int)(sizeof argv / sizeof argv[0]), argv, &o, &cfg);
     tl_train_result tr;
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tr.global_step, STEPS);

@@ -19,9 +19,7 @@
 /* Trains with flags plus --model_dir=<a new directory>, which it returns. */
 static char *train_in_new_dir(int argc, const char *const *argv, const tl_labeled_data *d, tl_train_result *tr)
 {
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *all[16];
     cr_assert_lt(argc, 16);
     for (int i = 0; i < argc; i++)
@@ -41,97 +39,94 @@ static void expect_steps(const char *dir, const int64_t *want, int n)
                      (long long)want[i]);
 }
 
+/* Trains mtck_data(128, 4, 1) with the flags into a new model_dir, which it
+ * returns, and expects its checkpoints at steps want[0..n). */
+static char *saves_at(int argc, const char *const *argv, const int64_t *want, int n)
+{
+    tl_labeled_data *d = mtck_data(128, 4, 1);
+    tl_train_result tr;
+    char *dir = train_in_new_dir(argc, argv, d, &tr);
+    tl_labeled_data_destroy(d);
+    expect_steps(dir, want, n);
+    return dir;
+}
+
+/* dir's checkpoint index names latest (NULL: not checked) and lists the n
+ * paths listed, oldest first. */
+static void expect_index(const char *dir, const char *latest, const char *const *listed, int n)
+{
+    tl_ckpt_state *st;
+    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
+    if (latest != NULL)
+        cr_assert_str_eq(st->model_checkpoint_path, latest);
+    cr_assert_eq(st->num_paths, n);
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(st->all_model_checkpoint_paths[i], listed[i]);
+    tl_ckpt_state_destroy(st);
+}
+
 /* ---- save points (§3.2) --------------------------------------------------- */
 
 Test(mt_ckpt, save_every_loop_T26)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=100", "--devices=1", "--train_batch_size=16", "--train_steps=1000",
                           "--save_checkpoints_steps=100", "--keep_checkpoint_max=0", "--tf_random_seed=1"};
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     int64_t want[11];
     for (int i = 0; i < 11; i++)
         want[i] = 100 * i;
-    expect_steps(dir, want, 11);
+    char *dir = saves_at(ARGC(argv), argv, want, 11);
     tl_ckpt_state *st;
     cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
     cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-1000");
     cr_assert_eq(st->num_paths, 1, "keep_checkpoint_max 0 keeps every file and lists the latest, as TF's Saver");
     tl_ckpt_state_destroy(st);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    mtck_drop_dir(dir);
 }
 
 Test(mt_ckpt, save_at_the_first_boundary_past_the_period_T27)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=100", "--devices=1", "--train_batch_size=16", "--train_steps=1000",
                           "--save_checkpoints_steps=250", "--keep_checkpoint_max=0", "--tf_random_seed=1"};
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     const int64_t want[] = {0, 300, 600, 900, 1000};
-    expect_steps(dir, want, 5);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    mtck_drop_dir(saves_at(ARGC(argv), argv, want, 5));
 }
 
 Test(mt_ckpt, no_checkpoint_hook_when_both_are_null_T28)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=10", "--devices=1", "--train_batch_size=16", "--train_steps=50",
                           "--save_checkpoints_steps=null", "--save_checkpoints_secs=null", "--tf_random_seed=1"};
-    tl_train_result tr;
     mtck_log_start();
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
+    char *dir = saves_at(ARGC(argv), argv, NULL, 0);
     mtck_log_stop();
     cr_assert(mtck_log_has("Bypassing TPUEstimator hook", NULL));
-    expect_steps(dir, NULL, 0);
     char *cfg = mtck_join(dir, "config.json");
     cr_assert(mtck_exists(cfg), "config.json is written without checkpoints too");
     free(cfg);
     int64_t s[8];
     float v[8];
     cr_assert_gt(mtck_scalars(dir, "loss", s, v, 8), 0, "summaries are written without checkpoints too");
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    mtck_drop_dir(dir);
 }
 
 Test(mt_ckpt, default_is_every_600_seconds_so_a_short_run_saves_start_and_end)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=10", "--devices=1", "--train_batch_size=16", "--train_steps=30",
                           "--tf_random_seed=1"};
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     const int64_t want[] = {0, 30};
-    expect_steps(dir, want, 2);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    mtck_drop_dir(saves_at(ARGC(argv), argv, want, 2));
 }
+
+/* What keep_checkpoint_max 2 lists after 50 steps saved every 10. */
+static const char *const last_two[] = {"model.ckpt-40", "model.ckpt-50"};
 
 Test(mt_ckpt, keep_checkpoint_max_retires_the_oldest)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=10", "--devices=2", "--train_batch_size=16", "--train_steps=50",
                           "--save_checkpoints_steps=10", "--keep_checkpoint_max=2", "--tf_random_seed=1"};
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     const int64_t want[] = {40, 50};
-    expect_steps(dir, want, 2);
-    tl_ckpt_state *st;
-    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(st->num_paths, 2);
-    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
-    cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
-    tl_ckpt_state_destroy(st);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    char *dir = saves_at(ARGC(argv), argv, want, 2);
+    expect_index(dir, NULL, last_two, 2);
+    mtck_drop_dir(dir);
 }
 
 /* keep_checkpoint_every_n_hours=None is not 10000 hours: Estimator's Saver
@@ -140,7 +135,6 @@ Test(mt_ckpt, keep_checkpoint_max_retires_the_oldest)
  * last keep_checkpoint_max. */
 Test(mt_ckpt, keep_checkpoint_every_n_hours_none_keeps_what_tensorflow_keeps)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=10", "--devices=2", "--train_batch_size=16", "--train_steps=50",
                           "--save_checkpoints_steps=10", "--keep_checkpoint_max=2",
                           "--keep_checkpoint_every_n_hours=null", "--tf_random_seed=1"};
@@ -151,40 +145,22 @@ Test(mt_ckpt, keep_checkpoint_every_n_hours_none_keeps_what_tensorflow_keeps)
     cr_assert(strstr(text, "\"keep_checkpoint_every_n_hours\": null") != NULL, "%s", text);
     tl_free_string(text);
     tl_config_destroy(cfg);
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     const int64_t want[] = {0, 10, 20, 30, 40, 50};
-    expect_steps(dir, want, 6);
-    tl_ckpt_state *st;
-    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(st->num_paths, 2);
-    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-40");
-    cr_assert_str_eq(st->all_model_checkpoint_paths[1], "model.ckpt-50");
-    tl_ckpt_state_destroy(st);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    char *dir = saves_at(ARGC(argv), argv, want, 6);
+    expect_index(dir, NULL, last_two, 2);
+    mtck_drop_dir(dir);
 }
 
 /* keep_checkpoint_max=0 keeps every file and lists only the latest. */
 Test(mt_ckpt, keep_checkpoint_max_0_lists_only_the_latest)
 {
-    tl_labeled_data *d = mtck_data(128, 4, 1);
     const char *argv[] = {"--iterations_per_loop=10", "--devices=1", "--train_batch_size=16", "--train_steps=30",
                           "--save_checkpoints_steps=10", "--keep_checkpoint_max=0", "--tf_random_seed=1"};
-    tl_train_result tr;
-    char *dir = train_in_new_dir(ARGC(argv), argv, d, &tr);
     const int64_t want[] = {0, 10, 20, 30};
-    expect_steps(dir, want, 4);
-    tl_ckpt_state *st;
-    cr_assert_eq(tl_ckpt_state_read(dir, &st), TL_OK, "%s", tl_last_error());
-    cr_assert_str_eq(st->model_checkpoint_path, "model.ckpt-30");
-    cr_assert_eq(st->num_paths, 1);
-    cr_assert_str_eq(st->all_model_checkpoint_paths[0], "model.ckpt-30");
-    tl_ckpt_state_destroy(st);
-    mtck_rmtree(dir);
-    free(dir);
-    tl_labeled_data_destroy(d);
+    char *dir = saves_at(ARGC(argv), argv, want, 4);
+    static const char *const listed[] = {"model.ckpt-30"};
+    expect_index(dir, "model.ckpt-30", listed, 1);
+    mtck_drop_dir(dir);
 }
 
 /* ---- what a checkpoint holds ----------------------------------------------- */
@@ -210,9 +186,7 @@ static void file_digest(const tl_ckpt_reader *r, char hex[65])
 Test(mt_ckpt, checkpoint_holds_variables_adam_slots_step_and_identity)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=7", "--devices=2", "--train_batch_size=16", "--train_steps=20",
                           "--tf_random_seed=1", md};
     tl_train_result tr;
@@ -265,8 +239,7 @@ Test(mt_ckpt, checkpoint_holds_variables_adam_slots_step_and_identity)
     cr_assert_eq(json_integer_value(json_object_get(cfg, "train_steps")), 20);
     json_decref(cfg);
     free(cj);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -274,9 +247,8 @@ Test(mt_ckpt, checkpoint_holds_variables_adam_slots_step_and_identity)
  * checkpoint at step `at` (0: the initial state, 1: after one update). */
 static tl_ckpt_reader *one_step(const tl_optimizer_config *oc, const tl_labeled_data *d, int at, char **dir)
 {
-    *dir = mtck_tmpdir();
     char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", *dir);
+    *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=1", md};
     static mtck_model m = {16, 4};
     tl_estimator_options o;
@@ -313,8 +285,7 @@ Test(mt_ckpt, slots_carry_tensorflow_names)
     cr_assert_eq(tl_ckpt_find(r, "dense_1/kernel/Momentum", &t), TL_OK);
     cr_assert_neq(tl_ckpt_find(r, "dense_1/kernel/Momentum_1", &t), TL_OK);
     tl_ckpt_close(r);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
 
     tl_optimizer_config_default(TL_OPTIM_ADAGRAD, &oc);
     oc.lr.learning_rate = 0.01;
@@ -322,8 +293,7 @@ Test(mt_ckpt, slots_carry_tensorflow_names)
     cr_assert_eq(tl_ckpt_find(r, "dense/bias/Adagrad", &t), TL_OK);
     cr_assert_eq(((const float *)t.data)[0], 0.1f, "initial_accumulator_value");
     tl_ckpt_close(r);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
 
     /* Centered RMSProp: TensorFlow makes rms ("RMSProp", ones), then mg
      * ("RMSProp_1"), then momentum ("RMSProp_2"). After one step mg =
@@ -352,17 +322,14 @@ Test(mt_ckpt, slots_carry_tensorflow_names)
         }
     cr_assert_gt(nonzero, 0);
     tl_ckpt_close(r);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
 Test(mt_ckpt, another_configuration_is_a_warning_naming_what_differs)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=5", "--tf_random_seed=1", md};
     tl_train_result tr;
     cr_assert_eq(mtck_train(ARGC(argv), argv, d, &tr, NULL), TL_OK, "%s", tl_last_error());
@@ -382,8 +349,7 @@ Test(mt_ckpt, another_configuration_is_a_warning_naming_what_differs)
     cr_assert(mtck_log_has("another configuration", "optimizer.lr.learning_rate: 0.01 -> 0.02"));
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -400,9 +366,7 @@ static tl_status write_custom(int64_t gs, const tl_host_tensor *t, int n, void *
 Test(mt_ckpt, training_events_hold_loss_rates_and_host_call_scalars)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=5", "--devices=2", "--train_batch_size=32", "--train_steps=40",
                           "--save_summary_steps=10", "--log_step_count_steps=10",
                           "--experimental_host_call_every_n_steps=5", "--tf_random_seed=1", md};
@@ -450,8 +414,7 @@ Test(mt_ckpt, training_events_hold_loss_rates_and_host_call_scalars)
         cr_assert_eq(steps[i], 1 + 5 * i);
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -475,9 +438,7 @@ static tl_status updates_result(tl_metric *out, int max, int *n_out, void *user)
 Test(mt_ckpt, evaluation_events_hold_every_metric_in_eval)
 {
     tl_labeled_data *d = mtck_data(128, 2, 4);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=5", "--devices=2", "--train_batch_size=16", "--train_steps=15",
                           "--eval_batch_size=16", "--eval_steps=3", "--tf_random_seed=1", md};
     static mtck_model m = {16, 2};
@@ -512,8 +473,7 @@ Test(mt_ckpt, evaluation_events_hold_every_metric_in_eval)
     free(eval);
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -587,12 +547,10 @@ Test(mt_ckpt, warm_start_loads_only_the_matching_variables)
             cr_assert_eq(m[i], 0.0f, "slots are not warm-started");
         free(m);
         free(init);
-        mtck_rmtree(dir);
-        free(dir);
+        mtck_drop_dir(dir);
     }
     free(fresh0);
-    mtck_rmtree(fresh);
-    free(fresh);
+    mtck_drop_dir(fresh);
 
     /* A matching variable of another shape is an error naming it. */
     static mtck_model narrow = {8, 4};
@@ -611,8 +569,7 @@ Test(mt_ckpt, warm_start_loads_only_the_matching_variables)
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     free(src_ckpt);
-    mtck_rmtree(src);
-    free(src);
+    mtck_drop_dir(src);
     tl_labeled_data_destroy(d);
 }
 
@@ -639,9 +596,7 @@ Test(mt_ckpt, warm_start_vars_must_be_a_supported_regex)
 Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=2", "--devices=1", "--train_batch_size=16", "--train_steps=4",
                           "--eval_batch_size=16", "--eval_steps=2", "--tf_random_seed=1", md};
     tl_config *cfg1, *cfg2;
@@ -677,8 +632,7 @@ Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
     cr_assert_eq(tr.global_step, 12);
     tl_estimator_destroy(third);
     tl_config_destroy(cfg2);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -692,9 +646,7 @@ Test(mt_ckpt, a_second_trainer_of_a_model_dir_is_refused_while_the_first_lives)
 Test(mt_ckpt, session_logs_let_tensorboard_drop_what_a_crashed_run_wrote_after_its_checkpoint)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *first[] = {"--iterations_per_loop=1", "--devices=1", "--train_batch_size=16", "--save_summary_steps=1",
                            "--save_checkpoints_steps=3", "--tf_random_seed=1", "--max_steps=6", md};
     tl_train_result tr;
@@ -751,8 +703,7 @@ Test(mt_ckpt, session_logs_let_tensorboard_drop_what_a_crashed_run_wrote_after_i
     cr_assert_eq(nk, 9, "%d losses drawn", nk);
     for (int i = 0; i < nk; i++)
         cr_assert_eq(kept[i], i + 1, "drawn loss %d is at step %lld", i, (long long)kept[i]);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -784,9 +735,7 @@ Test(mt_ckpt, warm_start_logs_what_it_loaded_from_where)
     tl_estimator_options o;
     tl_estimator_options_init(&o);
     o.model_fn = deep_model_fn;
-    char *src = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", src);
+    char md[300], *src = mtck_model_dir(md, sizeof md);
     const char *base[] = {"--devices=1", "--train_batch_size=16", "--train_steps=2", "--tf_random_seed=1", md};
     tl_config *cfg;
     tl_estimator *est = mtck_estimator(ARGC(base), base, &o, &cfg);
@@ -800,8 +749,7 @@ Test(mt_ckpt, warm_start_logs_what_it_loaded_from_where)
     snprintf(file, sizeof file, "%s/model.ckpt-2.safetensors", src);
     const char *vars[] = {"--warm_start_vars=.*", "--warm_start_vars=nothing_matches"};
     for (int k = 0; k < 2; k++) {
-        char *dir = mtck_tmpdir();
-        snprintf(md, sizeof md, "--model_dir=%s", dir);
+        char *dir = mtck_model_dir(md, sizeof md);
         const char *argv[] = {"--devices=1", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=2", from,
                               vars[k], md};
         est = mtck_estimator(ARGC(argv), argv, &o, &cfg);
@@ -822,10 +770,8 @@ Test(mt_ckpt, warm_start_logs_what_it_loaded_from_where)
         }
         tl_estimator_destroy(est);
         tl_config_destroy(cfg);
-        mtck_rmtree(dir);
-        free(dir);
+        mtck_drop_dir(dir);
     }
-    mtck_rmtree(src);
-    free(src);
+    mtck_drop_dir(src);
     tl_labeled_data_destroy(d);
 }

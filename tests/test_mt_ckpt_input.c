@@ -71,24 +71,77 @@ static tl_status input_fn(const tl_input_context *ctx, void *user, tl_dataset **
     return st;
 }
 
-/* Trains with flags (and --model_dir=dir unless dir is NULL) on in, to
- * want_step; digest gets params_digest. */
-static void train(const char *dir, const char *steps_flag, input *in, int64_t want_step, char digest[65])
+/* A test's files: under a new directory tmp, the TFRecord file of
+ * examples [0, n) and the path of a model_dir, "m". */
+typedef struct files {
+    char *tmp, *file, *dir;
+} files;
+
+static files files_make(int64_t n)
+{
+    files f = {.tmp = mtck_tmpdir()};
+    f.file = mtck_join(f.tmp, "train.tfrecord");
+    f.dir = mtck_join(f.tmp, "m");
+    write_examples(f.file, n);
+    return f;
+}
+
+static void files_drop(files *f)
+{
+    mtck_rmtree(f->tmp);
+    free(f->dir);
+    free(f->file);
+    free(f->tmp);
+}
+
+/* An estimator from the n flags plus --model_dir=dir unless dir is NULL,
+ * with options o (NULL: mtck_estimator's). */
+static tl_estimator *make_est(const char *dir, const char *const *flags, int n, const tl_estimator_options *o,
+                              tl_config **cfg)
 {
     char md[512];
     snprintf(md, sizeof md, "--model_dir=%s", dir ? dir : "");
-    const char *argv[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=3",
-                          "--save_checkpoints_steps=3", "--tf_random_seed=5", steps_flag, md};
-    tl_config *cfg;
-    tl_estimator *est = mtck_estimator(ARGC(argv) - (dir == NULL), argv, NULL, &cfg);
+    const char *argv[16];
+    cr_assert_lt(n, 16);
+    memcpy(argv, flags, (size_t)n * sizeof *flags);
+    argv[n] = md;
+    return mtck_estimator(n + (dir != NULL), argv, o, cfg);
+}
+
+/* Trains est from in's input_fn, x the features: the status. */
+static tl_status train_input(tl_estimator *est, input *in, tl_train_result *tr)
+{
     static const char *const keys[] = {"x"};
     tl_input inp = {.input_fn = input_fn, .user = in, .feature_keys = keys, .num_feature_keys = 1};
+    return tl_estimator_train_input(est, &inp, tr);
+}
+
+/* Trains with steps_flag (and --model_dir=dir unless dir is NULL) on in,
+ * saving every 3 steps: the status; after TL_OK *step (may be NULL) is the
+ * global step and digest (may be NULL) the params_digest. */
+static tl_status try_train(const char *dir, const char *steps_flag, input *in, int64_t *step, char digest[65])
+{
+    const char *flags[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=3",
+                           "--save_checkpoints_steps=3", "--tf_random_seed=5", steps_flag};
+    tl_config *cfg;
+    tl_estimator *est = make_est(dir, flags, ARGC(flags), NULL, &cfg);
     tl_train_result tr;
-    cr_assert_eq(tl_estimator_train_input(est, &inp, &tr), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(tr.global_step, want_step);
-    cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    tl_status st = train_input(est, in, &tr);
+    if (st == TL_OK && step != NULL)
+        *step = tr.global_step;
+    if (st == TL_OK && digest != NULL)
+        cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
+    return st;
+}
+
+/* try_train, which must reach want_step. */
+static void train(const char *dir, const char *steps_flag, input *in, int64_t want_step, char digest[65])
+{
+    int64_t step;
+    cr_assert_eq(try_train(dir, steps_flag, in, &step, digest), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(step, want_step);
 }
 
 /* The length of the header of the safetensors file at path. */
@@ -127,10 +180,8 @@ static tl_status stop_at(int64_t global_step, const tl_host_tensor *t, int n, vo
  * file; saving and restoring it costs about what its bytes cost. */
 static void train_big(const char *dir, input *in, int64_t stop_step, int64_t want_step, char digest[65])
 {
-    char md[512];
-    snprintf(md, sizeof md, "--model_dir=%s", dir ? dir : "");
-    const char *argv[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=4", "--max_steps=8",
-                          "--save_checkpoints_steps=null", "--save_checkpoints_secs=null", "--tf_random_seed=5", md};
+    const char *flags[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=4", "--max_steps=8",
+                           "--save_checkpoints_steps=null", "--save_checkpoints_secs=null", "--tf_random_seed=5"};
     static mtck_model model = {16, 4};
     stopper s = {NULL, stop_step};
     tl_estimator_options o;
@@ -141,12 +192,10 @@ static void train_big(const char *dir, input *in, int64_t stop_step, int64_t wan
     o.host_call = stop_at;
     o.host_call_user = &s;
     tl_config *cfg;
-    tl_estimator *est = mtck_estimator(ARGC(argv) - (dir == NULL), argv, &o, &cfg);
+    tl_estimator *est = make_est(dir, flags, ARGC(flags), &o, &cfg);
     s.est = est;
-    static const char *const keys[] = {"x"};
-    tl_input inp = {.input_fn = input_fn, .user = in, .feature_keys = keys, .num_feature_keys = 1};
     tl_train_result tr;
-    cr_assert_eq(tl_estimator_train_input(est, &inp, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(train_input(est, in, &tr), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tr.global_step, want_step);
     cr_assert_eq(tr.stopped, stop_step > 0);
     cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
@@ -156,13 +205,11 @@ static void train_big(const char *dir, input *in, int64_t stop_step, int64_t wan
 
 Test(mt_ckpt_input, a_shuffle_buffer_of_100k_examples_resumes_exactly_with_a_small_header)
 {
-    char *tmp = mtck_tmpdir();
-    char *file = mtck_join(tmp, "train.tfrecord");
-    write_examples(file, 100100); /* more than the buffer: it is full when saved */
-    input in = {file, 100000};
+    files f = files_make(100100); /* more than the buffer: it is full when saved */
+    input in = {f.file, 100000};
     char whole[65], split[65];
     train_big(NULL, &in, 0, 8, whole);
-    char *dir = mtck_join(tmp, "m");
+    const char *dir = f.dir;
     train_big(dir, &in, 4, 4, split);
     /* The checkpoint holds the full buffer, as a tensor. */
     int64_t steps[4];
@@ -186,10 +233,7 @@ Test(mt_ckpt_input, a_shuffle_buffer_of_100k_examples_resumes_exactly_with_a_sma
     /* and the resumed run reads exactly what the uninterrupted one read */
     train_big(dir, &in, 0, 8, split);
     cr_assert_str_eq(split, whole, "resumed from a 100k-example shuffle buffer: other bits");
-    mtck_rmtree(tmp);
-    free(dir);
-    free(file);
-    free(tmp);
+    files_drop(&f);
 }
 
 /* Rewrites the checkpoint at path with the positions text (NULL: its own)
@@ -236,122 +280,74 @@ static void rewrite_positions(const char *path, const char *text, bool in_metada
     free(positions);
 }
 
-static void to_previous_format(const char *path)
+/* Trains 12 steps on 500 examples shuffled through buffer, then 6 into a
+ * model_dir, whose checkpoint (at path; the examples' file is file) edit
+ * changes, then on to 12 from it, its log caught (mtck_log_has): the same
+ * bits as the 12 uninterrupted steps, or the test fails with message what. */
+static void resume_edited(int64_t buffer, void (*edit)(const char *path, const char *file), const char *what)
 {
-    rewrite_positions(path, NULL, true);
-}
-
-Test(mt_ckpt_input, a_checkpoint_of_the_previous_format_restores_its_positions)
-{
-    char *tmp = mtck_tmpdir();
-    char *file = mtck_join(tmp, "train.tfrecord");
-    write_examples(file, 500);
-    input in = {file, 200};
+    files f = files_make(500);
+    input in = {f.file, buffer};
     char whole[65], split[65];
     train(NULL, "--max_steps=12", &in, 12, whole);
-    char *dir = mtck_join(tmp, "m");
-    train(dir, "--max_steps=6", &in, 6, split);
+    train(f.dir, "--max_steps=6", &in, 6, split);
     char path[600];
-    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
-    to_previous_format(path);
+    cr_assert_eq(tl_ckpt_path(f.dir, 6, path, sizeof path), TL_OK);
+    edit(path, f.file);
+    mtck_log_start();
+    train(f.dir, "--max_steps=12", &in, 12, split);
+    mtck_log_stop();
+    cr_assert_str_eq(split, whole, "%s", what);
+    files_drop(&f);
+}
+
+/* The positions as the previous version wrote them: a metadata key. */
+static void to_previous_format(const char *path, const char *file)
+{
+    (void)file;
+    rewrite_positions(path, NULL, true);
     tl_ckpt_reader *r;
     cr_assert_eq(tl_ckpt_open(path, 0, &r), TL_OK, "%s", tl_last_error());
     tl_ckpt_tensor_info t;
     cr_assert_neq(tl_ckpt_find(r, "input_datasets", &t), TL_OK);
     cr_assert_not_null(tl_ckpt_meta(r, "input_datasets"));
     tl_ckpt_close(r);
-    mtck_log_start();
-    train(dir, "--max_steps=12", &in, 12, split);
-    mtck_log_stop();
-    cr_assert_not(mtck_log_has("holds no input dataset positions", NULL), "the metadata key was not read");
-    cr_assert_str_eq(split, whole, "resumed from a checkpoint of the previous format: other bits");
-    mtck_rmtree(tmp);
-    free(dir);
-    free(file);
-    free(tmp);
 }
 
-/* The text of path with every "@FILE@" replaced by file (malloc'd). */
-static char *read_with_file(const char *path, const char *file)
+Test(mt_ckpt_input, a_checkpoint_of_the_previous_format_restores_its_positions)
 {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
-    buf[n] = '\0';
-    size_t cap = n * 4 + strlen(file) + 1, at = 0;
-    char *out = malloc(cap);
-    for (const char *p = buf; *p != '\0';) {
-        if (strncmp(p, "@FILE@", 6) == 0) {
-            at += (size_t)snprintf(out + at, cap - at, "%s", file);
-            p += 6;
-        } else {
-            out[at++] = *p++;
-        }
-    }
-    out[at] = '\0';
-    return out;
+    resume_edited(200, to_previous_format, "resumed from a checkpoint of the previous format: other bits");
+    cr_assert_not(mtck_log_has("holds no input dataset positions", NULL), "the metadata key was not read");
 }
 
 /* tests/data/dataset_state_v1/estimator_input_datasets_step_6.json is the
  * "input_datasets" tpuloop wrote (commit 9150d45, the datasets' states in
  * format tpuloop.dataset/1, elements as JSON) at step 6 of train() on 500
  * examples shuffled through a buffer of 3, the file's path replaced by
- * @FILE@. In place of this version's positions it resumes the same. */
-Test(mt_ckpt_input, positions_of_dataset_state_format_1_restore)
+ * @FILE@. */
+static void to_format_1(const char *path, const char *file)
 {
-    char *tmp = mtck_tmpdir();
-    char *file = mtck_join(tmp, "train.tfrecord");
-    write_examples(file, 500);
-    input in = {file, 3};
-    char whole[65], split[65];
-    train(NULL, "--max_steps=12", &in, 12, whole);
-    char *dir = mtck_join(tmp, "m");
-    train(dir, "--max_steps=6", &in, 6, split);
-    char path[600];
-    cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
-    char *v1 = read_with_file("tests/data/dataset_state_v1/estimator_input_datasets_step_6.json", file);
+    char *v1 = mtck_read_replacing("tests/data/dataset_state_v1/estimator_input_datasets_step_6.json", "@FILE@",
+                                   file);
     cr_assert(strstr(v1, "\"format\":\"tpuloop.dataset/1\"") != NULL);
     rewrite_positions(path, v1, false);
-    train(dir, "--max_steps=12", &in, 12, split);
-    cr_assert_str_eq(split, whole, "resumed from format-1 positions: other bits");
     free(v1);
-    mtck_rmtree(tmp);
-    free(dir);
-    free(file);
-    free(tmp);
 }
 
-/* Trains to --max_steps=12 from dir's checkpoint: the status. */
-static tl_status train_on(const char *dir, input *in)
+/* In place of this version's positions, format 1's resume the same. */
+Test(mt_ckpt_input, positions_of_dataset_state_format_1_restore)
 {
-    char md[512];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
-    const char *argv[] = {"--devices=2", "--train_batch_size=32", "--iterations_per_loop=3",
-                          "--save_checkpoints_steps=3", "--tf_random_seed=5", "--max_steps=12", md};
-    tl_config *cfg;
-    tl_estimator *est = mtck_estimator(ARGC(argv), argv, NULL, &cfg);
-    static const char *const keys[] = {"x"};
-    tl_input inp = {.input_fn = input_fn, .user = in, .feature_keys = keys, .num_feature_keys = 1};
-    tl_train_result tr;
-    tl_status st = tl_estimator_train_input(est, &inp, &tr);
-    tl_estimator_destroy(est);
-    tl_config_destroy(cfg);
-    return st;
+    resume_edited(3, to_format_1, "resumed from format-1 positions: other bits");
 }
 
 /* Positions that are not a JSON array of one state per input_fn invocation
  * fail the restore with a message that says what is wrong. */
 Test(mt_ckpt_input, damaged_positions_are_refused)
 {
-    char *tmp = mtck_tmpdir();
-    char *file = mtck_join(tmp, "train.tfrecord");
-    write_examples(file, 300);
-    input in = {file, 20};
+    files f = files_make(300);
+    input in = {f.file, 20};
     char digest[65];
-    char *dir = mtck_join(tmp, "m");
+    const char *dir = f.dir;
     train(dir, "--max_steps=6", &in, 6, digest);
     char path[600];
     cr_assert_eq(tl_ckpt_path(dir, 6, path, sizeof path), TL_OK);
@@ -381,39 +377,31 @@ Test(mt_ckpt_input, damaged_positions_are_refused)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         rewrite_positions(path, cases[c].text != NULL ? cases[c].text : twice, false);
-        tl_status st = train_on(dir, &in);
+        tl_status st = try_train(dir, "--max_steps=12", &in, NULL, NULL);
         cr_assert_eq(st, cases[c].st, "case %zu: %s", c, tl_last_error());
         cr_assert(strstr(tl_last_error(), cases[c].frag) != NULL, "case %zu: \"%s\" lacks \"%s\"", c,
                   tl_last_error(), cases[c].frag);
     }
     /* and its own positions still resume */
     rewrite_positions(path, own, false);
-    cr_assert_eq(train_on(dir, &in), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(try_train(dir, "--max_steps=12", &in, NULL, NULL), TL_OK, "%s", tl_last_error());
     free(twice);
     free(own);
-    mtck_rmtree(tmp);
-    free(dir);
-    free(file);
-    free(tmp);
+    files_drop(&f);
 }
 
 /* The positions are not a variable: evaluation and a restore with
  * in-memory data load such a checkpoint (the variables are the check). */
 Test(mt_ckpt_input, the_variable_checks_ignore_the_positions_tensor)
 {
-    char *tmp = mtck_tmpdir();
-    char *file = mtck_join(tmp, "train.tfrecord");
-    write_examples(file, 300);
-    input in = {file, 50};
+    files f = files_make(300);
+    input in = {f.file, 50};
     char digest[65], restored[65];
-    char *dir = mtck_join(tmp, "m");
-    train(dir, "--max_steps=3", &in, 3, digest);
-    char md[512];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
-    const char *argv[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--eval_steps=2",
-                          "--tf_random_seed=5", md};
+    train(f.dir, "--max_steps=3", &in, 3, digest);
+    const char *flags[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--eval_steps=2",
+                           "--tf_random_seed=5"};
     tl_config *cfg;
-    tl_estimator *est = mtck_estimator(ARGC(argv), argv, NULL, &cfg);
+    tl_estimator *est = make_est(f.dir, flags, ARGC(flags), NULL, &cfg);
     cr_assert_eq(tl_estimator_restore(est, NULL), TL_OK, "%s", tl_last_error());
     tl_labeled_data *d = mtck_data(64, 4, 1);
     tl_eval_result er;
@@ -424,8 +412,5 @@ Test(mt_ckpt_input, the_variable_checks_ignore_the_positions_tensor)
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     tl_labeled_data_destroy(d);
-    mtck_rmtree(tmp);
-    free(dir);
-    free(file);
-    free(tmp);
+    files_drop(&f);
 }

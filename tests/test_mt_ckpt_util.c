@@ -54,6 +54,14 @@ char *mtck_tmpdir(void)
     return strdup(tmpl);
 }
 
+char *mtck_model_dir(char *flag, size_t n)
+{
+    char *dir = mtck_tmpdir();
+    int len = snprintf(flag, n, "--model_dir=%s", dir);
+    cr_assert(len > 0 && (size_t)len < n, "--model_dir=%s does not fit %zu bytes", dir, n);
+    return dir;
+}
+
 void mtck_rmtree(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -73,6 +81,12 @@ void mtck_rmtree(const char *dir)
     }
     closedir(d);
     rmdir(dir);
+}
+
+void mtck_drop_dir(char *dir)
+{
+    mtck_rmtree(dir);
+    free(dir);
 }
 
 char *mtck_join(const char *dir, const char *name)
@@ -306,6 +320,33 @@ int mtck_events(const char *dir, mtck_event *out, int max)
     return count;
 }
 
+char *mtck_read_replacing(const char *path, const char *mark, const char *with)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof buf - 1, "%s is larger than the test expects", path);
+    buf[n] = '\0';
+    size_t m = strlen(mark), marks = 0, at = 0;
+    for (const char *p = strstr(buf, mark); p != NULL; p = strstr(p + m, mark))
+        marks++;
+    size_t cap = n + marks * strlen(with) + 1;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    for (const char *p = buf; *p != '\0';) {
+        if (strncmp(p, mark, m) == 0) {
+            at += (size_t)snprintf(out + at, cap - at, "%s", with);
+            p += m;
+        } else {
+            out[at++] = *p++;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
 void mtck_flip_byte(const char *path, long from_end)
 {
     FILE *f = fopen(path, "r+b");
@@ -316,4 +357,22 @@ void mtck_flip_byte(const char *path, long from_end)
     cr_assert_eq(fseek(f, -from_end, SEEK_END), 0);
     fputc(c ^ 0x10, f);
     fclose(f);
+}
+
+/* ---- embedding engines ---------------------------------------------------- */
+
+void mtck_emb_config1(tl_emb_config *c, const tl_emb_table_config *t, const tl_emb_feature_config *f)
+{
+    tl_emb_config_default(c);
+    c->tables = t;
+    c->num_tables = 1;
+    c->features = f;
+    c->num_features = 1;
+}
+
+tl_emb_engine *mtck_emb_engine(const tl_emb_config *c)
+{
+    tl_emb_engine *eng = NULL;
+    cr_assert_eq(tl_emb_engine_create(c, &eng), TL_OK, "%s", tl_last_error());
+    return eng;
 }

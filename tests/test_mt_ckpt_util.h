@@ -4,7 +4,9 @@
  * test_mt_eval_metrics.c) and, for the model_dir tests (test_mt_ckpt.c,
  * test_mt_resume.c), scratch directories, a tiny classifier with
  * dropout, synthetic data, one-call training runs, checkpoint listings, a
- * log catcher and an event-file reader. test_mt_ckpt_util.c holds no tests;
+ * log catcher and an event-file reader; and, for the embedding tests
+ * (test_mt_estimator_embedding.c, test_estimator_vocab.c), the engine of a
+ * one-table configuration. test_mt_ckpt_util.c holds no tests;
  * like the tests it uses only the assertion macros of the TSan stand-in.
  */
 #ifndef TPULOOP_TESTS_MT_CKPT_UTIL_H
@@ -21,6 +23,12 @@ long mtck_allocations(void);
  * it with everything in it. */
 char *mtck_tmpdir(void);
 void mtck_rmtree(const char *dir);
+/* A new empty directory as mtck_tmpdir's, and its flag "--model_dir=<it>"
+ * written into flag (n bytes: the test fails if it does not fit). */
+char *mtck_model_dir(char *flag, size_t n);
+/* mtck_rmtree(dir), then free(dir): the end of a directory from mtck_tmpdir
+ * or mtck_model_dir. */
+void mtck_drop_dir(char *dir);
 /* dir/name in a malloc'd string. */
 char *mtck_join(const char *dir, const char *name);
 bool mtck_exists(const char *path);
@@ -80,6 +88,19 @@ typedef struct mtck_event {
     float loss;         /* a "loss" scalar's value */
 } mtck_event;
 int mtck_events(const char *dir, mtck_event *out, int max);
+
+/* tl_emb_config_default with table *t read by feature *f alone (both
+ * borrowed until the engine is created: tl_emb_engine_create copies them). */
+void mtck_emb_config1(tl_emb_config *c, const tl_emb_table_config *t, const tl_emb_feature_config *f);
+
+/* The engine of configuration c (fails the test on error). */
+tl_emb_engine *mtck_emb_engine(const tl_emb_config *c);
+
+/* The text of the file at path (up to 16 KiB: the test fails on a larger
+ * one) with every mark in it replaced by with; malloc'd. The tests of
+ * earlier formats read their files so, a directory or file name put back
+ * where it was written as a mark (test_data_dataset_state.c too). */
+char *mtck_read_replacing(const char *path, const char *mark, const char *with);
 
 /* Flips one bit of the byte at offset from the end of the file. */
 void mtck_flip_byte(const char *path, long from_end);

@@ -474,8 +474,7 @@ Test(mt_estimator_input, an_input_that_ends_stops_training)
     cr_assert(n >= 1 && steps[n - 1] == 5, "the end saves a checkpoint at step 5");
     train_to_end("--iterations_per_loop=2", dir, "--max_steps=null", true, 5, e);
     cr_assert_str_eq(a, e);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
 }
 
 Test(mt_estimator_input, steps_are_required_for_an_input_without_end)

@@ -68,9 +68,7 @@ static tl_status shard_fn(const tl_input_context *ctx, void *user, tl_dataset **
 static void run(bool files, bool listening, int64_t every, char hex[65], listen *l)
 {
     tl_labeled_data *d = mtck_data(800, 4, 21), *e = mtck_data(256, 4, 22);
-    char *dir = mtck_tmpdir();
-    char md[600];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[600], *dir = mtck_model_dir(md, sizeof md);
     tl_config *cfg;
     tl_estimator *est = make(ARGS("--devices=2", "--train_batch_size=32", "--train_steps=30", "--iterations_per_loop=4",
                                   "--eval_batch_size=64", "--eval_steps=2", "--save_checkpoints_steps=10",
@@ -105,8 +103,7 @@ static void run(bool files, bool listening, int64_t every, char hex[65], listen 
         tl_estimator_destroy(ev);
         tl_config_destroy(c2);
     }
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
     tl_labeled_data_destroy(e);
 }

@@ -29,9 +29,7 @@ static void stop_and_resume(const char *devices)
     tl_labeled_data *d = mtck_data(200, 4, 3); /* 6 batches of 32 per epoch: resumes cross epochs */
     char want[65], got[65];
     uninterrupted("--iterations_per_loop=4", devices, "--max_steps=60", d, want);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *first[] = {"--iterations_per_loop=3", devices, "--train_batch_size=32", "--max_steps=25",
                            "--tf_random_seed=7", md};
     tl_train_result tr;
@@ -43,8 +41,7 @@ static void stop_and_resume(const char *devices)
     cr_assert_eq(tr.global_step, 60);
     cr_assert_eq(tr.loops, 5, "35 steps from the restored 25 in loops of 7, got %lld loops", (long long)tr.loops);
     cr_assert_str_eq(got, want, "stopped at 25 and resumed: other bits than the uninterrupted run");
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -61,9 +58,7 @@ Test(mt_resume, resumed_run_has_the_uninterrupted_digest_on_two_devices)
 /* A model_dir holding one checkpoint, at step 6. */
 static char *dir_at_6(const tl_labeled_data *d)
 {
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=4", "--devices=1", "--train_batch_size=16", "--max_steps=6",
                           "--tf_random_seed=1", "--save_checkpoints_steps=100", md};
     tl_train_result tr;
@@ -86,8 +81,7 @@ Test(mt_resume, steps_count_from_the_restored_step_T21)
     cr_assert_eq(mtck_train(ARGC(argv), argv, d, &tr, NULL), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tr.global_step, 16, "final = 6 + 10");
     cr_assert_eq(tr.loops, 3, "loops of 4, 4, 2");
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -115,8 +109,7 @@ Test(mt_resume, max_steps_is_absolute_T22_T23)
     cr_assert(mtck_log_has("Skipping training since max_steps has already saved.", NULL));
     int64_t steps[8];
     cr_assert_eq(mtck_steps(dir, steps, 8), 3, "no checkpoint when skipped: 0, 6, 10");
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
@@ -125,9 +118,7 @@ Test(mt_resume, corrupt_newest_checkpoint_falls_back_with_a_warning)
     tl_labeled_data *d = mtck_data(256, 4, 5);
     char want[65], got[65];
     uninterrupted("--iterations_per_loop=5", "--devices=2", "--max_steps=40", d, want);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *first[] = {"--iterations_per_loop=5", "--devices=2", "--train_batch_size=32", "--max_steps=20",
                            "--tf_random_seed=7", "--save_checkpoints_steps=10", md};
     tl_train_result tr;
@@ -148,17 +139,14 @@ Test(mt_resume, corrupt_newest_checkpoint_falls_back_with_a_warning)
     cr_assert_eq(tr.loops, 6, "resumed at 10: 30 steps in loops of 5");
     cr_assert_str_eq(got, want, "resumed from 10 past a corrupt 20: other bits than the uninterrupted run");
     free(newest);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
 Test(mt_resume, checkpoint_of_another_model_names_the_first_variable)
 {
     tl_labeled_data *d = mtck_data(128, 4, 2);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=5", "--devices=1", "--train_batch_size=16", "--max_steps=5",
                           "--eval_batch_size=16", "--eval_steps=2", "--tf_random_seed=1", md};
     tl_train_result tr;
@@ -212,18 +200,14 @@ Test(mt_resume, checkpoint_of_another_model_names_the_first_variable)
     cr_assert_eq(tl_estimator_global_step(est), 3);
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(other);
-    free(other);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(other);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
 Test(mt_resume, restore_without_a_checkpoint_is_not_found)
 {
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--devices=1", "--train_batch_size=16", "--max_steps=3", md};
     tl_config *cfg;
     tl_estimator *est = mtck_estimator(ARGC(argv), argv, NULL, &cfg);
@@ -243,8 +227,7 @@ Test(mt_resume, restore_without_a_checkpoint_is_not_found)
     cr_assert(strstr(tl_last_error(), "model_dir") != NULL, "%s", tl_last_error());
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
 }
 
 /* ---- request_stop from another thread ------------------------------------ */
@@ -294,9 +277,7 @@ Test(mt_resume, request_stop_saves_at_a_loop_boundary_and_resumes_exactly)
     tl_labeled_data *d = mtck_data(256, 4, 9);
     char want[65], got[65];
     uninterrupted("--iterations_per_loop=5", "--devices=2", "--max_steps=120", d, want);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     /* No checkpoint hook (T28): the graceful-shutdown save is the only one. */
     const char *argv[] = {"--iterations_per_loop=5", "--devices=2", "--train_batch_size=32", "--max_steps=120",
                           "--tf_random_seed=7", "--save_checkpoints_steps=null", "--save_checkpoints_secs=null", md};
@@ -332,17 +313,14 @@ Test(mt_resume, request_stop_saves_at_a_loop_boundary_and_resumes_exactly)
     cr_assert_str_eq(got, want, "stopped at 50 and resumed: other bits than the uninterrupted run");
     int64_t all[4];
     cr_assert_eq(mtck_steps(dir, all, 4), 1, "without a checkpoint hook a run that is not stopped saves nothing");
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
 
 Test(mt_resume, stop_requested_before_train_stops_at_the_start)
 {
     tl_labeled_data *d = mtck_data(128, 4, 9);
-    char *dir = mtck_tmpdir();
-    char md[300];
-    snprintf(md, sizeof md, "--model_dir=%s", dir);
+    char md[300], *dir = mtck_model_dir(md, sizeof md);
     const char *argv[] = {"--iterations_per_loop=5", "--devices=1", "--train_batch_size=16", "--max_steps=20",
                           "--tf_random_seed=7", md};
     tl_config *cfg;
@@ -359,7 +337,6 @@ Test(mt_resume, stop_requested_before_train_stops_at_the_start)
     cr_assert_eq(tr.global_step, 20);
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
-    mtck_rmtree(dir);
-    free(dir);
+    mtck_drop_dir(dir);
     tl_labeled_data_destroy(d);
 }
