@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "tpuloop/tpuloop.h"
 
 /* ---- the copies (keep them identical to the headers' text) ----------------- */
@@ -83,28 +84,12 @@ static int tfrecord_round_trip(const char *path)
 
 /* ---- the copies are the headers' text ----------------------------------------- */
 
-/* The whole file (malloc'd, NUL-terminated). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s (the tests run from the repository root)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_not_null(s);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The example in a header's comment that starts with the line `first`:
  * its lines with the comment's " *     " taken off (a blank comment line
  * " *" is a blank line), up to and including the line "}" that closes it. */
 static char *header_example(const char *header, const char *first)
 {
-    char *text = slurp(header);
+    char *text = (char *)tu_slurp(header, NULL);
     char want[256];
     snprintf(want, sizeof want, "\n *     %s\n", first);
     const char *p = strstr(text, want);
@@ -143,7 +128,7 @@ static char *header_example(const char *header, const char *first)
 /* The lines of this file between "BEGIN <name> example" and its END. */
 static char *copy_in_test(const char *name)
 {
-    char *text = slurp(__FILE__);
+    char *text = (char *)tu_slurp(__FILE__, NULL);
     char begin[128], end[128];
     snprintf(begin, sizeof begin, "/* BEGIN %s example */\n", name);
     snprintf(end, sizeof end, "/* END %s example */\n", name);

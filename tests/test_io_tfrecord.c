@@ -22,22 +22,6 @@
 #define LINGVO_EVENTS EXTERNAL "/lingvo/events.out.tfevents.test"
 #define LINGVO_WMT EXTERNAL "/lingvo/wmt14_ende_wpm_32k_test.tfrecord"
 
-/* The whole file at path, tl_malloc'd; *n its length. */
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s (the external fixtures live in ../shared/testdata/external)", path,
-                       strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-    cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 static json_t *load_json(const char *path)
 {
     json_error_t err;
@@ -169,7 +153,7 @@ static void check_fixture(const char *path)
     snprintf(json_path, sizeof json_path, "%s.expected.json", path);
     load_framing(json_path, &fr);
     size_t n;
-    uint8_t *file = slurp(path, &n);
+    uint8_t *file = tu_slurp(path, &n);
     for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
         mem_stream ms;
         char tmp[64] = "";
@@ -195,7 +179,7 @@ Test(io_tfrecord, reads_lingvo_example_file) { check_fixture(LINGVO_WMT); }
 Test(io_tfrecord, writer_reproduces_tensorflow_bytes)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     char path[] = "/tmp/tl_tfrecord_w_XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -222,7 +206,7 @@ Test(io_tfrecord, writer_reproduces_tensorflow_bytes)
         if (f != NULL)
             fclose(f);
         size_t m;
-        uint8_t *out = slurp(path, &m);
+        uint8_t *out = tu_slurp(path, &m);
         cr_assert_eq(m, n, "written %zu bytes, TensorFlow wrote %zu", m, n);
         cr_assert_eq(memcmp(out, file, n), 0, "the bytes differ from TensorFlow's (FILE: %d)", use_file);
         free(out);
@@ -263,7 +247,7 @@ Test(io_tfrecord, round_trip_through_every_source)
     }
     ASSERT_OK(tl_tfrecord_writer_destroy(w));
     size_t n;
-    uint8_t *file = slurp(path, &n);
+    uint8_t *file = tu_slurp(path, &n);
     cr_assert_eq(n, offsets[TL_ARRAY_LEN(sizes)]);
     for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
         mem_stream ms;
@@ -344,7 +328,7 @@ static void expect_fault(tl_status st, tl_tfrecord_reader *r, tl_tfrecord_fault 
 Test(io_tfrecord, every_truncation_point_is_named)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     cr_assert_eq(n, 130);
     for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
         for (size_t cut = 0; cut <= n; cut++) {
@@ -379,7 +363,7 @@ Test(io_tfrecord, every_truncation_point_is_named)
 Test(io_tfrecord, every_bit_flip_is_named)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
         for (size_t b = 0; b < n; b++) {
             for (int bit = 0; bit < 8; bit++) {
@@ -473,7 +457,7 @@ Test(io_tfrecord, lying_length_never_allocates_it)
     }
     /* A lower limit applies to honest records too. */
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     tl_tfrecord_reader *r;
     ASSERT_OK(tl_tfrecord_reader_create_memory(file, n, "singles", &r));
     tl_tfrecord_reader_set_max_record(r, 28);
@@ -491,7 +475,7 @@ Test(io_tfrecord, lying_length_never_allocates_it)
 Test(io_tfrecord, errors_stick_until_seek_and_seek_resumes)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     file[50] ^= 1; /* record 1's data */
     for (src s = SRC_MEM; s <= SRC_FILE; s++) {
         mem_stream ms;
@@ -537,7 +521,7 @@ Test(io_tfrecord, errors_stick_until_seek_and_seek_resumes)
 Test(io_tfrecord, skip_record_steps_over_a_bad_data_crc)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     for (src s = SRC_MEM; s <= SRC_STREAM; s++) {
         mem_stream ms;
         char tmp[64] = "";
@@ -588,7 +572,7 @@ Test(io_tfrecord, skip_record_steps_over_a_bad_data_crc)
 Test(io_tfrecord, follows_a_growing_file)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     char path[] = "/tmp/tl_tfrecord_grow_XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -666,7 +650,7 @@ Test(io_tfrecord, open_errors_name_the_path)
 Test(io_tfrecord, stream_failure_names_the_stream)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     mem_stream ms = {file, n, 0, 5, 50};
     tl_tfrecord_reader *r;
     ASSERT_OK(tl_tfrecord_reader_create_stream(mem_read, &ms, "gz:train", &r));
@@ -719,7 +703,7 @@ static tl_status oom_sequence(void *ctx)
 Test(io_tfrecord, allocation_failures_unwind)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     oom_file = file;
     oom_n = n;
     char path[] = "/tmp/tl_tfrecord_oom_XXXXXX";

@@ -24,20 +24,6 @@
 #define SINGLES EXTERNAL "/pwnall-tfrecord/singles.tfrecords"
 #define PENGUIN EXTERNAL "/tfx/penguin-Split-eval-data_tfrecord-00000-of-00001.gz"
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-    cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 static bool exists(const char *path)
 {
     struct stat sb;
@@ -205,7 +191,7 @@ Test(io_tfrecord_file, round_trips_every_compression)
             tl_record_reader_destroy(r);
             /* The same bytes from memory. */
             size_t n;
-            uint8_t *file = slurp(path, &n);
+            uint8_t *file = tu_slurp(path, &n);
             ASSERT_OK(tl_record_reader_create_memory(file, n, "mem", TL_RECORD_AUTO, &r));
             cr_assert_eq(tl_record_reader_compression(r), comps[c]);
             cr_assert_eq(read_all(r, NULL), 50u);
@@ -242,7 +228,7 @@ Test(io_tfrecord_file, compression_level)
         static const uint8_t zeros[4096];
         ASSERT_OK(tl_record_writer_write(w, zeros, sizeof zeros));
         ASSERT_OK(tl_record_writer_close(w));
-        uint8_t *b = slurp(path, &sizes[k]);
+        uint8_t *b = tu_slurp(path, &sizes[k]);
         free(b);
         tl_record_reader *r;
         ASSERT_OK(tl_record_reader_open(path, TL_RECORD_GZIP, &r));
@@ -265,7 +251,7 @@ Test(io_tfrecord_file, bad_data_crc_is_named_and_skipped)
 {
     static const tl_record_compression comps[] = {TL_RECORD_NONE, TL_RECORD_GZIP, TL_RECORD_ZLIB};
     size_t n;
-    uint8_t *plain = slurp(SINGLES, &n);
+    uint8_t *plain = tu_slurp(SINGLES, &n);
     plain[40 + 12 + 5] ^= 0x20;
     char *dir = new_dir();
     for (size_t c = 0; c < 3; c++) {
@@ -326,7 +312,7 @@ Test(io_tfrecord_file, bad_data_crc_is_named_and_skipped)
 Test(io_tfrecord_file, faults_that_cannot_be_skipped)
 {
     size_t n;
-    uint8_t *file = slurp(SINGLES, &n);
+    uint8_t *file = tu_slurp(SINGLES, &n);
     file[85 + 1] ^= 0x01;
     tl_record_reader *r;
     ASSERT_OK(tl_record_reader_create_memory(file, n, "m.tfrecord", TL_RECORD_NONE, &r));
@@ -350,7 +336,7 @@ Test(io_tfrecord_file, faults_that_cannot_be_skipped)
     free(file);
 
     /* A truncated GZIP file: the decompressor's fault. */
-    uint8_t *gz = slurp(PENGUIN, &n);
+    uint8_t *gz = tu_slurp(PENGUIN, &n);
     ASSERT_OK(tl_record_reader_create_memory(gz, 1500, "cut.gz", TL_RECORD_AUTO, &r));
     tl_status st;
     while ((st = tl_record_reader_next(r, &rec, &len)) == TL_OK && rec != NULL)
@@ -382,7 +368,7 @@ Test(io_tfrecord_file, not_a_tfrecord_file)
     tl_record_reader_destroy(r);
 
     size_t n;
-    uint8_t *gz = slurp(PENGUIN, &n);
+    uint8_t *gz = tu_slurp(PENGUIN, &n);
     ASSERT_OK(tl_record_reader_create_memory(gz, n, "p.gz", TL_RECORD_NONE, &r));
     ASSERT_ERR(tl_record_reader_next(r, &rec, &len), TL_EPARSE,
                "; its first bytes are GZIP's magic 1f 8b 08: read it with compression GZIP or AUTO");

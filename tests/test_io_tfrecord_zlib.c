@@ -23,20 +23,6 @@
 #define PENGUIN TFX "/penguin-Split-eval-data_tfrecord-00000-of-00001.gz"
 #define SEQUENCE TFX "/tfrecord_sequence-Split-eval-data_tfrecord_eval.gz"
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-    cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 static void tmp_path(char *buf, size_t n)
 {
     snprintf(buf, n, "/tmp/tl_tfz_XXXXXX");
@@ -145,7 +131,7 @@ static void check_fixture(const char *path)
     expected e;
     load_expected(path, &e);
     size_t n;
-    uint8_t *file = slurp(path, &n);
+    uint8_t *file = tu_slurp(path, &n);
     for (int how = 0; how < 6; how++) {
         tl_tfrecord_zreader *z;
         tl_tfrecord_compression c = how % 2 ? TL_TFRECORD_AUTO : TL_TFRECORD_GZIP;
@@ -244,7 +230,7 @@ Test(io_tfrecord_zlib, round_trips_every_compression_and_level)
             char what[128];
             snprintf(what, sizeof what, "%s level %d", tl_tfrecord_compression_name(cs[ci]), levels[li]);
             size_t n;
-            uint8_t *file = slurp(path, &n);
+            uint8_t *file = tu_slurp(path, &n);
             if (cs[ci] == TL_TFRECORD_GZIP)
                 cr_assert(file[0] == 0x1f && file[1] == 0x8b, "%s: no GZIP magic", what);
             if (cs[ci] != TL_TFRECORD_NONE && levels[li] != 0)
@@ -647,7 +633,7 @@ Test(io_tfrecord_zlib, auto_reads_plain_files_and_seeks)
     ASSERT_OK(tl_tfrecord_zwriter_write(w, "b", 1));
     ASSERT_OK(tl_tfrecord_zwriter_destroy(w));
     size_t n;
-    uint8_t *file = slurp(path, &n);
+    uint8_t *file = tu_slurp(path, &n);
     for (int how = 0; how < 3; how++) {
         tl_tfrecord_zreader *z;
         mem_stream ms = {file, n, 0, 3};

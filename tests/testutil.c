@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -178,6 +179,25 @@ void tu_source_is(const tl_config *cfg, const char *name, tl_config_source want,
 }
 
 /* ---- files -------------------------------------------------------------- */
+
+uint8_t *tu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s (the tests run from the repository root; the external fixtures live in "
+                       "../shared/testdata/external)", path, strerror(errno));
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0, "%s", path);
+    long len = ftell(f);
+    cr_assert_geq(len, 0, "%s", path);
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0, "%s", path);
+    uint8_t *buf = malloc((size_t)len + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len, "%s: short read", path);
+    fclose(f);
+    buf[len] = '\0';
+    if (n != NULL)
+        *n = (size_t)len;
+    return buf;
+}
 
 void tu_write_temp(char *path, const char *text)
 {

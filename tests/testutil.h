@@ -117,6 +117,10 @@ void tu_source_is(const tl_config *cfg, const char *name, tl_config_source want,
 /* Creates the file of mkstemp template path (rewritten in place) holding text. */
 void tu_write_temp(char *path, const char *text);
 
+/* The whole file at path, malloc'd with a '\0' after its *n bytes (n may be
+ * NULL); the test fails if it cannot be read. */
+uint8_t *tu_slurp(const char *path, size_t *n);
+
 /* ---- allocation failure ------------------------------------------------- */
 
 /* What the counting allocator has seen since tu_alloc_hook. */
