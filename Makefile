@@ -21,6 +21,10 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 PKGS     := jansson openblas zlib libmd libprotobuf-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Open MPI: only src/comm/comm_mpi.c sees mpi.h; everything links libmpi.
+MPI_PKG    := ompi-c
+MPI_CFLAGS := $(shell pkg-config --cflags $(MPI_PKG) 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs $(MPI_PKG) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wformat=2 -Wvla
@@ -44,7 +48,7 @@ ifeq ($(SAN),thread)
 CFLAGS_BASE += -fsanitize=thread -fno-omit-frame-pointer
 LDSAN       := -fsanitize=thread
 endif
-LDLIBS_ALL  := $(PKG_LIBS) -pthread -lm
+LDLIBS_ALL  := $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
 
 # C for tpuloop's own .proto files (proto/<package>/x.proto), made by protoc-c
 # under $(BUILD)/gen and included as "<package>/x.pb-c.h".
@@ -71,11 +75,13 @@ SOVER    := 0
 SHARED   := $(BUILD)/lib/libtpuloop.so.$(SOVER)
 CLI      := $(BUILD)/bin/tpuloop
 TESTS    := $(BUILD)/tests/tpuloop_tests
+# Programs that tests start under mpirun (tests/mpi/*.c).
+MPI_PROGS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi_%,$(sort $(wildcard tests/mpi/*.c)))
 
 .PHONY: all lib deps build run test check unit asan-unit tsan tsan-unit symbols install-check \
         fuzz fuzz-build bench install uninstall clean FORCE
 
-all: lib $(CLI) $(TESTS) $(BENCH_BIN)
+all: lib $(CLI) $(TESTS) $(MPI_PROGS) $(BENCH_BIN)
 
 lib: $(STATIC) $(SHARED)
 
@@ -100,13 +106,13 @@ check: all symbols install-check unit
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread OPT="-O1 -g" tsan-unit
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT="-O1 -g" asan-unit
 
-unit: $(TESTS) $(CLI)
+unit: $(TESTS) $(CLI) $(MPI_PROGS)
 	TPULOOP_CLI=$(abspath $(CLI)) $(TESTS) --jobs=$(JOBS)
 
 # Under ASan + UBSan; the last line printed is the test framework's summary.
 # Criterion passes a test whose worker process LeakSanitizer reports at exit,
 # so the log is searched for sanitizer reports too.
-asan-unit: $(TESTS) $(CLI)
+asan-unit: $(TESTS) $(CLI) $(MPI_PROGS)
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -173,6 +179,7 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	$(Q)$(CC) $(CFLAGS_OBJ) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/src/cli/%.o $(BUILD)/obj/src/job/%.o $(BUILD)/obj/src/models/%.o: CFLAGS_OBJ = $(CFLAGS_CLI)
+$(BUILD)/obj/src/comm/comm_mpi.o: CFLAGS_OBJ = $(CFLAGS_BASE) $(MPI_CFLAGS)
 
 # One protoc-c run makes both files (a grouped pattern rule). Every object
 # waits for the generated headers; its .d file then records which it uses.
@@ -211,10 +218,15 @@ $(TESTS): $(TEST_OBJ) $(STATIC) FORCE
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDSAN) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS_ALL)
 
+$(BUILD)/tests/mpi_%: tests/mpi/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: bench/%.c bench/util/bench_util.c bench/util/bench_util.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS_BASE) -Ibench $(LDSAN) -o $@ $< bench/util/bench_util.c $(STATIC) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_BASE) $(MPI_CFLAGS) -Ibench $(LDSAN) -o $@ $< bench/util/bench_util.c $(STATIC) $(LDLIBS_ALL)
 
 # Every figure is one JSON line (the median of its repetitions): tpuloop's
 # benches, then the PyTorch peers (bench/run_peers.sh), then one summary line
@@ -237,7 +249,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
 
 build/fuzz/%: fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(GEN_HDR) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) -pthread -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(MPI_CFLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
 
 fuzz-build: $(FUZZ_BIN)
 
@@ -260,7 +272,7 @@ install: lib
 	ln -sf libtpuloop.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libtpuloop.so
 	@if [ -f $(CLI) ]; then install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TL_VERSION_STRING "\(.*\)"/\1/p' include/tpuloop/base.h)|g' \
-	    -e 's|@PKGS@|$(PKGS)|g' tpuloop.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc
+	    -e 's|@PKGS@|$(PKGS) $(MPI_PKG)|g' tpuloop.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/tpuloop $(DESTDIR)$(PREFIX)/lib/libtpuloop.* \

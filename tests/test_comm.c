@@ -70,8 +70,8 @@ static tl_status make_comm(void *ctx)
 Test(comm, creation_unwinds_on_allocation_failure)
 {
     int size = 8;
-    /* The communicator, the backend's state, its slots and rank counters. */
-    cr_assert_eq(tu_oom_sweep(make_comm, &size, "tl_comm_create_threads"), 4);
+    /* The communicator, the group, its slots, rank counters and rank names. */
+    cr_assert_eq(tu_oom_sweep(make_comm, &size, "tl_comm_create_threads"), 5);
 }
 
 Test(comm, accessors)
@@ -79,6 +79,11 @@ Test(comm, accessors)
     tl_comm *c = comm_of(3);
     cr_assert_eq(tl_comm_size(c), 3);
     cr_assert_eq(tl_comm_get_kind(c), TL_COMM_THREADS);
+    /* One process, which plays every rank. */
+    cr_assert_eq(tl_comm_processes(c), 1);
+    cr_assert_eq(tl_comm_process(c), 0);
+    cr_assert_eq(tl_comm_first_rank(c), 0);
+    cr_assert_eq(tl_comm_local_ranks(c), 3);
     cr_assert_eq(tl_comm_status(c), TL_OK);
     cr_assert_str_eq(tl_comm_errmsg(c), "");
     tl_comm_destroy(c);

@@ -4,11 +4,12 @@
  *
  * A communicator joins R ranks. Every collective is called by every rank,
  * in the same order, with the same count, type, operation and root; each
- * call names the calling rank. Today the ranks are threads of this process
- * (tl_comm_create_threads) and the collectives run through the ranks' own
- * buffers, which every thread can see. The MPI backend, whose ranks are
- * processes, and the hierarchical one (threads inside a process, then MPI
- * across processes) come behind this same interface.
+ * call names the calling rank. The ranks are threads of this process
+ * (tl_comm_create_threads), whose collectives run through the ranks' own
+ * buffers, which every thread can see; or blocks of threads in several
+ * processes joined by MPI (tl_comm_create_mpi): each process plays a
+ * contiguous block of ranks with its threads, the work inside a process goes
+ * through shared memory and only what crosses processes travels by MPI.
  *
  *     // in each of the R worker threads; rank is 0..R-1:
  *     float *grad = my_gradient(rank);    // (n) this rank's gradient
@@ -25,7 +26,9 @@
  * element type, and for TL_REDUCE_MEAN divides the sum by R (a division, not
  * a multiplication by 1/R: the mean is the correctly rounded quotient of that
  * sum). Every rank then gets those bits. So the result depends on the values
- * and R only, never on thread timing, and equals a plain loop over the ranks.
+ * and R only, never on thread timing or on how the ranks are spread over
+ * processes, and equals a plain loop over the ranks: 1 process of 4 ranks,
+ * 2 of 2 and 4 of 1 give the same bits.
  *
  * A communicator fails as a whole (LMDB's MDB_PANIC). When a collective
  * fails — ranks disagree on what they called (a different collective, count,
@@ -54,7 +57,8 @@ typedef struct tl_comm tl_comm;
 
 /* How the ranks are joined. Values are append-only. */
 typedef enum {
-    TL_COMM_THREADS = 0 /* threads of this process, through shared memory */
+    TL_COMM_THREADS = 0, /* threads of this process, through shared memory */
+    TL_COMM_MPI = 1      /* processes joined by MPI, each a block of threads */
 } tl_comm_kind;
 
 /* Element types of collectives. Values are append-only. */
@@ -81,6 +85,70 @@ typedef enum {
  * when a mutex or condition variable cannot be made. On error *out is NULL.
  */
 TL_API tl_status tl_comm_create_threads(int size, tl_comm **out);
+
+/*
+ * Makes a communicator of the processes of an MPI communicator, each playing
+ * local_ranks ranks with its threads: process p plays the local_ranks ranks
+ * that follow those of processes 0..p-1, in MPI rank order (processes may
+ * play different numbers of ranks). Collective: every process of the MPI
+ * communicator calls it, and each gets the same size, the sum of local_ranks.
+ *
+ * mpi_comm points to the MPI_Comm to join (it is duplicated: tpuloop's
+ * messages never meet the program's), or is NULL for MPI_COMM_WORLD. MPI
+ * must allow calls from any thread: a program that initialises MPI itself
+ * calls MPI_Init_thread with MPI_THREAD_MULTIPLE, before this and before any
+ * other thread calls MPI, and MPI_Finalize after destroying its
+ * communicators. When MPI is not initialised, this initialises it so and
+ * finalises it at exit (as mpi4py does); without mpirun that is a singleton:
+ * one process, no daemon.
+ *
+ *     // each process of `mpirun -np 2 ./prog`, with 2 worker threads each:
+ *     tl_comm *comm;
+ *     if (tl_comm_create_mpi(NULL, 2, &comm) != TL_OK) { ... }
+ *     int first = tl_comm_first_rank(comm);   // 0 on process 0, 2 on process 1
+ *     // worker thread i calls the collectives as rank first + i
+ *
+ * Errors are the same on every process: TL_EINVAL for a local_ranks < 1 on
+ * any process (naming it), a total above TL_COMM_MAX_RANKS, or MPI without
+ * MPI_THREAD_MULTIPLE; TL_EIO when MPI fails (its message); TL_ENOMEM;
+ * TL_ERUNTIME. On error *out is NULL.
+ *
+ * How the fixed order is kept across processes: a reduction's elements move
+ * along the chain of processes 0 -> 1 -> ... -> P-1, in segments that are in
+ * flight at once. Process p receives the running sums of the ranks before
+ * its block, adds its own ranks' elements in rank order and sends them on,
+ * so the last process holds x_0 + x_1 + ... + x_{R-1} summed in exactly the
+ * threads backend's order; the results travel on along the chain
+ * (P-1 -> 0 -> 1 -> ... -> P-2). Every process sends and receives each byte
+ * of the buffer about twice, as a ring all-reduce does: with two processes
+ * exactly as many bytes as a ring, with P processes at most P/(P-1) times
+ * as many. (A tree or a ring would add the ranks in another grouping, and
+ * float addition is not associative.) All-gather passes the processes'
+ * blocks around the ring; broadcast runs along the chain from the root's
+ * process. Each call first exchanges its arguments with every process, so
+ * disagreeing processes fail with a message naming them, as the threads
+ * backend's ranks do.
+ *
+ * Failures end every process: MPI errors return (MPI_ERRORS_RETURN on the
+ * duplicated communicator) and fail the communicator; a process whose
+ * communicator fails tells every other process, which fails with "process p
+ * (ranks a to b): <the message>"; with a timeout set, a process that waits
+ * longer than it for a message fails naming the process it waited for.
+ * After a failure a rank's receive buffers are no longer written, but MPI
+ * may still read its send buffers until the communicator is destroyed. Nor
+ * should the program call MPI_Finalize, which waits for every process (a
+ * silent one never comes): a process that exits without it makes mpirun end
+ * the others, and when tpuloop initialised MPI it skips the finalising.
+ */
+TL_API tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **out);
+
+/* The processes the communicator joins (1 for threads), this process's index
+ * among them, and the ranks it plays: first .. first + local - 1 (every rank
+ * for threads). comm must not be NULL. */
+TL_API int tl_comm_processes(const tl_comm *comm);
+TL_API int tl_comm_process(const tl_comm *comm);
+TL_API int tl_comm_first_rank(const tl_comm *comm);
+TL_API int tl_comm_local_ranks(const tl_comm *comm);
 
 /* Frees the communicator. Accepts NULL. No rank may be inside a call. */
 TL_API void tl_comm_destroy(tl_comm *comm);
@@ -111,8 +179,8 @@ TL_API tl_status tl_comm_chunk(int64_t n, int size, int rank, int64_t *offset, i
  * Returns when every rank has called it. Errors, for this and every
  * collective below: the communicator's error if it has failed (before or
  * during the call); TL_EINVAL for a NULL comm (which fails nothing) or a rank
- * outside [0, size) (which fails the communicator: the others would wait for
- * ever); TL_EINVAL when the ranks disagree on the collective or its
+ * outside [0, size) or played by another process (which fails the
+ * communicator: the others would wait for ever); TL_EINVAL when the ranks disagree on the collective or its
  * arguments, or when two threads are inside a call as the same rank at once;
  * TL_ERUNTIME on a timeout.
  */

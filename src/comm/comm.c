@@ -56,6 +56,8 @@ tl_status tl_comm_alloc(tl_comm_kind kind, int size, tl_comm **out)
     }
     c->kind = kind;
     c->size = size;
+    c->processes = 1;
+    c->local = size;
     atomic_init(&c->timeout_ns, 0);
     atomic_init(&c->status, TL_OK);
     *out = c;
@@ -80,6 +82,26 @@ int tl_comm_size(const tl_comm *comm)
 tl_comm_kind tl_comm_get_kind(const tl_comm *comm)
 {
     return comm->kind;
+}
+
+int tl_comm_processes(const tl_comm *comm)
+{
+    return comm->processes;
+}
+
+int tl_comm_process(const tl_comm *comm)
+{
+    return comm->process;
+}
+
+int tl_comm_first_rank(const tl_comm *comm)
+{
+    return comm->first;
+}
+
+int tl_comm_local_ranks(const tl_comm *comm)
+{
+    return comm->local;
 }
 
 tl_status tl_comm_raise(tl_comm *c)
@@ -168,6 +190,9 @@ static tl_status run(tl_comm *c, int rank, const tl_comm_call *call)
         return tl_comm_raise(c);
     if (rank < 0 || rank >= c->size)
         return tl_comm_fail(c, TL_EINVAL, "%s: rank must be in [0, %d), got %d", name, c->size, rank);
+    if (rank < c->first || rank >= c->first + c->local)
+        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d is played by another process: process %d plays ranks %d to %d",
+                            name, rank, c->process, c->first, c->first + c->local - 1);
     if (call->coll == TL_COLL_BARRIER)
         return c->be->run(c, rank, call);
 

@@ -54,6 +54,8 @@ struct tl_comm {
     void *impl;               /* the backend's state */
     tl_comm_kind kind;
     int size;
+    int processes, process;   /* 1 and 0 but for MPI */
+    int first, local;         /* this process plays ranks first .. first + local - 1 */
     atomic_llong timeout_ns;  /* 0: wait for ever */
     pthread_mutex_t mu;       /* orders the first failure */
     atomic_int status;        /* TL_OK until the first failure; then for good */
@@ -88,5 +90,58 @@ size_t tl_comm_dtype_size(tl_comm_dtype dtype);
 /* "f32", "f64", "i64"; "SUM", "MEAN": for messages. */
 const char *tl_comm_dtype_name(tl_comm_dtype dtype);
 const char *tl_comm_op_name(tl_reduce_op op);
+
+/* ---- the threads of one process (comm_threads.c) ----------------------------
+ *
+ * A group is the n threads of this process that play ranks first ..
+ * first + n - 1 of a communicator: the threads backend is one group of every
+ * rank, the MPI backend one group per process. A call enters (publishes its
+ * arguments, meets the group's other ranks at a barrier that a failure
+ * breaks and the timeout bounds, checks that they agree), does its work
+ * between the ranks' buffers, and leaves (a barrier that is never broken,
+ * so that no rank's buffers are touched once its call has returned). */
+typedef struct tl_comm_group tl_comm_group;
+
+/* Errors: TL_ENOMEM, TL_ERUNTIME. */
+tl_status tl_comm_group_create(int n, int first, tl_comm_group **out);
+void tl_comm_group_destroy(tl_comm_group *g);
+
+/* Enters call as local rank l (its rank is first + l): TL_OK with *slots
+ * the n calls of the group, in local rank order; or the communicator's
+ * error, and then the call is over for this rank (no leave). */
+tl_status tl_comm_group_enter(tl_comm *c, tl_comm_group *g, int l, const tl_comm_call *call,
+                              tl_comm_call **slots);
+
+/* Ends local rank l's call; waits for the group's other ranks unless wait
+ * is false (a barrier, which has no work after its entry). Every rank of
+ * the group makes the same choice. */
+void tl_comm_group_leave(tl_comm_group *g, int l, bool wait);
+
+/* The largest n of tl_comm_fold_arrays. */
+#define TL_COMM_FOLD_MAX 16
+
+/* out = x[0] + x[1] + ... + x[n-1] element by element, m elements, in that
+ * order, then a mean's division by R (op TL_REDUCE_MEAN). n <= TL_COMM_FOLD_MAX;
+ * out may be one of the x (each tile is read whole before it is written). */
+void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const *x, int n, int64_t m, int R,
+                         void *out);
+
+/* Fails the communicator when the n calls s disagree on the collective or its
+ * arguments, naming rank_of[q] for call q; TL_OK when they agree. */
+tl_status tl_comm_check_calls(tl_comm *c, const tl_comm_call *s, int n, const int *rank_of);
+
+/* Releases the ranks waiting to enter (the communicator has failed). */
+void tl_comm_group_wake(tl_comm_group *g);
+
+/*
+ * Folds m elements at offset off of the n calls' send buffers into out, in
+ * the fixed order: out = in, or the first call's elements when in is NULL;
+ * then += each call's elements in index order; then, when last and the op
+ * is TL_REDUCE_MEAN, divided by R as the threads backend divides. The dtype
+ * and op are s[0]'s. out may be a call's send (an in-place call): each
+ * tile is read whole before it is written.
+ */
+void tl_comm_fold(const tl_comm_call *s, int n, const void *in, int64_t off, int64_t m, bool last, int R,
+                  void *out);
 
 #endif /* TL_COMM_INT_H */

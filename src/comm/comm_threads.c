@@ -51,27 +51,29 @@ typedef struct rank_state {
     char pad[128 - sizeof(int64_t) - sizeof(atomic_llong) - sizeof(atomic_int)];
 } rank_state;
 
-typedef struct threads_impl {
+struct tl_comm_group {
     tl_barrier enter;    /* broken when the communicator fails; timed */
     tl_barrier leave;    /* never broken; see the top of the file */
-    tl_comm_call *slots; /* (2, size): slots of even and odd calls */
-    rank_state *ranks;   /* (size) */
-} threads_impl;
+    tl_comm_call *slots; /* (2, n): slots of even and odd calls */
+    rank_state *ranks;   /* (n) */
+    int n, first;        /* its ranks are first .. first + n - 1 */
+    int *rank_of;        /* (n) first + q, for messages */
+};
 
 /* ---- waiting -------------------------------------------------------------- */
 
 /* Lists the ranks whose wait count is below w (those that have not reached
  * the wait this rank is in) into buf. */
-static void list_missing(const threads_impl *t, int size, int64_t w, char *buf, size_t cap)
+static void list_missing(const tl_comm_group *t, int64_t w, char *buf, size_t cap)
 {
     size_t used = 0;
     int listed = 0, more = 0;
     buf[0] = '\0';
-    for (int q = 0; q < size; q++) {
+    for (int q = 0; q < t->n; q++) {
         if (atomic_load_explicit(&t->ranks[q].waits, memory_order_relaxed) >= w)
             continue;
         if (listed < 16 && used + 16 < cap) {
-            int n = snprintf(buf + used, cap - used, "%s%d", listed ? ", " : "", q);
+            int n = snprintf(buf + used, cap - used, "%s%d", listed ? ", " : "", t->first + q);
             used += n > 0 ? (size_t)n : 0;
             listed++;
         } else {
@@ -87,20 +89,20 @@ static void list_missing(const threads_impl *t, int size, int64_t w, char *buf, 
 /* Meets the other ranks at the entry barrier. Returns TL_OK, or the
  * communicator's error: the one it already has, or a timeout this rank
  * reports. */
-static tl_status meet(tl_comm *c, threads_impl *t, int rank, tl_coll coll)
+static tl_status meet(tl_comm *c, tl_comm_group *t, int l, tl_coll coll)
 {
-    int64_t w = atomic_fetch_add_explicit(&t->ranks[rank].waits, 1, memory_order_relaxed) + 1;
+    int64_t w = atomic_fetch_add_explicit(&t->ranks[l].waits, 1, memory_order_relaxed) + 1;
     int64_t timeout = atomic_load_explicit(&c->timeout_ns, memory_order_relaxed);
     /* A lone rank never waits (its barrier opens at once): no clock read. */
-    int64_t deadline = timeout > 0 && c->size > 1 ? tl_deadline_after_ns(timeout) : TL_NO_DEADLINE;
+    int64_t deadline = timeout > 0 && t->n > 1 ? tl_deadline_after_ns(timeout) : TL_NO_DEADLINE;
     tl_wait_result res = tl_barrier_wait_until(&t->enter, deadline);
     if (res == TL_WAIT_OK)
         return TL_OK;
     if (res == TL_WAIT_TIMEOUT) {
         char missing[160];
-        list_missing(t, c->size, w, missing, sizeof missing);
+        list_missing(t, w, missing, sizeof missing);
         return tl_comm_fail(c, TL_ERUNTIME, "%s: rank %d timed out after %.3f s waiting for rank(s) %s",
-                            tl_comm_coll_name(coll), rank, (double)timeout / 1e9, missing);
+                            tl_comm_coll_name(coll), t->first + l, (double)timeout / 1e9, missing);
     }
     return tl_comm_raise(c);
 }
@@ -109,7 +111,7 @@ static tl_status meet(tl_comm *c, threads_impl *t, int rank, tl_coll coll)
 
 /* Appends "rank 0 <verb> v0, rank q <verb> v, ..." to buf: rank 0 and every
  * rank whose value differs from rank 0's, as many as fit. */
-static void list_values(const tl_comm_call *s, int size, int64_t (*field)(const tl_comm_call *),
+static void list_values(const tl_comm_call *s, int size, const int *rank_of, int64_t (*field)(const tl_comm_call *),
                         const char *(*show)(int64_t, char *, size_t), const char *verb, char *buf, size_t cap)
 {
     int64_t v0 = field(&s[0]);
@@ -123,7 +125,8 @@ static void list_values(const tl_comm_call *s, int size, int64_t (*field)(const 
             snprintf(buf + used, cap - used, ", ...");
             return;
         }
-        int n = snprintf(buf + used, cap - used, "%srank %d %s %s", q ? ", " : "", q, verb, show(v, text, sizeof text));
+        int n = snprintf(buf + used, cap - used, "%srank %d %s %s", q ? ", " : "", rank_of[q], verb,
+                         show(v, text, sizeof text));
         used += n > 0 ? (size_t)n : 0;
     }
 }
@@ -157,7 +160,7 @@ static const char *show_op(int64_t v, char *buf, size_t cap)
 
 /* Every rank runs this on the same slots and so reaches the same verdict and
  * the same message; the first to report it fails the communicator. */
-static tl_status check_agree(tl_comm *c, const tl_comm_call *s)
+tl_status tl_comm_check_calls(tl_comm *c, const tl_comm_call *s, int n, const int *rank_of)
 {
     static const struct {
         const char *what, *verb;
@@ -179,13 +182,13 @@ static tl_status check_agree(tl_comm *c, const tl_comm_call *s)
         if (checks[i].field == f_root && coll != TL_COLL_BROADCAST)
             continue;
         int q = 1;
-        while (q < c->size && checks[i].field(&s[q]) == checks[i].field(&s[0]))
+        while (q < n && checks[i].field(&s[q]) == checks[i].field(&s[0]))
             q++;
-        if (q == c->size)
+        if (q == n)
             continue;
         char msg[TL_COMM_MSG_MAX];
         snprintf(msg, sizeof msg, "%s: ranks disagree on %s: ", tl_comm_coll_name(coll), checks[i].what);
-        list_values(s, c->size, checks[i].field, checks[i].show, checks[i].verb, msg, sizeof msg);
+        list_values(s, n, rank_of, checks[i].field, checks[i].show, checks[i].verb, msg, sizeof msg);
         return tl_comm_fail(c, TL_EINVAL, "%s", msg);
     }
     return TL_OK;
@@ -213,34 +216,110 @@ static tl_status check_agree(tl_comm *c, const tl_comm_call *s)
  * number once) and costs far less. */
 typedef enum { SCALE_NONE, SCALE_MUL, SCALE_DIV } scale_mode;
 
-/* Reduces m <= TILE elements at offset off of every rank's send into acc:
- * acc = x_0; acc += x_1; ... in rank order, then the mean's scaling. The
- * vectoriser works across elements, never across ranks, so each element's
- * sum keeps its order. */
-#define DEFINE_REDUCE_TILE(name, T)                                                                  \
-    static void name(const tl_comm_call *s, int size, int64_t off, int64_t m, scale_mode scale,      \
-                     T *restrict acc)                                                                \
-    {                                                                                                \
-        const T *x0 = (const T *)s[0].send + off;                                                    \
-        FOR_TILE(j, m, acc[j] = x0[j]);                                                              \
-        for (int q = 1; q < size; q++) {                                                             \
-            const T *x = (const T *)s[q].send + off;                                                 \
-            FOR_TILE(j, m, acc[j] += x[j]);                                                          \
-        }                                                                                            \
-        if (scale == SCALE_MUL) {                                                                    \
-            const T inv = (T)1 / (T)size;                                                            \
-            FOR_TILE(j, m, acc[j] *= inv);                                                           \
-        } else if (scale == SCALE_DIV) {                                                             \
-            const T div = (T)size;                                                                   \
-            FOR_TILE(j, m, acc[j] /= div);                                                           \
-        }                                                                                            \
+/* Folds m <= TILE elements at offset off of the n calls' send into acc:
+ * acc = in (x_0 when in is NULL); acc += x_q; ... in index order, then a
+ * mean's scaling by R when last. The vectoriser works across elements,
+ * never across ranks, so each element's sum keeps its order. */
+#define DEFINE_FOLD_TILE(name, T)                                                                            \
+    static void name(const tl_comm_call *s, int n, const T *in, int64_t off, int64_t m, scale_mode scale, int R, \
+                     T *restrict acc)                                                                        \
+    {                                                                                                        \
+        int q = 0;                                                                                           \
+        if (in == NULL)                                                                                      \
+            in = (const T *)s[q++].send + off;                                                               \
+        FOR_TILE(j, m, acc[j] = in[j]);                                                                      \
+        for (; q < n; q++) {                                                                                 \
+            const T *x = (const T *)s[q].send + off;                                                         \
+            FOR_TILE(j, m, acc[j] += x[j]);                                                                  \
+        }                                                                                                    \
+        if (scale == SCALE_MUL) {                                                                            \
+            const T inv = (T)1 / (T)R;                                                                       \
+            FOR_TILE(j, m, acc[j] *= inv);                                                                   \
+        } else if (scale == SCALE_DIV) {                                                                     \
+            const T div = (T)R;                                                                              \
+            FOR_TILE(j, m, acc[j] /= div);                                                                   \
+        }                                                                                                    \
     }
 
-DEFINE_REDUCE_TILE(reduce_tile_f32, float)
-DEFINE_REDUCE_TILE(reduce_tile_f64, double)
+DEFINE_FOLD_TILE(fold_tile_f32, float)
+DEFINE_FOLD_TILE(fold_tile_f64, double)
 /* Sums of int64 wrap: added as uint64_t, where overflow is defined (and
  * there is no integer mean, so the scaling never runs). */
-DEFINE_REDUCE_TILE(reduce_tile_u64, uint64_t)
+DEFINE_FOLD_TILE(fold_tile_u64, uint64_t)
+
+/* The same fold over n arrays of m elements each (x[q]). */
+#define DEFINE_FOLD_PTRS(name, T)                                                                                 \
+    static void name(const void *const *xv, int n, int64_t m, scale_mode scale, int R, T *restrict acc)          \
+    {                                                                                                             \
+        const T *x0 = xv[0];                                                                                      \
+        FOR_TILE(j, m, acc[j] = x0[j]);                                                                           \
+        for (int q = 1; q < n; q++) {                                                                             \
+            const T *x = xv[q];                                                                                   \
+            FOR_TILE(j, m, acc[j] += x[j]);                                                                       \
+        }                                                                                                         \
+        if (scale == SCALE_MUL) {                                                                                 \
+            const T inv = (T)1 / (T)R;                                                                            \
+            FOR_TILE(j, m, acc[j] *= inv);                                                                        \
+        } else if (scale == SCALE_DIV) {                                                                          \
+            const T div = (T)R;                                                                                   \
+            FOR_TILE(j, m, acc[j] /= div);                                                                        \
+        }                                                                                                         \
+    }
+
+DEFINE_FOLD_PTRS(fold_ptrs_f32, float)
+DEFINE_FOLD_PTRS(fold_ptrs_f64, double)
+DEFINE_FOLD_PTRS(fold_ptrs_u64, uint64_t)
+
+void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const *x, int n, int64_t m, int R,
+                         void *out)
+{
+    scale_mode scale = SCALE_NONE;
+    if (op == TL_REDUCE_MEAN && dtype != TL_COMM_I64)
+        scale = (R & (R - 1)) == 0 ? SCALE_MUL : SCALE_DIV;
+    size_t es = tl_comm_dtype_size(dtype);
+    union {
+        float f32[TILE];
+        double f64[TILE];
+        uint64_t u64[TILE];
+    } acc;
+    const void *xt[TL_COMM_FOLD_MAX];
+    for (int64_t b = 0; b < m; b += TILE) {
+        int64_t k = m - b < TILE ? m - b : TILE;
+        for (int q = 0; q < n; q++)
+            xt[q] = (const char *)x[q] + (size_t)b * es;
+        switch (dtype) {
+        case TL_COMM_F32: fold_ptrs_f32(xt, n, k, scale, R, acc.f32); break;
+        case TL_COMM_F64: fold_ptrs_f64(xt, n, k, scale, R, acc.f64); break;
+        case TL_COMM_I64: fold_ptrs_u64(xt, n, k, SCALE_NONE, R, acc.u64); break;
+        }
+        memcpy((char *)out + (size_t)b * es, &acc, (size_t)k * es);
+    }
+}
+
+void tl_comm_fold(const tl_comm_call *s, int n, const void *in, int64_t off, int64_t m, bool last, int R,
+                  void *out)
+{
+    tl_comm_dtype dtype = s[0].dtype;
+    scale_mode scale = SCALE_NONE;
+    if (last && s[0].op == TL_REDUCE_MEAN)
+        scale = (R & (R - 1)) == 0 ? SCALE_MUL : SCALE_DIV;
+    size_t es = tl_comm_dtype_size(dtype);
+    union {
+        float f32[TILE];
+        double f64[TILE];
+        uint64_t u64[TILE];
+    } acc;
+    for (int64_t b = 0; b < m; b += TILE) {
+        int64_t k = m - b < TILE ? m - b : TILE;
+        const char *inb = in != NULL ? (const char *)in + (size_t)b * es : NULL;
+        switch (dtype) {
+        case TL_COMM_F32: fold_tile_f32(s, n, (const float *)inb, off + b, k, scale, R, acc.f32); break;
+        case TL_COMM_F64: fold_tile_f64(s, n, (const double *)inb, off + b, k, scale, R, acc.f64); break;
+        case TL_COMM_I64: fold_tile_u64(s, n, (const uint64_t *)inb, off + b, k, SCALE_NONE, R, acc.u64); break;
+        }
+        memcpy((char *)out + (size_t)b * es, &acc, (size_t)k * es);
+    }
+}
 
 /* Writes m reduced elements from acc to offset off of every rank's recv
  * (all-reduce) or to offset off - chunk_off of this rank's (reduce-scatter). */
@@ -270,9 +349,9 @@ static void reduce(const tl_comm_call *s, int size, int rank)
     for (int64_t b = off; b < off + len; b += TILE) {
         int64_t m = off + len - b < TILE ? off + len - b : TILE;
         switch (s[rank].dtype) {
-        case TL_COMM_F32: reduce_tile_f32(s, size, b, m, scale, acc.f32); break;
-        case TL_COMM_F64: reduce_tile_f64(s, size, b, m, scale, acc.f64); break;
-        case TL_COMM_I64: reduce_tile_u64(s, size, b, m, SCALE_NONE, acc.u64); break;
+        case TL_COMM_F32: fold_tile_f32(s, size, NULL, b, m, scale, size, acc.f32); break;
+        case TL_COMM_F64: fold_tile_f64(s, size, NULL, b, m, scale, size, acc.f64); break;
+        case TL_COMM_I64: fold_tile_u64(s, size, NULL, b, m, SCALE_NONE, size, acc.u64); break;
         }
         put_tile(s, size, rank, b, off, &acc, m, tl_comm_dtype_size(s[rank].dtype));
     }
@@ -300,17 +379,105 @@ static void broadcast(const tl_comm_call *s, int rank)
         memcpy(s[rank].recv, s[root].recv, bytes);
 }
 
+/* ---- the group ---------------------------------------------------------- */
+
+tl_status tl_comm_group_enter(tl_comm *c, tl_comm_group *g, int l, const tl_comm_call *call, tl_comm_call **slots)
+{
+    /* The barrier counts arrivals, not ranks: two threads passing the same
+     * rank would open it with another rank's slot stale. The first one
+     * cannot leave before the second arrives, so the second always sees
+     * the flag. */
+    if (atomic_exchange_explicit(&g->ranks[l].busy, 1, memory_order_acquire))
+        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d is already in a call on another thread",
+                            tl_comm_coll_name(call->coll), g->first + l);
+    int64_t seq = g->ranks[l].seq++;
+    tl_comm_call *s = g->slots + (size_t)(seq & 1) * (size_t)g->n;
+    s[l] = *call;
+    tl_status st = meet(c, g, l, call->coll);
+    if (st == TL_OK && g->n > 1) /* a lone rank agrees with itself */
+        st = tl_comm_check_calls(c, s, g->n, g->rank_of);
+    if (st != TL_OK) {
+        atomic_store_explicit(&g->ranks[l].busy, 0, memory_order_release);
+        return st;
+    }
+    *slots = s;
+    return TL_OK;
+}
+
+void tl_comm_group_leave(tl_comm_group *g, int l, bool wait)
+{
+    if (wait) {
+        tl_wait_result res = tl_barrier_wait(&g->leave);
+        TL_ASSERT(res == TL_WAIT_OK);
+    }
+    atomic_store_explicit(&g->ranks[l].busy, 0, memory_order_release);
+}
+
+void tl_comm_group_wake(tl_comm_group *g)
+{
+    tl_barrier_break(&g->enter);
+}
+
+void tl_comm_group_destroy(tl_comm_group *g)
+{
+    if (g == NULL)
+        return;
+    tl_barrier_close(&g->enter);
+    tl_barrier_close(&g->leave);
+    tl_free(g->slots);
+    tl_free(g->ranks);
+    tl_free(g->rank_of);
+    tl_free(g);
+}
+
+tl_status tl_comm_group_create(int n, int first, tl_comm_group **out)
+{
+    *out = NULL;
+    tl_comm_group *g = tl_calloc(1, sizeof *g);
+    if (g == NULL)
+        return tl_error_oom();
+    g->n = n;
+    g->first = first;
+    g->slots = tl_calloc(2 * (size_t)n, sizeof *g->slots);
+    g->ranks = tl_calloc((size_t)n, sizeof *g->ranks);
+    g->rank_of = tl_calloc((size_t)n, sizeof *g->rank_of);
+    if (g->slots == NULL || g->ranks == NULL || g->rank_of == NULL) {
+        tl_free(g->slots);
+        tl_free(g->ranks);
+        tl_free(g->rank_of);
+        tl_free(g);
+        return tl_error_oom();
+    }
+    for (int q = 0; q < n; q++) {
+        g->rank_of[q] = first + q;
+        atomic_init(&g->ranks[q].waits, 0);
+        atomic_init(&g->ranks[q].busy, 0);
+    }
+    /* With more ranks than cores, a spinner burns the core that the rank it
+     * waits for needs. */
+    int64_t spin = n <= tl_available_cpus() ? SPIN_NS : 0;
+    tl_status st = tl_barrier_init(&g->enter, n, spin);
+    if (st == TL_OK && (st = tl_barrier_init(&g->leave, n, spin)) != TL_OK)
+        tl_barrier_close(&g->enter);
+    if (st != TL_OK) {
+        tl_free(g->slots);
+        tl_free(g->ranks);
+        tl_free(g->rank_of);
+        tl_free(g);
+        return st;
+    }
+    *out = g;
+    return TL_OK;
+}
+
 /* ---- the backend ---------------------------------------------------------- */
 
-static tl_status run_checked(tl_comm *c, threads_impl *t, int rank, const tl_comm_call *call)
+static tl_status threads_run(tl_comm *c, int rank, const tl_comm_call *call)
 {
-    int64_t seq = t->ranks[rank].seq++;
-    tl_comm_call *s = t->slots + (size_t)(seq & 1) * (size_t)c->size;
-    s[rank] = *call;
-    tl_status st = meet(c, t, rank, call->coll);
-    if (st == TL_OK && c->size > 1) /* a lone rank agrees with itself */
-        st = check_agree(c, s);
-    if (st != TL_OK || call->coll == TL_COLL_BARRIER)
+    tl_comm_group *g = c->impl;
+    tl_comm_call *s;
+    tl_status st = tl_comm_group_enter(c, g, rank, call, &s);
+    if (st != TL_OK)
         return st;
     switch (call->coll) {
     case TL_COLL_ALL_REDUCE:
@@ -320,41 +487,20 @@ static tl_status run_checked(tl_comm *c, threads_impl *t, int rank, const tl_com
     case TL_COLL_BARRIER: break;
     }
     /* Returns TL_OK even if the communicator failed during the work: the
-     * call did complete, on every rank; the next call reports the failure. */
-    tl_wait_result res = tl_barrier_wait(&t->leave);
-    TL_ASSERT(res == TL_WAIT_OK);
+     * call did complete, on every rank; the next call reports the failure.
+     * A barrier has no work, so nothing to wait for. */
+    tl_comm_group_leave(g, rank, call->coll != TL_COLL_BARRIER);
     return TL_OK;
-}
-
-static tl_status threads_run(tl_comm *c, int rank, const tl_comm_call *call)
-{
-    threads_impl *t = c->impl;
-    /* The barrier counts arrivals, not ranks: two threads passing the same
-     * rank would open it with another rank's slot stale. The first one
-     * cannot leave before the second arrives, so the second always sees
-     * the flag. */
-    if (atomic_exchange_explicit(&t->ranks[rank].busy, 1, memory_order_acquire))
-        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d is already in a call on another thread",
-                            tl_comm_coll_name(call->coll), rank);
-    tl_status st = run_checked(c, t, rank, call);
-    atomic_store_explicit(&t->ranks[rank].busy, 0, memory_order_release);
-    return st;
 }
 
 static void threads_wake(tl_comm *c)
 {
-    threads_impl *t = c->impl;
-    tl_barrier_break(&t->enter);
+    tl_comm_group_wake(c->impl);
 }
 
 static void threads_destroy(tl_comm *c)
 {
-    threads_impl *t = c->impl;
-    tl_barrier_close(&t->enter);
-    tl_barrier_close(&t->leave);
-    tl_free(t->slots);
-    tl_free(t->ranks);
-    tl_free(t);
+    tl_comm_group_destroy(c->impl);
 }
 
 static const tl_comm_backend threads_backend = {threads_run, threads_wake, threads_destroy};
@@ -369,41 +515,13 @@ tl_status tl_comm_create_threads(int size, tl_comm **out)
     tl_status st = tl_comm_alloc(TL_COMM_THREADS, size, &c);
     if (st != TL_OK)
         return st;
-    threads_impl *t = tl_calloc(1, sizeof *t);
-    if (t == NULL)
-        goto oom;
-    t->slots = tl_calloc(2 * (size_t)size, sizeof *t->slots);
-    t->ranks = tl_calloc((size_t)size, sizeof *t->ranks);
-    if (t->slots == NULL || t->ranks == NULL)
-        goto oom;
-    for (int q = 0; q < size; q++) {
-        atomic_init(&t->ranks[q].waits, 0);
-        atomic_init(&t->ranks[q].busy, 0);
+    tl_comm_group *g;
+    if ((st = tl_comm_group_create(size, 0, &g)) != TL_OK) {
+        tl_comm_destroy(c);
+        return st;
     }
-    /* With more ranks than cores, a spinner burns the core that the rank it
-     * waits for needs. */
-    int64_t spin = size <= tl_available_cpus() ? SPIN_NS : 0;
-    st = tl_barrier_init(&t->enter, size, spin);
-    if (st != TL_OK)
-        goto fail;
-    st = tl_barrier_init(&t->leave, size, spin);
-    if (st != TL_OK) {
-        tl_barrier_close(&t->enter);
-        goto fail;
-    }
-    c->impl = t;
+    c->impl = g;
     c->be = &threads_backend;
     *out = c;
     return TL_OK;
-
-oom:
-    st = tl_error_oom();
-fail:
-    if (t != NULL) {
-        tl_free(t->slots);
-        tl_free(t->ranks);
-        tl_free(t);
-    }
-    tl_comm_destroy(c);
-    return st;
 }
