@@ -179,7 +179,8 @@ Test(comm, null_comm_is_an_error_without_a_crash)
  * argument and the value, and then the communicator for good. */
 typedef struct bad_call {
     const char *what;
-    int kind; /* 0 barrier, 1 all_reduce, 2 reduce_scatter, 3 all_gather, 4 broadcast */
+    int kind; /* 0 barrier, 1 all_reduce, 2 reduce_scatter, 3 all_gather, 4 broadcast,
+                 5 all_to_all_v with counts {count, 1} (count -99: NULL) */
     int rank;
     int64_t count;
     int dtype, op, root;
@@ -202,6 +203,12 @@ static const bad_call bad_calls[] = {
     {"NULL buf", 4, 0, 4, 0, 0, 0, false, true, "tl_comm_broadcast: rank 0: buf is NULL with count 4"},
     {"root out of range", 4, 1, 4, 0, 0, 2, false, false, "tl_comm_broadcast: rank 1: root must be in [0, 2), got 2"},
     {"negative root", 4, 0, 4, 0, 0, -1, false, false, "root must be in [0, 2), got -1"},
+    {"NULL counts", 5, 0, -99, 0, 0, 0, false, false,
+     "tl_comm_all_to_all_v: rank 0: send_counts is NULL; it needs one count per rank (2)"},
+    {"negative count to a rank", 5, 1, -3, 0, 0, 0, false, false,
+     "tl_comm_all_to_all_v: rank 1: send_counts[0] must be in [0, "},
+    {"NULL send with elements", 5, 0, 4, 0, 0, 0, true, false,
+     "tl_comm_all_to_all_v: rank 0: send is NULL with 5 elements to send"},
 };
 
 static tl_status call_bad(tl_comm *c, const bad_call *b, void *buf)
@@ -215,7 +222,12 @@ static tl_status call_bad(tl_comm *c, const bad_call *b, void *buf)
     case 1: return tl_comm_all_reduce(c, b->rank, send, recv, b->count, dt, op);
     case 2: return tl_comm_reduce_scatter(c, b->rank, send, recv, b->count, dt, op);
     case 3: return tl_comm_all_gather(c, b->rank, send, recv, b->count, dt);
-    default: return tl_comm_broadcast(c, b->rank, recv, b->count, dt, b->root);
+    case 4: return tl_comm_broadcast(c, b->rank, recv, b->count, dt, b->root);
+    default: {
+        int64_t counts[2] = {b->count, 1};
+        const int64_t *sc = b->count == -99 ? NULL : counts;
+        return tl_comm_all_to_all_v(c, b->rank, send, sc, NULL, recv, counts, NULL, dt);
+    }
     }
 }
 

@@ -136,6 +136,13 @@ Test(mpi, processes_that_disagree_all_fail_naming_the_ranks)
     every_process_says("disagree", want);
 }
 
+Test(mpi, all_to_all_counts_that_do_not_pair_fail_every_process_alike)
+{
+    static const char *const msg = "tl_comm_all_to_all_v: rank 1 sends 1 elements to rank 5, which expects 0";
+    static const char *const want[3] = {msg, msg, msg};
+    every_process_says("mismatch", want);
+}
+
 Test(mpi, an_abort_on_one_process_ends_every_process)
 {
     static const char *const want[3] = {

@@ -657,3 +657,94 @@ Test(mt_comm, timeout_releases_the_ranks_that_came)
     cr_assert_str_eq(tl_last_error(), ctx[0].msg[0]);
     tl_comm_destroy(comm);
 }
+
+/* ---- all-to-all ------------------------------------------------------------- */
+
+/* Rank r sends (r + q) % 3 + q elements to rank q, element i being
+ * r * 1000000 + q * 1000 + i, packed (rep 0) or at spread-out offsets
+ * (rep 1), 20 times with jitter. */
+static int64_t a2a_count(int r, int q)
+{
+    return (r + q) % 3 + q;
+}
+
+static void a2a_ranks(rank_ctx *r)
+{
+    int R = r->size, me = r->rank;
+    int64_t sc[MAXR], so[MAXR], rc[MAXR], ro[MAXR], stot = 0, rtot = 0;
+    for (int q = 0; q < R; q++) {
+        sc[q] = a2a_count(me, q);
+        rc[q] = a2a_count(q, me);
+        so[q] = stot * 2 + 1; /* gaps between the blocks when spread out */
+        ro[q] = rtot * 2 + 3;
+        stot += sc[q];
+        rtot += rc[q];
+    }
+    int64_t send[256], recv[256]; /* R = 8 sends at most 44, spread over at most 2 x 44 + 9 */
+    for (int rep = 0; rep < 20; rep++) {
+        bool spread = rep % 2 == 1;
+        memset(send, 0, sizeof send);
+        int64_t off = 0;
+        for (int q = 0; q < R; q++) {
+            int64_t at = spread ? so[q] : off;
+            for (int64_t i = 0; i < sc[q]; i++)
+                send[at + i] = (int64_t)me * 1000000 + q * 1000 + i;
+            off += sc[q];
+        }
+        memset(recv, 0xff, sizeof recv);
+        jitter(r);
+        tl_status st = tl_comm_all_to_all_v(r->comm, me, send, sc, spread ? so : NULL, recv, rc, spread ? ro : NULL,
+                                            TL_COMM_I64);
+        if (st != TL_OK) {
+            FAIL(r, "all_to_all_v: %s", tl_last_error());
+            return;
+        }
+        off = 0;
+        for (int q = 0; q < R; q++) {
+            int64_t at = spread ? ro[q] : off;
+            for (int64_t i = 0; i < rc[q]; i++)
+                if (recv[at + i] != (int64_t)q * 1000000 + me * 1000 + i) {
+                    FAIL(r, "rep %d: element %lld from rank %d is %lld", rep, (long long)i, q, (long long)recv[at + i]);
+                    return;
+                }
+            off += rc[q];
+        }
+    }
+}
+
+Test(mt_comm, all_to_all_v_delivers_every_block_packed_or_spread)
+{
+    for (int ci = 0; ci < NRANK_COUNTS; ci++) {
+        int R = rank_counts[ci];
+        tl_comm *comm = new_comm(R);
+        rank_ctx ctx[MAXR + 1];
+        run_ranks(comm, R, a2a_ranks, NULL, ctx);
+        assert_no_rank_failed(ctx, R, "all_to_all_v");
+        tl_comm_destroy(comm);
+    }
+}
+
+/* Rank 2 expects one element fewer from rank 1 than rank 1 sends. */
+static void a2a_mismatch(rank_ctx *r)
+{
+    int64_t sc[4] = {1, 1, 1, 1}, rc[4] = {1, 1, 1, 1}, send[4] = {0}, recv[4] = {0};
+    if (r->rank == 2)
+        rc[1] = 0;
+    r->st[0] = tl_comm_all_to_all_v(r->comm, r->rank, send, sc, NULL, recv, rc, NULL, TL_COMM_I64);
+    snprintf(r->msg[0], sizeof r->msg[0], "%s", tl_last_error());
+    r->st[1] = tl_comm_barrier(r->comm, r->rank);
+}
+
+Test(mt_comm, all_to_all_v_counts_that_do_not_pair_fail_every_rank)
+{
+    tl_comm *comm = new_comm(4);
+    rank_ctx ctx[MAXR + 1];
+    run_ranks(comm, 4, a2a_mismatch, NULL, ctx);
+    static const char want[] = "tl_comm_all_to_all_v: rank 1 sends 1 elements to rank 2, which expects 0";
+    for (int q = 0; q < 4; q++) {
+        cr_assert_eq(ctx[q].st[0], TL_EINVAL, "rank %d: %s", q, ctx[q].msg[0]);
+        cr_assert_str_eq(ctx[q].msg[0], want, "rank %d", q);
+        cr_assert_eq(ctx[q].st[1], TL_EINVAL, "rank %d's next call", q);
+    }
+    tl_comm_destroy(comm);
+}

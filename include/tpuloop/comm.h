@@ -1,6 +1,6 @@
 /*
  * tpuloop/comm.h — collectives: barrier, all-reduce, reduce-scatter,
- * all-gather and broadcast among the ranks of a communicator.
+ * all-gather, broadcast and all-to-all among the ranks of a communicator.
  *
  * A communicator joins R ranks. Every collective is called by every rank,
  * in the same order, with the same count, type, operation and root; each
@@ -225,6 +225,25 @@ TL_API tl_status tl_comm_all_gather(tl_comm *comm, int rank, const void *send, v
  */
 TL_API tl_status tl_comm_broadcast(tl_comm *comm, int rank, void *buf, int64_t count, tl_comm_dtype dtype,
                                    int root);
+
+/*
+ * Sends each rank its own elements: rank r sends send_counts[q] elements,
+ * starting at element send_offsets[q] of send, to rank q, and receives
+ * recv_counts[q] elements from rank q into recv at element recv_offsets[q]
+ * (MPI_Alltoallv, and what embedding lookups send to the rows' owners).
+ * The arrays hold one entry per rank; NULL offsets pack the blocks in rank
+ * order (the offsets are the counts before them). Counts must pair up:
+ * rank r's send_counts[q] equals rank q's recv_counts[r]; every rank checks
+ * every pair before any element moves. Blocks a rank receives must not
+ * overlap each other or any rank's send. Errors: those of tl_comm_barrier;
+ * TL_EINVAL for a NULL count array, a negative count or offset, a NULL
+ * buffer with elements to move, an unknown dtype, and on every rank for a
+ * pair whose counts differ ("rank 3 sends 5 elements to rank 0, which
+ * expects 4"); each fails the communicator.
+ */
+TL_API tl_status tl_comm_all_to_all_v(tl_comm *comm, int rank, const void *send, const int64_t *send_counts,
+                                      const int64_t *send_offsets, void *recv, const int64_t *recv_counts,
+                                      const int64_t *recv_offsets, tl_comm_dtype dtype);
 
 /*
  * Fails the communicator with st (an error status; TL_OK is taken as

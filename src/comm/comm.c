@@ -15,6 +15,7 @@ const char *tl_comm_coll_name(tl_coll coll)
     case TL_COLL_REDUCE_SCATTER: return "tl_comm_reduce_scatter";
     case TL_COLL_ALL_GATHER: return "tl_comm_all_gather";
     case TL_COLL_BROADCAST: return "tl_comm_broadcast";
+    case TL_COLL_ALL_TO_ALL: return "tl_comm_all_to_all_v";
     }
     return "tl_comm_?";
 }
@@ -178,6 +179,55 @@ tl_status tl_comm_chunk(int64_t n, int size, int rank, int64_t *offset, int64_t 
     return TL_OK;
 }
 
+int64_t tl_comm_a2a_send_offset(const tl_comm_call *sq, int r)
+{
+    if (sq->soffs != NULL)
+        return sq->soffs[r];
+    int64_t off = 0;
+    for (int q = 0; q < r; q++)
+        off += sq->scounts[q];
+    return off;
+}
+
+int64_t tl_comm_a2a_recv_offset(const tl_comm_call *sr, int q)
+{
+    if (sr->roffs != NULL)
+        return sr->roffs[q];
+    int64_t off = 0;
+    for (int i = 0; i < q; i++)
+        off += sr->rcounts[i];
+    return off;
+}
+
+/* An all-to-all's own arguments: the count arrays, counts and offsets >= 0,
+ * and buffers where elements go. */
+static tl_status check_all_to_all(tl_comm *c, int rank, const tl_comm_call *call)
+{
+    const char *name = "tl_comm_all_to_all_v";
+    if (call->scounts == NULL || call->rcounts == NULL)
+        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d: %s is NULL; it needs one count per rank (%d)", name, rank,
+                            call->scounts == NULL ? "send_counts" : "recv_counts", c->size);
+    const int64_t *arrays[4] = {call->scounts, call->soffs, call->rcounts, call->roffs};
+    static const char *const names[4] = {"send_counts", "send_offsets", "recv_counts", "recv_offsets"};
+    int64_t total[2] = {0, 0};
+    for (int a = 0; a < 4; a++) {
+        for (int q = 0; arrays[a] != NULL && q < c->size; q++) {
+            if (arrays[a][q] < 0 || arrays[a][q] > INT64_MAX / 8 / c->size)
+                return tl_comm_fail(c, TL_EINVAL, "%s: rank %d: %s[%d] must be in [0, %lld], got %lld", name, rank,
+                                    names[a], q, (long long)(INT64_MAX / 8 / c->size), (long long)arrays[a][q]);
+            if (a % 2 == 0)
+                total[a / 2] += arrays[a][q];
+        }
+    }
+    if (total[0] > 0 && call->send == NULL)
+        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d: send is NULL with %lld elements to send", name, rank,
+                            (long long)total[0]);
+    if (total[1] > 0 && call->recv == NULL)
+        return tl_comm_fail(c, TL_EINVAL, "%s: rank %d: recv is NULL with %lld elements to receive", name, rank,
+                            (long long)total[1]);
+    return c->be->run(c, rank, call);
+}
+
 /* The checks every collective makes on its own arguments before it meets
  * the others. A failure fails the communicator: the other ranks are, or will
  * be, waiting for this one. */
@@ -216,6 +266,8 @@ static tl_status run(tl_comm *c, int rank, const tl_comm_call *call)
     if (call->coll == TL_COLL_BROADCAST && (call->root < 0 || call->root >= c->size))
         return tl_comm_fail(c, TL_EINVAL, "%s: rank %d: root must be in [0, %d), got %d", name, rank, c->size,
                             call->root);
+    if (call->coll == TL_COLL_ALL_TO_ALL)
+        return check_all_to_all(c, rank, call);
     if (call->count > 0) {
         bool has_send = call->coll != TL_COLL_BROADCAST;
         if (has_send && call->send == NULL)
@@ -241,26 +293,37 @@ tl_status tl_comm_barrier(tl_comm *comm, int rank)
 tl_status tl_comm_all_reduce(tl_comm *comm, int rank, const void *send, void *recv, int64_t count,
                              tl_comm_dtype dtype, tl_reduce_op op)
 {
-    tl_comm_call call = {TL_COLL_ALL_REDUCE, dtype, op, 0, count, send, recv};
+    tl_comm_call call = {.coll = TL_COLL_ALL_REDUCE, .dtype = dtype, .op = op, .count = count, .send = send, .recv = recv};
     return run(comm, rank, &call);
 }
 
 tl_status tl_comm_reduce_scatter(tl_comm *comm, int rank, const void *send, void *recv, int64_t count,
                                  tl_comm_dtype dtype, tl_reduce_op op)
 {
-    tl_comm_call call = {TL_COLL_REDUCE_SCATTER, dtype, op, 0, count, send, recv};
+    tl_comm_call call = {.coll = TL_COLL_REDUCE_SCATTER, .dtype = dtype, .op = op, .count = count, .send = send,
+                         .recv = recv};
     return run(comm, rank, &call);
 }
 
 tl_status tl_comm_all_gather(tl_comm *comm, int rank, const void *send, void *recv, int64_t count,
                              tl_comm_dtype dtype)
 {
-    tl_comm_call call = {TL_COLL_ALL_GATHER, dtype, TL_REDUCE_SUM, 0, count, send, recv};
+    tl_comm_call call = {.coll = TL_COLL_ALL_GATHER, .dtype = dtype, .count = count, .send = send, .recv = recv};
+    return run(comm, rank, &call);
+}
+
+tl_status tl_comm_all_to_all_v(tl_comm *comm, int rank, const void *send, const int64_t *send_counts,
+                               const int64_t *send_offsets, void *recv, const int64_t *recv_counts,
+                               const int64_t *recv_offsets, tl_comm_dtype dtype)
+{
+    tl_comm_call call = {.coll = TL_COLL_ALL_TO_ALL, .dtype = dtype, .send = send, .recv = recv,
+                         .scounts = send_counts, .soffs = send_offsets, .rcounts = recv_counts,
+                         .roffs = recv_offsets};
     return run(comm, rank, &call);
 }
 
 tl_status tl_comm_broadcast(tl_comm *comm, int rank, void *buf, int64_t count, tl_comm_dtype dtype, int root)
 {
-    tl_comm_call call = {TL_COLL_BROADCAST, dtype, TL_REDUCE_SUM, root, count, NULL, buf};
+    tl_comm_call call = {.coll = TL_COLL_BROADCAST, .dtype = dtype, .root = root, .count = count, .recv = buf};
     return run(comm, rank, &call);
 }

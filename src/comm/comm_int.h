@@ -22,7 +22,8 @@ typedef enum {
     TL_COLL_ALL_REDUCE,
     TL_COLL_REDUCE_SCATTER,
     TL_COLL_ALL_GATHER,
-    TL_COLL_BROADCAST
+    TL_COLL_BROADCAST,
+    TL_COLL_ALL_TO_ALL
 } tl_coll;
 
 /* One rank's call, as the front end checked it. Fields a collective does not
@@ -35,6 +36,8 @@ typedef struct tl_comm_call {
     int64_t count;     /* elements, as the public call takes it */
     const void *send;  /* NULL for barrier and broadcast */
     void *recv;        /* the broadcast buffer for broadcast */
+    /* all-to-all only: (size) elements to and from each rank, and where */
+    const int64_t *scounts, *soffs, *rcounts, *roffs;
 } tl_comm_call;
 
 typedef struct tl_comm_backend {
@@ -125,6 +128,17 @@ void tl_comm_group_leave(tl_comm_group *g, int l, bool wait);
  * out may be one of the x (each tile is read whole before it is written). */
 void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const *x, int n, int64_t m, int R,
                          void *out);
+
+/* Where rank q's elements for rank r start in its send buffer (s holds every
+ * rank's call), and where rank r's from rank q start in its recv: the
+ * offsets given, else the counts before them packed in rank order. */
+int64_t tl_comm_a2a_send_offset(const tl_comm_call *sq, int r);
+int64_t tl_comm_a2a_recv_offset(const tl_comm_call *sr, int q);
+
+/* Checks an all-to-all's counts: every pair's send and receive counts must
+ * match. s holds the n calls of ranks rank_of[0..n) (n = size: every rank);
+ * fails the communicator naming the first pair that does not. */
+tl_status tl_comm_a2a_check(tl_comm *c, const tl_comm_call *s, int n);
 
 /* Fails the communicator when the n calls s disagree on the collective or its
  * arguments, naming rank_of[q] for call q; TL_OK when they agree. */

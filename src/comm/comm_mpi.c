@@ -45,7 +45,7 @@
 /* The largest single message: counts of MPI calls are ints. */
 #define MAX_MSG (1 << 30)
 
-enum { TAG_DESC = 1, TAG_SUMS, TAG_RESULT, TAG_GATHER, TAG_ABORT };
+enum { TAG_DESC = 1, TAG_SUMS, TAG_RESULT, TAG_GATHER, TAG_ABORT, TAG_COUNTS, TAG_VERDICT, TAG_A2A };
 
 /* A call's arguments as processes compare them. */
 enum { D_COLL, D_COUNT, D_DTYPE, D_OP, D_ROOT, D_N };
@@ -73,6 +73,8 @@ typedef struct mpi_impl {
     MPI_Request in[K], out[K], res_in[K], res_out[K];
     MPI_Request *sreq, *rreq; /* (P, K) the owners' sends to and receives from each process */
     int64_t *cnt;        /* (4, P) the owners' counters per process */
+    MPI_Request *areq;   /* (2, local, size) an all-to-all's messages */
+    size_t stage_bytes;
 } mpi_impl;
 
 /* ---- MPI itself ------------------------------------------------------------ */
@@ -287,6 +289,11 @@ static void abandon_all(mpi_impl *m)
     if (m->sreq != NULL) {
         abandon(m->rreq, m->P * K, true);
         abandon(m->sreq, m->P * K, false);
+    }
+    if (m->areq != NULL) {
+        size_t n = (size_t)m->first[m->p + 1] - (size_t)m->first[m->p];
+        abandon(m->areq, (int)(n * (size_t)m->first[m->P]), true);
+        abandon(m->areq + n * (size_t)m->first[m->P], (int)(n * (size_t)m->first[m->P]), false);
     }
 }
 
@@ -708,6 +715,145 @@ static tl_status broadcast(waiter *w, const tl_comm_call *s)
     return TL_OK;
 }
 
+/* ---- all-to-all ------------------------------------------------------------------ */
+
+/* Waits for n requests at r, to or from process peer. */
+static tl_status wait_n(waiter *w, MPI_Request *r, int n, int peer, const char *what)
+{
+    tl_status st = TL_OK;
+    for (int i = 0; i < n && st == TL_OK; i++)
+        st = wait_one(w, &r[i], peer, what);
+    return st;
+}
+
+/*
+ * First the counts: each process sends every other its ranks' send counts
+ * for that process's ranks and checks them against its own receive counts;
+ * then the verdicts, so that every process fails alike, naming the first
+ * pair in rank order that does not match. Then the blocks: one message per
+ * pair of ranks in different processes, posted on both sides in the order
+ * (sending rank, receiving rank); pairs inside a process are copied.
+ */
+static tl_status all_to_all_mpi(waiter *w, const tl_comm_call *s)
+{
+    tl_comm *c = w->c;
+    mpi_impl *m = w->m;
+    int P = m->P, p = m->p, L = c->local, R = c->size, first = c->first;
+    size_t es = tl_comm_dtype_size(s[0].dtype);
+    /* Counts out to q at out + L * first[q], in from q at in + L * first[q]:
+     * row = sending rank, column = receiving rank. */
+    int64_t *out = (int64_t *)m->stage, *in = out + (size_t)L * R;
+    tl_status st = TL_OK;
+    for (int q = 0; q < P && st == TL_OK; q++) {
+        if (q == p)
+            continue;
+        int Lq = m->first[q + 1] - m->first[q];
+        int64_t *o = out + (size_t)L * m->first[q], *i = in + (size_t)L * m->first[q];
+        for (int l = 0; l < L; l++)
+            for (int j = 0; j < Lq; j++)
+                o[(size_t)l * Lq + j] = s[l].scounts[m->first[q] + j];
+        st = post(w, true, i, (int64_t)((size_t)L * Lq * 8), q, TAG_COUNTS, &m->dreq[q]);
+        if (st == TL_OK)
+            st = post(w, false, o, (int64_t)((size_t)L * Lq * 8), q, TAG_COUNTS, &m->dreq[P + q]);
+    }
+    for (int q = 0; q < P && st == TL_OK; q++) {
+        st = wait_one(w, &m->dreq[q], q, "receiving counts");
+        if (st == TL_OK)
+            st = wait_one(w, &m->dreq[P + q], q, "sending counts");
+    }
+    if (st != TL_OK)
+        return st;
+    /* This process's verdict on the pairs that end here: the first in rank
+     * order whose counts differ, or whose block is too big for a message. */
+    int64_t *mine = m->desc[p];
+    mine[0] = 0;
+    for (int g = 0; g < R && mine[0] == 0; g++) {
+        int gq = 0;
+        while (g >= m->first[gq + 1])
+            gq++;
+        for (int l = 0; l < L && mine[0] == 0; l++) {
+            int64_t sent;
+            if (gq == p) {
+                sent = s[g - first].scounts[first + l];
+            } else { /* process gq's rows are its ranks, its columns ours */
+                sent = in[(size_t)L * m->first[gq] + (size_t)(g - m->first[gq]) * (size_t)L + (size_t)l];
+            }
+            int64_t want = s[l].rcounts[g];
+            if (sent != want || (gq != p && (uint64_t)want * es > (uint64_t)MAX_MSG)) {
+                mine[0] = sent != want ? 1 : 2;
+                mine[1] = g;
+                mine[2] = first + l;
+                mine[3] = sent;
+                mine[4] = want;
+            }
+        }
+    }
+    for (int q = 0; q < P && st == TL_OK; q++) {
+        if (q == p)
+            continue;
+        st = post(w, true, m->desc[q], sizeof m->desc[q], q, TAG_VERDICT, &m->dreq[q]);
+        if (st == TL_OK)
+            st = post(w, false, mine, sizeof m->desc[q], q, TAG_VERDICT, &m->dreq[P + q]);
+    }
+    for (int q = 0; q < P && st == TL_OK; q++) {
+        st = wait_one(w, &m->dreq[q], q, "receiving the verdict");
+        if (st == TL_OK)
+            st = wait_one(w, &m->dreq[P + q], q, "sending the verdict");
+    }
+    if (st != TL_OK)
+        return st;
+    for (int q = 0; q < P; q++) {
+        const int64_t *v = m->desc[q];
+        if (v[0] == 0)
+            continue;
+        atomic_store(&m->noticed, 1); /* every process fails alike */
+        if (v[0] == 1)
+            return tl_comm_fail(c, TL_EINVAL, "tl_comm_all_to_all_v: rank %lld sends %lld elements to rank %lld, "
+                                "which expects %lld", (long long)v[1], (long long)v[3], (long long)v[2],
+                                (long long)v[4]);
+        return tl_comm_fail(c, TL_EINVAL, "tl_comm_all_to_all_v: rank %lld sends %lld elements to rank %lld in "
+                            "another process; at most %d bytes between two ranks", (long long)v[1],
+                            (long long)v[3], (long long)v[2], MAX_MSG);
+    }
+    /* The blocks. */
+    MPI_Request *rr = m->areq, *sr = m->areq + (size_t)L * R;
+    int nr = 0, ns = 0;
+    for (int g = 0; g < R && st == TL_OK; g++) {
+        bool local = g >= first && g < first + L;
+        int gq = 0;
+        while (g >= m->first[gq + 1])
+            gq++;
+        for (int l = 0; l < L && st == TL_OK; l++) {
+            int64_t n = s[l].rcounts[g];
+            if (n == 0)
+                continue;
+            char *dst = (char *)s[l].recv + (size_t)tl_comm_a2a_recv_offset(&s[l], g) * es;
+            if (local)
+                memcpy(dst, (const char *)s[g - first].send + (size_t)tl_comm_a2a_send_offset(&s[g - first], first + l) * es,
+                       (size_t)n * es);
+            else
+                st = post(w, true, dst, n * (int64_t)es, gq, TAG_A2A, &rr[nr++]);
+        }
+    }
+    for (int l = 0; l < L && st == TL_OK; l++) {
+        for (int g = 0; g < R && st == TL_OK; g++) {
+            int64_t n = s[l].scounts[g];
+            if (n == 0 || (g >= first && g < first + L))
+                continue;
+            int gq = 0;
+            while (g >= m->first[gq + 1])
+                gq++;
+            const char *src = (const char *)s[l].send + (size_t)tl_comm_a2a_send_offset(&s[l], g) * es;
+            st = post(w, false, (void *)src, n * (int64_t)es, gq, TAG_A2A, &sr[ns++]);
+        }
+    }
+    if (st == TL_OK)
+        st = wait_n(w, rr, nr, -1, "receiving blocks");
+    if (st == TL_OK)
+        st = wait_n(w, sr, ns, -1, "sending blocks");
+    return st;
+}
+
 /* ---- the backend -------------------------------------------------------------- */
 
 static tl_status work(tl_comm *c, mpi_impl *m, const tl_comm_call *s)
@@ -724,6 +870,7 @@ static tl_status work(tl_comm *c, mpi_impl *m, const tl_comm_call *s)
             break;
         case TL_COLL_ALL_GATHER: st = all_gather(&w, s); break;
         case TL_COLL_BROADCAST: st = broadcast(&w, s); break;
+        case TL_COLL_ALL_TO_ALL: st = all_to_all_mpi(&w, s); break;
         case TL_COLL_BARRIER: break;
         }
     }
@@ -767,6 +914,7 @@ static void mpi_destroy(tl_comm *c)
     tl_free(m->sreq);
     tl_free(m->rreq);
     tl_free(m->cnt);
+    tl_free(m->areq);
     tl_free(m);
 }
 
@@ -833,13 +981,17 @@ tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **ou
     m->desc = tl_calloc((size_t)P, sizeof *m->desc);
     m->calls = tl_calloc((size_t)P, sizeof *m->calls);
     m->dreq = tl_calloc(2 * (size_t)P, sizeof *m->dreq);
-    /* The chain's slots; the owners' (P <= OWNER_MAX) fit in as many. */
-    m->stage = tl_malloc((size_t)3 * K * SEG);
+    /* The chain's slots; the owners' (P <= OWNER_MAX) fit in as many; an
+     * all-to-all's counts need 2 local size of them. */
+    size_t a2a = 2 * (size_t)local_ranks * (size_t)total * sizeof(int64_t);
+    m->stage_bytes = a2a > (size_t)3 * K * SEG ? a2a : (size_t)3 * K * SEG;
+    m->stage = tl_malloc(m->stage_bytes);
+    m->areq = tl_calloc(2 * (size_t)local_ranks * (size_t)total, sizeof *m->areq);
     m->sreq = tl_calloc((size_t)P * K, sizeof *m->sreq);
     m->rreq = tl_calloc((size_t)P * K, sizeof *m->rreq);
     m->cnt = tl_calloc(4 * (size_t)P, sizeof *m->cnt);
     if (m->first == NULL || m->rank_of == NULL || m->desc == NULL || m->calls == NULL || m->dreq == NULL ||
-        m->stage == NULL || m->sreq == NULL || m->rreq == NULL || m->cnt == NULL) {
+        m->stage == NULL || m->sreq == NULL || m->rreq == NULL || m->cnt == NULL || m->areq == NULL) {
         tl_free(locals);
         tl_comm_destroy(c);
         return tl_error_oom();
@@ -852,6 +1004,8 @@ tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **ou
         m->dreq[q] = MPI_REQUEST_NULL;
     for (int i = 0; i < P * K; i++)
         m->sreq[i] = m->rreq[i] = MPI_REQUEST_NULL;
+    for (size_t i = 0; i < 2 * (size_t)local_ranks * (size_t)total; i++)
+        m->areq[i] = MPI_REQUEST_NULL;
     tl_free(locals);
     c->processes = P;
     c->process = p;

@@ -371,6 +371,29 @@ static void gather(const tl_comm_call *s, int size, int rank)
     }
 }
 
+tl_status tl_comm_a2a_check(tl_comm *c, const tl_comm_call *s, int n)
+{
+    for (int r = 0; r < n; r++)
+        for (int q = 0; q < n; q++)
+            if (s[r].scounts[q] != s[q].rcounts[r])
+                return tl_comm_fail(c, TL_EINVAL, "tl_comm_all_to_all_v: rank %d sends %lld elements to rank %d, "
+                                    "which expects %lld", r, (long long)s[r].scounts[q], q,
+                                    (long long)s[q].rcounts[r]);
+    return TL_OK;
+}
+
+/* Pulls every rank's block for this rank into its recv. */
+static void all_to_all(const tl_comm_call *s, int size, int rank)
+{
+    size_t es = tl_comm_dtype_size(s[rank].dtype);
+    for (int q = 0; q < size; q++) {
+        int64_t n = s[rank].rcounts[q];
+        if (n > 0)
+            memcpy((char *)s[rank].recv + (size_t)tl_comm_a2a_recv_offset(&s[rank], q) * es,
+                   (const char *)s[q].send + (size_t)tl_comm_a2a_send_offset(&s[q], rank) * es, (size_t)n * es);
+    }
+}
+
 static void broadcast(const tl_comm_call *s, int rank)
 {
     int root = s[rank].root;
@@ -484,13 +507,19 @@ static tl_status threads_run(tl_comm *c, int rank, const tl_comm_call *call)
     case TL_COLL_REDUCE_SCATTER: reduce(s, c->size, rank); break;
     case TL_COLL_ALL_GATHER: gather(s, c->size, rank); break;
     case TL_COLL_BROADCAST: broadcast(s, rank); break;
+    case TL_COLL_ALL_TO_ALL:
+        /* Every rank checks every pair, so all reach one verdict. */
+        st = tl_comm_a2a_check(c, s, c->size);
+        if (st == TL_OK)
+            all_to_all(s, c->size, rank);
+        break;
     case TL_COLL_BARRIER: break;
     }
     /* Returns TL_OK even if the communicator failed during the work: the
      * call did complete, on every rank; the next call reports the failure.
      * A barrier has no work, so nothing to wait for. */
     tl_comm_group_leave(g, rank, call->coll != TL_COLL_BARRIER);
-    return TL_OK;
+    return st;
 }
 
 static void threads_wake(tl_comm *c)

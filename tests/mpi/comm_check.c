@@ -8,6 +8,8 @@
  *                            digest covers every result, so layouts (1 x 4,
  *                            2 x 2, 4 x 1) can be compared
  *     comm_check L disagree  the last process's ranks pass another count
+ *     comm_check L mismatch  an all-to-all whose last rank expects nothing
+ *                            from rank 1, which sends it one element
  *     comm_check L abort     the last process's first rank aborts instead
  *     comm_check L stall     the last process never calls (the others time out)
  *
@@ -26,7 +28,7 @@
 
 #define MAXL 16
 
-typedef enum { CHECK, DISAGREE, ABORT, STALL } mode;
+typedef enum { CHECK, DISAGREE, MISMATCH, ABORT, STALL } mode;
 
 static tl_comm *comm;
 static mode how;
@@ -192,12 +194,62 @@ static bool bcast(int g, int64_t n, int root)
     return good;
 }
 
+/* Rank g sends (g + q) % 3 + q elements to rank q, element i being
+ * g * 1000000 + q * 1000 + i; packed, then at spread-out offsets. */
+static bool a2a(int g, bool spread)
+{
+    int64_t *sc = calloc((size_t)R, 8), *so = calloc((size_t)R, 8), *rc = calloc((size_t)R, 8),
+            *ro = calloc((size_t)R, 8), st = 0, rt = 0;
+    for (int q = 0; q < R; q++) {
+        sc[q] = (g + q) % 3 + q;
+        rc[q] = (q + g) % 3 + g;
+        so[q] = 2 * st + 1;
+        ro[q] = 2 * rt + 3;
+        st += sc[q];
+        rt += rc[q];
+    }
+    int64_t *send = calloc((size_t)(2 * st + 8), 8), *recv = calloc((size_t)(2 * rt + 8), 8);
+    for (int q = 0, off = 0; q < R; off += (int)sc[q], q++)
+        for (int64_t i = 0; i < sc[q]; i++)
+            send[(spread ? so[q] : off) + i] = (int64_t)g * 1000000 + q * 1000 + i;
+    bool good = ok(tl_comm_all_to_all_v(comm, g, send, sc, spread ? so : NULL, recv, rc, spread ? ro : NULL,
+                                        TL_COMM_I64),
+                   "all_to_all_v");
+    for (int q = 0, off = 0; good && q < R; off += (int)rc[q], q++)
+        for (int64_t i = 0; i < rc[q]; i++)
+            if (recv[(spread ? ro[q] : off) + i] != (int64_t)q * 1000000 + g * 1000 + i) {
+                fail("all_to_all_v: wrong block from rank", q);
+                good = false;
+                break;
+            }
+    free(sc);
+    free(so);
+    free(rc);
+    free(ro);
+    free(send);
+    free(recv);
+    return good;
+}
+
 static void *rank_main(void *arg)
 {
     int g = (int)(intptr_t)arg;
     bool lastp = p == P - 1;
     if (how == DISAGREE) {
         ok(tl_comm_all_reduce(comm, g, &(float){1}, &(float){0}, lastp ? 2 : 1, TL_COMM_F32, TL_REDUCE_SUM), "d");
+        return NULL;
+    }
+    if (how == MISMATCH) {
+        /* one element to every rank, but the last rank expects none from rank 1 */
+        int64_t *sc = calloc((size_t)R, 8), *rc = calloc((size_t)R, 8), *buf = calloc((size_t)R, 8);
+        for (int q = 0; q < R; q++)
+            sc[q] = rc[q] = 1;
+        if (g == R - 1)
+            rc[1] = 0;
+        ok(tl_comm_all_to_all_v(comm, g, buf, sc, NULL, buf, rc, NULL, TL_COMM_I64), "a2a");
+        free(sc);
+        free(rc);
+        free(buf);
         return NULL;
     }
     if (how == ABORT) {
@@ -231,6 +283,8 @@ static void *rank_main(void *arg)
     if (!reduction(g, false, TL_COMM_F64, TL_REDUCE_SUM, 3000001, true, 99) ||
         !reduction(g, true, TL_COMM_F64, TL_REDUCE_MEAN, 3000001, false, 98))
         return NULL;
+    if (!a2a(g, false) || !a2a(g, true))
+        return NULL;
     if (!gather(g, 0, false) || !gather(g, 3, false) || !gather(g, 300001, true))
         return NULL;
     if (!bcast(g, 1, 0) || !bcast(g, 500000, R - 1) || !bcast(g, 1000, R / 2))
@@ -242,11 +296,12 @@ static void *rank_main(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3 || atoi(argv[1]) < 1 || atoi(argv[1]) > MAXL) {
-        fprintf(stderr, "usage: comm_check L check|disagree|abort|stall\n");
+        fprintf(stderr, "usage: comm_check L check|disagree|mismatch|abort|stall\n");
         return 2;
     }
     L = atoi(argv[1]);
     how = strcmp(argv[2], "disagree") == 0 ? DISAGREE
+          : strcmp(argv[2], "mismatch") == 0 ? MISMATCH
           : strcmp(argv[2], "abort") == 0  ? ABORT
           : strcmp(argv[2], "stall") == 0  ? STALL
                                            : CHECK;
