@@ -36,7 +36,9 @@ typedef struct run_result {
 
 /* Runs `mpirun -np np [mca] comm_check local mode` (np 0: the program alone,
  * no mpirun) under a timeout of limit seconds. Open MPI's own leaks are not
- * ours: LeakSanitizer skips them (tests/mpi/lsan.supp). */
+ * ours: LeakSanitizer skips them (tests/mpi/lsan.supp), and to match them
+ * it unwinds slowly (Open MPI keeps no frame pointers) while Open MPI keeps
+ * its plugins loaded to the end, so that their frames have names. */
 static run_result launch(int np, const char *mca, int local, const char *mode, int limit)
 {
     char prog[512], cmd[2048];
@@ -46,6 +48,7 @@ static run_result launch(int np, const char *mca, int local, const char *mode, i
         snprintf(mpirun, sizeof mpirun, "mpirun --allow-run-as-root --oversubscribe -np %d %s", np, mca ? mca : "");
     snprintf(cmd, sizeof cmd,
              "LSAN_OPTIONS=suppressions=tests/mpi/lsan.supp:print_suppressions=0 "
+             "OMPI_MCA_mca_base_component_disable_dlclose=1 ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 "
              "timeout -k 5 %d %s %s %d %s </dev/null 2>&1",
              limit, mpirun, prog, local, mode);
     FILE *f = popen(cmd, "r");
