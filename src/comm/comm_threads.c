@@ -216,6 +216,18 @@ tl_status tl_comm_check_calls(tl_comm *c, const tl_comm_call *s, int n, const in
  * number once) and costs far less. */
 typedef enum { SCALE_NONE, SCALE_MUL, SCALE_DIV } scale_mode;
 
+/* A mean's scaling of m <= TILE sums in acc by R. */
+#define SCALE_TILE(T, acc, m, scale, R)              \
+    do {                                             \
+        if ((scale) == SCALE_MUL) {                  \
+            const T inv = (T)1 / (T)(R);             \
+            FOR_TILE(j, m, (acc)[j] *= inv);         \
+        } else if ((scale) == SCALE_DIV) {           \
+            const T div = (T)(R);                    \
+            FOR_TILE(j, m, (acc)[j] /= div);         \
+        }                                            \
+    } while (0)
+
 /* Folds m <= TILE elements at offset off of the n calls' send into acc:
  * acc = in (x_0 when in is NULL); acc += x_q; ... in index order, then a
  * mean's scaling by R when last. The vectoriser works across elements,
@@ -232,13 +244,7 @@ typedef enum { SCALE_NONE, SCALE_MUL, SCALE_DIV } scale_mode;
             const T *x = (const T *)s[q].send + off;                                                         \
             FOR_TILE(j, m, acc[j] += x[j]);                                                                  \
         }                                                                                                    \
-        if (scale == SCALE_MUL) {                                                                            \
-            const T inv = (T)1 / (T)R;                                                                       \
-            FOR_TILE(j, m, acc[j] *= inv);                                                                   \
-        } else if (scale == SCALE_DIV) {                                                                     \
-            const T div = (T)R;                                                                              \
-            FOR_TILE(j, m, acc[j] /= div);                                                                   \
-        }                                                                                                    \
+        SCALE_TILE(T, acc, m, scale, R);                                                                     \
     }
 
 DEFINE_FOLD_TILE(fold_tile_f32, float)
@@ -246,55 +252,6 @@ DEFINE_FOLD_TILE(fold_tile_f64, double)
 /* Sums of int64 wrap: added as uint64_t, where overflow is defined (and
  * there is no integer mean, so the scaling never runs). */
 DEFINE_FOLD_TILE(fold_tile_u64, uint64_t)
-
-/* The same fold over n arrays of m elements each (x[q]). */
-#define DEFINE_FOLD_PTRS(name, T)                                                                                 \
-    static void name(const void *const *xv, int n, int64_t m, scale_mode scale, int R, T *restrict acc)          \
-    {                                                                                                             \
-        const T *x0 = xv[0];                                                                                      \
-        FOR_TILE(j, m, acc[j] = x0[j]);                                                                           \
-        for (int q = 1; q < n; q++) {                                                                             \
-            const T *x = xv[q];                                                                                   \
-            FOR_TILE(j, m, acc[j] += x[j]);                                                                       \
-        }                                                                                                         \
-        if (scale == SCALE_MUL) {                                                                                 \
-            const T inv = (T)1 / (T)R;                                                                            \
-            FOR_TILE(j, m, acc[j] *= inv);                                                                        \
-        } else if (scale == SCALE_DIV) {                                                                          \
-            const T div = (T)R;                                                                                   \
-            FOR_TILE(j, m, acc[j] /= div);                                                                        \
-        }                                                                                                         \
-    }
-
-DEFINE_FOLD_PTRS(fold_ptrs_f32, float)
-DEFINE_FOLD_PTRS(fold_ptrs_f64, double)
-DEFINE_FOLD_PTRS(fold_ptrs_u64, uint64_t)
-
-void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const *x, int n, int64_t m, int R,
-                         void *out)
-{
-    scale_mode scale = SCALE_NONE;
-    if (op == TL_REDUCE_MEAN && dtype != TL_COMM_I64)
-        scale = (R & (R - 1)) == 0 ? SCALE_MUL : SCALE_DIV;
-    size_t es = tl_comm_dtype_size(dtype);
-    union {
-        float f32[TILE];
-        double f64[TILE];
-        uint64_t u64[TILE];
-    } acc;
-    const void *xt[TL_COMM_FOLD_MAX];
-    for (int64_t b = 0; b < m; b += TILE) {
-        int64_t k = m - b < TILE ? m - b : TILE;
-        for (int q = 0; q < n; q++)
-            xt[q] = (const char *)x[q] + (size_t)b * es;
-        switch (dtype) {
-        case TL_COMM_F32: fold_ptrs_f32(xt, n, k, scale, R, acc.f32); break;
-        case TL_COMM_F64: fold_ptrs_f64(xt, n, k, scale, R, acc.f64); break;
-        case TL_COMM_I64: fold_ptrs_u64(xt, n, k, SCALE_NONE, R, acc.u64); break;
-        }
-        memcpy((char *)out + (size_t)b * es, &acc, (size_t)k * es);
-    }
-}
 
 void tl_comm_fold(const tl_comm_call *s, int n, const void *in, int64_t off, int64_t m, bool last, int R,
                   void *out)
@@ -319,6 +276,16 @@ void tl_comm_fold(const tl_comm_call *s, int n, const void *in, int64_t off, int
         }
         memcpy((char *)out + (size_t)b * es, &acc, (size_t)k * es);
     }
+}
+
+void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const *x, int n, int64_t m, int R,
+                         void *out)
+{
+    /* The arrays as the sends of n calls. */
+    tl_comm_call xs[TL_COMM_FOLD_MAX];
+    for (int q = 0; q < n; q++)
+        xs[q] = (tl_comm_call){.dtype = dtype, .op = op, .send = x[q]};
+    tl_comm_fold(xs, n, NULL, 0, m, true, R, out);
 }
 
 /* Writes m reduced elements from acc to offset off of every rank's recv
