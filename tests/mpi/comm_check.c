@@ -300,6 +300,7 @@ int main(int argc, char **argv)
         return 2;
     }
     L = atoi(argv[1]);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each line out before mpirun may end the process */
     how = strcmp(argv[2], "disagree") == 0 ? DISAGREE
           : strcmp(argv[2], "mismatch") == 0 ? MISMATCH
           : strcmp(argv[2], "abort") == 0  ? ABORT
@@ -325,5 +326,9 @@ int main(int argc, char **argv)
         printf("process %d: ok digest %016" PRIx64 " (%d processes, ranks %d to %d of %d)\n", p, digest, P, first,
                first + L - 1, R);
     fflush(stdout);
+    /* mpirun ends the job when the first process exits after a failure: give
+     * the others a moment to report theirs. */
+    if (failures > 0)
+        sleep(1);
     return failures == 0 ? 0 : 1;
 }
