@@ -21,6 +21,9 @@
 #                lookup share, lookups/s over gathered rows/s, beside it);
 #                peak RSS over tables + slots per optimizer (target 1.10,
 #                the whole process; the engine's own share beside it)
+#   comm_*       bench_comm: tpuloop's all-reduce over MPI (2 processes)
+#                against MPI_Allreduce, per transport and size (4, 64 MiB):
+#                the median per-round ratio, its min and max (target 0.9)
 #   dlrm_*       bench_dlrm against torch_dlrm.py, per optimizer (adagrad,
 #                sgd) and thread count ("1": 1 device / torch 1 + OpenBLAS 1;
 #                "2": 2 devices / PyTorch's faster two-thread split):
@@ -92,7 +95,29 @@ def main():
     out.update(input_figures(pick, med, ratio))
     out.update(embedding_figures(recs, pick, med, ratio))
     out.update(dlrm_figures(recs, pick, med, ratio))
+    out.update(comm_figures(pick))
     print(json.dumps(out), flush=True)
+
+
+def comm_figures(pick):
+    """bench/bench_comm.c: tpuloop's all-reduce over MPI against MPI_Allreduce,
+    per transport and size: the median ratio of alternating rounds and its
+    min/max, against the target 0.9."""
+    out, met = {}, []
+    for transport in ("shared_memory", "tcp_loopback"):
+        for mib in (4, 64):
+            r = pick("comm_allreduce", transport=transport, mib=mib)
+            key = "comm_allreduce_%s_%dmib" % (transport, mib)
+            if r is None:
+                out[key] = None
+                met.append(None)
+                continue
+            out[key] = {"ratio_median": r.get("ratio_median"), "ratio_min": r.get("ratio_min"),
+                        "ratio_max": r.get("ratio_max")}
+            met.append(r.get("ratio_median") is not None and r["ratio_median"] >= 0.9)
+    out["comm_allreduce_target"] = 0.9
+    out["comm_allreduce_target_met"] = None if None in met else all(met)
+    return out
 
 
 def input_figures(pick, med, ratio):
