@@ -108,26 +108,34 @@ TL_API tl_status tl_comm_create_threads(int size, tl_comm **out);
  *     int first = tl_comm_first_rank(comm);   // 0 on process 0, 2 on process 1
  *     // worker thread i calls the collectives as rank first + i
  *
- * Errors are the same on every process: TL_EINVAL for a local_ranks < 1 on
- * any process (naming it), a total above TL_COMM_MAX_RANKS, or MPI without
- * MPI_THREAD_MULTIPLE; TL_EIO when MPI fails (its message); TL_ENOMEM;
- * TL_ERUNTIME. On error *out is NULL.
+ * Errors: on every process alike, TL_EINVAL for a local_ranks < 1 on any
+ * process (naming it and the value) or a total above TL_COMM_MAX_RANKS;
+ * on the process concerned, TL_EINVAL for MPI without MPI_THREAD_MULTIPLE,
+ * TL_EIO when MPI fails (its message), TL_ENOMEM or TL_ERUNTIME (the other
+ * processes then wait in their first call until their timeout, if one is
+ * set: a process without a communicator cannot send notices).
+ * On error *out is NULL.
  *
- * How the fixed order is kept across processes: a reduction's elements move
- * along the chain of processes 0 -> 1 -> ... -> P-1, in segments that are in
- * flight at once. Process p receives the running sums of the ranks before
- * its block, adds its own ranks' elements in rank order and sends them on,
- * so the last process holds x_0 + x_1 + ... + x_{R-1} summed in exactly the
- * threads backend's order; the results travel on along the chain
- * (P-1 -> 0 -> 1 -> ... -> P-2). Every process sends and receives each byte
- * of the buffer about twice, as a ring all-reduce does: with two processes
- * exactly as many bytes as a ring, with P processes at most P/(P-1) times
- * as many. (A tree or a ring would add the ranks in another grouping, and
- * float addition is not associative.) All-gather passes the processes'
- * blocks around the ring; broadcast runs along the chain from the root's
- * process. Each call first exchanges its arguments with every process, so
- * disagreeing processes fail with a message naming them, as the threads
- * backend's ranks do.
+ * How the fixed order is kept across processes. When every process plays
+ * one rank (up to 4 processes), process q owns chunk q of the buffer, as
+ * rank q does among threads: every process sends it its elements of that
+ * chunk, the owner adds the R arrays in rank order as their segments
+ * arrive, and an all-reduce then sends each owner's result to every
+ * process. That moves (P-1)/P of the buffer each way twice, as a ring does.
+ * Otherwise the elements move along the chain of processes 0 -> 1 -> ... ->
+ * P-1, in segments that are in flight at once: process p receives the
+ * running sums of the ranks before its block, adds its own ranks' elements
+ * in rank order and sends them on, so the last process holds x_0 + x_1 +
+ * ... + x_{R-1} summed in exactly the threads backend's order; the results
+ * travel on along the chain (P-1 -> 0 -> 1 -> ... -> P-2). A process sends
+ * at most the whole buffer twice (its sums, the results it passes on)
+ * where a ring sends 2(P-1)/P of it: as much with two processes, at most
+ * P/(P-1) times as much with more. (A tree or a ring would add the ranks in
+ * another grouping, and float addition is not associative.) All-gather
+ * passes the processes' blocks around the ring; broadcast runs along the
+ * chain from the root's process. Each call first exchanges its arguments
+ * with every process, so disagreeing processes fail with a message naming
+ * them, as the threads backend's ranks do.
  *
  * Failures end every process: MPI errors return (MPI_ERRORS_RETURN on the
  * duplicated communicator) and fail the communicator; a process whose

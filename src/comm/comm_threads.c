@@ -282,6 +282,7 @@ void tl_comm_fold_arrays(tl_comm_dtype dtype, tl_reduce_op op, const void *const
                          void *out)
 {
     /* The arrays as the sends of n calls. */
+    TL_ASSERT(n >= 1 && n <= TL_COMM_FOLD_MAX);
     tl_comm_call xs[TL_COMM_FOLD_MAX];
     for (int q = 0; q < n; q++)
         xs[q] = (tl_comm_call){.dtype = dtype, .op = op, .send = x[q]};
