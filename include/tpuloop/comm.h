@@ -158,6 +158,18 @@ TL_API int tl_comm_process(const tl_comm *comm);
 TL_API int tl_comm_first_rank(const tl_comm *comm);
 TL_API int tl_comm_local_ranks(const tl_comm *comm);
 
+/*
+ * Makes a communicator of the same processes as comm, each playing
+ * local_ranks ranks, with messages of its own (tl_comm_create_mpi's rules;
+ * for threads, tl_comm_create_threads(local_ranks)). Collective for MPI:
+ * every process calls it, from one thread each. This is how a program that
+ * joined its processes once, one rank each (the hosts), gives its replicas
+ * a communicator: the estimator does so with tl_estimator_options.hosts.
+ * Errors: those of tl_comm_create_mpi or tl_comm_create_threads; TL_EINVAL
+ * for a NULL comm. On error *out is NULL.
+ */
+TL_API tl_status tl_comm_create_like(const tl_comm *comm, int local_ranks, tl_comm **out);
+
 /* Frees the communicator. Accepts NULL. No rank may be inside a call. */
 TL_API void tl_comm_destroy(tl_comm *comm);
 

@@ -102,6 +102,7 @@
 #define TPULOOP_ESTIMATOR_H
 
 #include "tpuloop/base.h"
+#include "tpuloop/comm.h"
 #include "tpuloop/config.h"
 #include "tpuloop/data.h"
 #include "tpuloop/embedding.h"
@@ -262,6 +263,24 @@ typedef struct tl_estimator_options {
     const tl_emb_config *embedding_config;
     tl_status (*embedding_learning_rates)(int64_t global_step, float *values, int n, void *user);
     void *embedding_user;
+    /*
+     * The hosts (TPUEstimator's workers), borrowed: a communicator of the
+     * processes that run this estimator together, one rank each
+     * (tl_comm_create_mpi(NULL, 1, &hosts) under `mpirun -np H`), which must
+     * outlive the estimator. Process p is host p of the configuration's
+     * num_hosts, which must equal the process count; it runs the replicas
+     * of its own devices (cfg.devices), calls the input_fn invocations of
+     * its host (spec §4.1) and reduces its replicas' gradients with the
+     * others' in global replica order, so H processes train the same bits
+     * as one process with all the replicas. Every process makes the same
+     * calls on its estimator, in the same order, with the same
+     * configuration; host 0 writes model_dir (checkpoints, summaries,
+     * config.json), which every host reads on resume: it must be one
+     * directory that every host sees. When one host fails, every host's
+     * call returns an error naming it. NULL: this process is every host
+     * (num_hosts > 1 then runs the hosts' replicas side by side here).
+     */
+    tl_comm *hosts;
 } tl_estimator_options;
 
 /* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,
@@ -270,11 +289,12 @@ TL_API void tl_estimator_options_init(tl_estimator_options *o);
 
 /*
  * Creates an estimator for a resolved configuration. The devices are
- * cfg.devices per host (one per core when 0); this process is host 0 of
- * cfg.num_hosts == 1 (multi-host runs come with the MPI backend).
- * Errors: TL_EINVAL for a configuration the estimator cannot run (several
- * hosts, model parallelism, a missing model_fn, an invalid optimizer),
- * TL_ENOMEM, and the topology's errors.
+ * cfg.devices per host (one per core when 0); with options.hosts this
+ * process is host tl_comm_process(hosts) of cfg.num_hosts, otherwise it
+ * plays all cfg.num_hosts hosts. Errors: TL_EINVAL for a configuration the
+ * estimator cannot run (model parallelism, a missing model_fn, an invalid
+ * optimizer, num_hosts other than the hosts' process count, embedding
+ * tables over several processes), TL_ENOMEM, and the topology's errors.
  */
 TL_API tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *o, tl_estimator **out);
 

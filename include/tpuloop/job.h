@@ -98,6 +98,15 @@ typedef struct tl_job_options {
     /* After every evaluation the job runs (NULL: nothing). */
     void (*on_evaluation)(const tl_job_evaluation *ev, void *user);
     void *user;
+    /* The hosts, one process each (tl_estimator_options.hosts), borrowed;
+     * NULL: this process is every host. Every process creates the job
+     * with the same configuration and data: tl_job_create compares them
+     * first (the tpuloop version, every resolved option, the model, the
+     * embedding tables, the data files or the in-memory data) and fails on
+     * every host, naming the host and the first field that differs, or
+     * the error of a host that could not create its job. The callbacks run
+     * on host 0 only. */
+    tl_comm *hosts;
 } tl_job_options;
 
 /* No callbacks, train false. */

@@ -40,6 +40,17 @@ const char *cli_flag_value(int argc, char **argv, const char *prefix);
 /* ---- run.c: what train, evaluate and predict share ---------------------- */
 
 /* The printer's state: lives beside the job, which calls it back. */
+/* hosts.c: joins the hosts when an MPI launcher started this process (each
+ * process one host; else nothing, and no MPI). The communicator lives until
+ * the process exits: MPI is initialised once. */
+tl_status cli_hosts_join(void);
+/* Tags the log lines and errors with the job's name and this host. */
+void cli_hosts_name(const char *job_name);
+tl_comm *cli_hosts(void);   /* NULL on one host */
+int cli_hosts_count(void);
+bool cli_host0(void);       /* host 0, or the only one: it prints the results */
+const char *cli_hosts_tag(void); /* "job/host h of H", NULL on one host */
+
 typedef struct cli_run {
     tl_config *cfg;
     const tl_run_config *r;   /* tl_config_get(cfg) */

@@ -21,7 +21,9 @@ extern char **environ;
 
 int cli_fail(tl_status st)
 {
-    fprintf(stderr, "error: %s\n", tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
+    const char *tag = cli_hosts_tag();
+    fprintf(stderr, "error%s%s%s: %s\n", tag ? " [" : "", tag ? tag : "", tag ? "]" : "",
+            tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
     return tl_status_is_input_error(st) ? EXIT_BAD_INPUT : EXIT_RUNTIME;
 }
 

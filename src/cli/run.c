@@ -98,10 +98,41 @@ static void on_train_start(const tl_job_train_start *s, void *user)
             s->iterations_per_loop.unit == TL_IPL_COUNT ? " steps" : " s");
 }
 
+/* Under a launcher num_hosts is the number of processes it started: the
+ * default, and a model_dir's value (a deployment is not the model's), give
+ * way to it; a value the user gave must equal it. */
+static int hosts_config(tl_config *cfg)
+{
+    int P = cli_hosts_count();
+    const tl_run_config *r = tl_config_get(cfg);
+    cli_hosts_name(r->tpu.tpu_job_name);
+    if (cli_hosts() == NULL || r->num_hosts == P)
+        return 0;
+    tl_config_source src;
+    const char *from = "default";
+    if (tl_config_source_of(cfg, "num_hosts", &src, &from) != TL_OK)
+        return cli_fail(TL_EUNKNOWN);
+    if (src == TL_SOURCE_FILE || src == TL_SOURCE_ENV || src == TL_SOURCE_FLAG)
+        return cli_usage_error("num_hosts is %lld (%s) but the launcher started %d process%s, one per host: start "
+                               "%lld (mpirun -np %lld), or leave num_hosts out", (long long)r->num_hosts, from, P,
+                               P == 1 ? "" : "es", (long long)r->num_hosts, (long long)r->num_hosts);
+    char text[16];
+    snprintf(text, sizeof text, "%d", P);
+    tl_status st = tl_config_set(cfg, "num_hosts", text, TL_SOURCE_ENV);
+    if (st == TL_OK)
+        st = tl_config_resolve(cfg);
+    return st == TL_OK ? 0 : cli_fail(st);
+}
+
 int cli_run_config(cli_run *run, int argc, char **argv, const char *const *allowed, bool *seen, int nseen)
 {
     memset(run, 0, sizeof *run);
+    tl_status st = cli_hosts_join();
+    if (st != TL_OK)
+        return cli_fail(st);
     int rc = cli_load_config(argc, argv, allowed, true, &run->cfg, seen, nseen);
+    if (rc == 0)
+        rc = hosts_config(run->cfg);
     if (rc == 0)
         run->r = tl_config_get(run->cfg);
     return rc;
@@ -124,6 +155,7 @@ int cli_run_create(cli_run *run, bool train, bool tae)
     o.on_train_start = on_train_start;
     o.on_progress = on_progress;
     o.user = run;
+    o.hosts = cli_hosts();
     run->tty = isatty(STDERR_FILENO) != 0;
     tl_status st = tl_job_create(run->cfg, &o, &run->job);
     return st == TL_OK ? 0 : cli_fail(st);
@@ -163,6 +195,8 @@ json_t *cli_eval_json(const tl_job_evaluation *ev)
 
 void cli_eval_log(const tl_job_evaluation *ev)
 {
+    if (!cli_host0())
+        return;
     const tl_eval_result *er = &ev->result;
     char auc[96] = "";
     if (er->has_auc && ev->has_oracle_auc)
@@ -204,6 +238,10 @@ int cli_print_summary(cli_run *run, json_t *summary, const char *summary_path)
     if (line == NULL)
         return cli_fail(TL_ENOMEM);
     int rc = 0;
+    if (!cli_host0()) { /* host 0 prints the run's result */
+        free(line);
+        return 0;
+    }
     printf("%s\n", line);
     fflush(stdout);
     if (summary_path != NULL) {

@@ -132,12 +132,12 @@ static int train(int argc, char **argv, bool tae)
         return rc;
     }
     const tl_train_result *tr = &jr.train;
-    if (tr->skipped)
+    if (tr->skipped && cli_host0()) /* host 0 reports */
         fprintf(stderr, "Skipping training since max_steps has already saved.\n");
-    if (tr->stopped)
+    if (tr->stopped && cli_host0())
         fprintf(stderr, "stopped at step %lld on request%s\n", (long long)tr->global_step,
                 r->model_dir ? "; the next `tpuloop train` resumes from there" : "");
-    if (tr->end_of_input)
+    if (tr->end_of_input && cli_host0())
         fprintf(stderr, "the input ended at step %lld (%lld epoch%s read)\n", (long long)tr->global_step,
                 (long long)r->input.epochs.value, r->input.epochs.value == 1 ? "" : "s");
     json_t *summary = json_object();

@@ -105,6 +105,16 @@ int tl_comm_local_ranks(const tl_comm *comm)
     return comm->local;
 }
 
+tl_status tl_comm_create_like(const tl_comm *comm, int local_ranks, tl_comm **out)
+{
+    *out = NULL;
+    if (comm == NULL)
+        return tl_error(TL_EINVAL, "tl_comm_create_like: comm is NULL");
+    if (comm->kind == TL_COMM_MPI)
+        return tl_comm_mpi_create_like(comm, local_ranks, out);
+    return tl_comm_create_threads(local_ranks, out);
+}
+
 tl_status tl_comm_raise(tl_comm *c)
 {
     /* acquire: pairs with the release in tl_comm_fail, so msg is complete. */

@@ -71,6 +71,9 @@ struct tl_comm {
  * impl. tl_comm_destroy frees it whether or not be is set. Errors: TL_ENOMEM,
  * TL_ERUNTIME.
  */
+/* tl_comm_create_like for an MPI communicator (comm_mpi.c). */
+tl_status tl_comm_mpi_create_like(const tl_comm *comm, int local_ranks, tl_comm **out);
+
 tl_status tl_comm_alloc(tl_comm_kind kind, int size, tl_comm **out);
 
 /*

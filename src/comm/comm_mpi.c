@@ -920,13 +920,11 @@ static void mpi_destroy(tl_comm *c)
 
 static const tl_comm_backend mpi_backend = {mpi_run, mpi_wake, mpi_destroy};
 
-tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **out)
+/* A communicator over a duplicate of base (tl_comm_create_mpi). */
+static tl_status create_over(MPI_Comm base, int local_ranks, tl_comm **out)
 {
-    *out = NULL;
-    tl_status st = ensure_mpi();
-    if (st != TL_OK)
-        return st;
-    MPI_Comm base = mpi_comm != NULL ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD, comm = MPI_COMM_NULL;
+    tl_status st = TL_OK;
+    MPI_Comm comm = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(base, &comm);
     if (rc != MPI_SUCCESS)
         return mpi_error(rc, "MPI_Comm_dup");
@@ -1017,4 +1015,20 @@ tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **ou
     }
     *out = c;
     return TL_OK;
+}
+
+tl_status tl_comm_create_mpi(const void *mpi_comm, int local_ranks, tl_comm **out)
+{
+    *out = NULL;
+    tl_status st = ensure_mpi();
+    if (st != TL_OK)
+        return st;
+    return create_over(mpi_comm != NULL ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD, local_ranks, out);
+}
+
+tl_status tl_comm_mpi_create_like(const tl_comm *comm, int local_ranks, tl_comm **out)
+{
+    *out = NULL;
+    const mpi_impl *m = comm->impl;
+    return create_over(m->comm, local_ranks, out);
 }

@@ -306,3 +306,10 @@ void tl_job_files_close(tl_job *job)
     files_free(job->files[1]);
     job->files[0] = job->files[1] = NULL;
 }
+
+int tl_job_files_list(const tl_job *job, int split, const char *const **names)
+{
+    const struct tl_job_files *f = job->files[split];
+    *names = f != NULL ? (const char *const *)f->names : NULL;
+    return f != NULL ? f->nnames : 0;
+}

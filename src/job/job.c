@@ -125,7 +125,10 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
         st = embedding_of(job, &eo);
     if (st == TL_OK)
         st = tl_job_is_file_dataset(r) ? tl_job_files_open(job) : tl_job_data_load(job);
+    /* Every host, whatever happened here: the others wait for it. */
+    st = tl_job_hosts_agree(job, st);
     if (st == TL_OK) {
+        eo.hosts = job->opt.hosts;
         eo.reduce_sum = r->model.reduce_sum;
         eo.after_save = tl_job_after_save;
         eo.after_save_user = job;
@@ -154,6 +157,11 @@ void tl_job_destroy(tl_job *job)
     tl_job_files_close(job);
     tl_job_data_free(job);
     free(job);
+}
+
+bool tl_job_host0(const tl_job *job)
+{
+    return job->opt.hosts == NULL || tl_comm_process(job->opt.hosts) == 0;
 }
 
 tl_estimator *tl_job_estimator(tl_job *job)
@@ -243,7 +251,7 @@ tl_status tl_job_train(tl_job *job, tl_job_train_result *res)
             job->final_step = end;
     }
     job->train_input.finite = epochs > 0;
-    if (job->opt.on_train_start != NULL) {
+    if (job->opt.on_train_start != NULL && tl_job_host0(job)) {
         tl_job_train_start s = {.model_name = r->model.model_name,
                                 .dataset = r->input.dataset,
                                 .examples = job->file_input ? -1 : job->train.num_examples,
@@ -283,7 +291,7 @@ tl_status tl_job_evaluate(tl_job *job, const char *checkpoint, tl_job_evaluation
     tl_status st = params_for(job, checkpoint, res->checkpoint, sizeof res->checkpoint);
     if (st == TL_OK)
         st = tl_job_evaluate_params(job, res);
-    if (st == TL_OK && job->opt.on_evaluation != NULL)
+    if (st == TL_OK && job->opt.on_evaluation != NULL && tl_job_host0(job))
         job->opt.on_evaluation(res, job->opt.user);
     return st;
 }

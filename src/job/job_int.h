@@ -76,6 +76,17 @@ bool tl_job_is_file_dataset(const tl_run_config *r);
 /* Sets up train_input (when the job trains) and eval_input. Errors: the
  * patterns' (tl_dataset_from_files), TL_ENOMEM. */
 tl_status tl_job_files_open(tl_job *job);
+/* The files split 0 (training) or 1 (evaluation) reads, in order; 0 for
+ * in-memory data. */
+int tl_job_files_list(const tl_job *job, int split, const char *const **names);
+/* This process is host 0, or the only one: it reports and writes. */
+bool tl_job_host0(const tl_job *job);
+/* hosts.c: every host of job->opt.hosts builds the same job — the same
+ * version, resolved configuration, topology, seed, model, embedding tables
+ * and data — or every host fails naming the first host and field that
+ * differ; a host whose creation failed (st) reports its error on every
+ * host. Returns st, or the exchange's verdict. */
+tl_status tl_job_hosts_agree(tl_job *job, tl_status st);
 void tl_job_files_close(tl_job *job);
 
 #endif /* TL_JOB_INT_H */

@@ -204,6 +204,8 @@ static tl_status evaluate_saved(tl_job *job, int64_t step, const char *checkpoin
         return st;
     snprintf(ev->checkpoint, sizeof ev->checkpoint, "%s", checkpoint);
     t->count++;
+    if (!tl_job_host0(job)) /* host 0 reports and exports */
+        return TL_OK;
     if (job->opt.on_evaluation != NULL)
         job->opt.on_evaluation(ev, job->opt.user);
     return job->r->best_exporter ? export_best(job, ev) : TL_OK;
@@ -220,7 +222,14 @@ tl_status tl_job_after_save(tl_estimator *est, int64_t step, const char *checkpo
         t->first = false;
         return TL_OK;
     }
-    if (!should_trigger(t, step, now_secs())) {
+    /* By host 0's clock: every host evaluates the same checkpoints. */
+    int64_t go = should_trigger(t, step, now_secs());
+    tl_comm *hosts = job->opt.hosts;
+    tl_status st = hosts != NULL ? tl_comm_broadcast(hosts, tl_comm_first_rank(hosts), &go, 1, TL_COMM_I64, 0)
+                                 : TL_OK;
+    if (st != TL_OK)
+        return st;
+    if (!go) {
         tl_log(TL_LOG_INFO, "Skip the current checkpoint eval due to throttle secs (%lld secs).",
                (long long)t->every_secs);
         return TL_OK;

@@ -328,6 +328,14 @@ tl_status tl_est_save(tl_estimator *est)
     if (est->model_dir == NULL)
         return TL_OK;
     tl_status st;
+    if (est->host > 0) {
+        /* Host 0 writes the checkpoint; this host sends it the positions
+         * of its own input datasets (a merge every host takes part in). */
+        st = tl_infeed_save_positions(est, est->global_step, &est->ckpt_input);
+        tl_free(est->ckpt_input);
+        est->ckpt_input = NULL;
+        return st;
+    }
     if (est->ckpt == NULL) {
         tl_ckpt_manager_options o;
         tl_ckpt_manager_options_init(&o);
@@ -717,7 +725,7 @@ tl_status tl_est_train_begin(tl_estimator *est)
     tl_status st;
     /* One trainer per model_dir, from before it reads the checkpoint it
      * would resume from until the estimator is destroyed. */
-    if (est->model_dir != NULL && est->lock == NULL &&
+    if (est->model_dir != NULL && est->lock == NULL && est->host == 0 &&
         ((st = tl_io_make_dirs(est->model_dir, "model_dir")) != TL_OK ||
          (st = tl_ckpt_lock_acquire(est->model_dir, &est->lock)) != TL_OK))
         return st;
@@ -747,7 +755,7 @@ tl_status tl_est_train_begin(tl_estimator *est)
                (long long)est->restored_steps_per_epoch, (long long)est->steps_per_epoch);
         est->restored_steps_per_epoch = 0;
     }
-    if (est->model_dir != NULL && !est->config_written) {
+    if (est->model_dir != NULL && !est->config_written && est->host == 0) {
         char *path = tl_asprintf("%s/config.json", est->model_dir);
         if (path == NULL)
             return tl_error_oom();

@@ -145,9 +145,15 @@ struct tl_estimator {
     int64_t *pred_rows;        /* (pred_cap * R) */
     int64_t pred_cap;          /* steps */
     int64_t pred_width;
-    tl_comm *comm;
-    tl_barrier go, done;       /* host + R workers */
-    tl_worker *workers;        /* (R) */
+    tl_comm *comm;             /* the replicas' (R ranks; this process plays Rl of them) */
+    tl_comm *hcomm;            /* the hosts' (one rank each), made from options.hosts; NULL on one host */
+    tl_barrier go, done;       /* host + Rl workers */
+    tl_worker *workers;        /* (R) only [first, first + Rl) run here; the others' stats are merged in */
+    /* ---- hosts (hosts.c): with options.hosts, this process is host `host`
+     * of H and runs replicas [first, first + Rl); else host 0 of 1 with
+     * every replica. */
+    int H, host, first, Rl;
+    bool agree_end;            /* a training input that may end: the replicas agree on the step it does */
     int started;               /* workers running */
     int64_t global_step;
     /* The command of the current device loop, written by the host before `go`. */
@@ -287,6 +293,33 @@ double tl_est_wait_seconds(const tl_estimator *est, double *start);
 /* Runs one device loop of n steps of cmd on every worker (host thread);
  * returns the root-cause worker error. */
 tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, int64_t n);
+
+/* ---- hosts.c ------------------------------------------------------------- */
+/* At create, after the topology: H, host, first and Rl from options.hosts
+ * (NULL: one host with every replica), the hosts' communicator, and the
+ * checks of num_hosts and what runs on several hosts. */
+tl_status tl_est_hosts_init(tl_estimator *est, tl_comm *hosts);
+/* A plan each host can feed alone: every invocation feeds replicas of its
+ * own host (TL_EINVAL naming the invocation otherwise). */
+tl_status tl_est_hosts_check_plan(const tl_estimator *est, const tl_input_plan *p);
+/* At the end of create: every host runs the same configuration (digest). */
+tl_status tl_est_hosts_handshake(tl_estimator *est);
+/* Whether this process runs invocation `call` of a plan (its host's). */
+bool tl_est_local_call(const tl_estimator *est, const tl_input_call *call);
+/* Host-thread exchanges among the hosts (no-ops on one host). merge sums
+ * n int64 words over the hosts: a buffer that each host filled only where
+ * it owns (zeros elsewhere) comes back whole, bit for bit. any: whether any
+ * host passed true. bcast: host 0's n values. Errors: the hosts
+ * communicator's (naming the host that failed). */
+tl_status tl_est_hosts_merge(tl_estimator *est, void *words, int64_t n);
+tl_status tl_est_hosts_any(tl_estimator *est, bool mine, bool *any);
+tl_status tl_est_hosts_bcast(tl_estimator *est, int64_t *v, int n);
+/* After a device loop: the other hosts' replicas' counters (steps, losses,
+ * evaluation counts, infeed waits) into est->workers. */
+tl_status tl_est_hosts_merge_stats(tl_estimator *est);
+/* An error on this host ends the others: they fail with it in their next
+ * exchange. st is returned. */
+tl_status tl_est_hosts_fail(tl_estimator *est, tl_status st);
 
 /* ---- checkpoint.c -------------------------------------------------------- */
 

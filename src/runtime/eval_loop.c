@@ -23,6 +23,26 @@ static tl_status gather_auc(tl_estimator *est, int64_t steps, tl_eval_result *re
     return TL_OK;
 }
 
+/* The other hosts' replicas' scored examples (`per` each) into their
+ * workers' arrays, merged as hosts.c merges. */
+static tl_status merge_scored(tl_estimator *est, int64_t per)
+{
+    _Static_assert(sizeof(tl_scored) % sizeof(int64_t) == 0, "merged in int64 words");
+    if (est->H == 1 || per == 0)
+        return TL_OK;
+    tl_scored *all = tl_calloc((size_t)(est->R * per), sizeof *all);
+    if (all == NULL)
+        return tl_error_oom();
+    for (int r = est->first; r < est->first + est->Rl; r++)
+        memcpy(all + r * per, est->workers[r].scored, (size_t)per * sizeof *all);
+    tl_status st = tl_est_hosts_merge(est, all, est->R * per * (int64_t)(sizeof *all / sizeof(int64_t)));
+    for (int r = 0; r < est->R && st == TL_OK; r++)
+        if (r < est->first || r >= est->first + est->Rl)
+            memcpy(est->workers[r].scored, all + r * per, (size_t)per * sizeof *all);
+    tl_free(all);
+    return st;
+}
+
 /* Room for n scored examples in replica 0's array (host, between loops). */
 static tl_status reserve_scored(tl_worker *w, int64_t n)
 {
@@ -157,8 +177,8 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
     return tl_est_summaries_eval(est, res);
 }
 
-static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
-                               tl_eval_result *res)
+static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+                              tl_eval_result *res)
 {
     memset(res, 0, sizeof *res);
     const tl_run_config *rc = &est->rc;
@@ -204,6 +224,9 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     const tl_outfeed_plan *pl = &est->eval.out;
     if ((st = tl_outfeed_reserve(est, steps * pl->record)) != TL_OK)
         return st;
+    int64_t words = (steps * pl->record + 1) / 2;
+    if (est->H > 1) /* merged after the loop: zeros where other hosts write */
+        memset(est->outfeed, 0, (size_t)words * 2 * sizeof *est->outfeed);
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_EVAL, in)) != TL_OK)
         return st;
     if ((st = tl_infeed_start(est, CMD_EVAL, data, 0, steps)) != TL_OK) {
@@ -215,13 +238,19 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     tl_infeed_close_datasets(est, TL_MODE_EVAL);
     if (st == TL_OK)
         st = ist;
+    if (st == TL_OK)
+        st = tl_est_hosts_merge(est, est->outfeed, words);
+    if (st == TL_OK && C <= 2)
+        st = merge_scored(est, per_replica);
     if (st != TL_OK)
         return st;
     /* §7: per step, the outfeed thread's host_call and metric update ops in
-     * step order; the metric values once at the end. */
+     * step order; the metric values once at the end. Over several hosts
+     * every host gets every replica's tensors: host_call runs on host 0,
+     * the metrics on every host (the same values). */
     for (int64_t k = 0; k < steps; k++) {
         const float *record = est->outfeed + k * pl->record;
-        if ((st = tl_outfeed_host_call(est, pl, record, est->global_step)) != TL_OK ||
+        if ((est->host == 0 && (st = tl_outfeed_host_call(est, pl, record, est->global_step)) != TL_OK) ||
             (st = tl_outfeed_metric_update(est, pl, record, k)) != TL_OK)
             return st;
     }
@@ -247,6 +276,13 @@ static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, c
     /* Estimator writes every metric into model_dir/eval at the evaluated
      * step, for TensorBoard beside the training curves. */
     return tl_est_summaries_eval(est, res);
+}
+
+/* An error on one host ends the call on every host (hosts.c). */
+static tl_status evaluate_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+                               tl_eval_result *res)
+{
+    return tl_est_hosts_fail(est, evaluate_run(est, data, in, res));
 }
 
 tl_status tl_estimator_evaluate(tl_estimator *est, const tl_labeled_data *data, tl_eval_result *res)

@@ -13,6 +13,7 @@ struct tl_feed {
     tl_input_plan plan;              /* a copy; calls points into `calls` */
     tl_input_call *calls;            /* (plan.input_fn_calls) */
     int R, cores;                    /* replicas; cores per replica (1 without model parallelism) */
+    int r_lo, r_hi;                  /* the replicas this process feeds (spec.host) */
     int64_t b, D, W;                 /* model_fn batch; features and ids per example */
     bool broadcast;                  /* BROADCAST: every replica gets the whole host batch */
     int slots;                       /* get_next calls per step, all invocations */
@@ -83,6 +84,20 @@ tl_status tl_feed_create(const tl_feed_spec *spec, tl_feed **out)
     /* The CPU path: replica 0 alone, with the whole batch, untiled. */
     f->R = p->on_device ? tl_topology_num_replicas(spec->topo) : 1;
     f->cores = cores;
+    f->r_lo = 0;
+    f->r_hi = f->R;
+    if (spec->only_host && p->on_device) {
+        f->r_lo = INT32_MAX;
+        f->r_hi = 0;
+        for (int i = 0; i < p->input_fn_calls; i++)
+            if (p->calls[i].host == spec->host) {
+                int a = p->calls[i].first_replica, b = a + p->calls[i].num_replicas;
+                f->r_lo = a < f->r_lo ? a : f->r_lo;
+                f->r_hi = b > f->r_hi ? b : f->r_hi;
+            }
+        if (f->r_lo >= f->r_hi)
+            f->r_lo = f->r_hi = 0;
+    }
     f->b = p->model_fn_batch_size;
     f->D = prod(spec->fshape, spec->frank);
     f->W = spec->ids;
@@ -352,6 +367,12 @@ static tl_status check_rows(const tl_feed *f, const tl_input_call *call, int64_t
     return TL_OK;
 }
 
+/* Whether this process runs invocation call (spec.host). */
+static bool mine(const tl_feed *f, const tl_input_call *call)
+{
+    return !f->spec.only_host || !f->plan.on_device || call->host == f->spec.host;
+}
+
 /* The replica fed by chunk j of get_next k of invocation call. */
 static int replica_of(const tl_feed *f, const tl_input_call *call, int k, int64_t j)
 {
@@ -371,6 +392,8 @@ static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty, bool *any_emp
     *any_empty = false;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
+        if (!mine(f, call))
+            continue;
         for (int k = 0; k < gn; k++) {
             int slot = i * gn + k;
             float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
@@ -407,6 +430,8 @@ static bool route_step(tl_feed *f, int64_t s, bool stop, bool end)
     int64_t chunks = f->broadcast ? 1 : f->cap / f->b;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
+        if (!mine(f, call))
+            continue;
         for (int k = 0; k < gn; k++) {
             int slot = i * gn + k;
             const float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
@@ -479,12 +504,14 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
     *ok = false;
     *stop = false;
     *end = false;
-    for (int r = 0; r < f->R; r++)
+    for (int r = f->r_lo; r < f->r_hi; r++)
         if (tl_queue_pop(f->free_list[r], &f->cur[r]) != TL_WAIT_OK)
             return TL_OK;
     bool any = false, empty = false;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
+        if (!mine(f, call))
+            continue;
         for (int k = 0; k < gn; k++) {
             for (int64_t j = 0; j < chunks; j++) {
                 tl_feed_batch *b = f->cur[replica_of(f, call, k, j)];
@@ -508,6 +535,8 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
     *end = f->spec.may_end && empty;
     for (int i = 0; i < p->input_fn_calls; i++) {
         const tl_input_call *call = &p->calls[i];
+        if (!mine(f, call))
+            continue;
         for (int k = 0; k < gn; k++) {
             int64_t rows = f->stage_rows[i * gn + k];
             for (int64_t j = 0; j < chunks; j++) {
@@ -520,7 +549,7 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
                     copy_batch(f, f->cur[call->first_replica], f->cur[r]);
         }
     }
-    for (int r = 0; r < f->R; r++) {
+    for (int r = f->r_lo; r < f->r_hi; r++) {
         tl_feed_batch *b = f->cur[r];
         if (*stop) {
             if (s > f->first)

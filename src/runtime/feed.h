@@ -146,6 +146,13 @@ typedef struct tl_feed_spec {
      * being an error: the plain Estimator's evaluation, whose last batch
      * may come short. */
     bool pad_short;
+    /* Several processes (the estimator's hosts): with only_host this one
+     * runs the invocations of host `host` and feeds its replicas alone;
+     * otherwise every invocation, every replica. Needs invocations that
+     * feed only their own host's replicas (not BROADCAST or SLICED over
+     * hosts). */
+    bool only_host;
+    int host;
 } tl_feed_spec;
 
 typedef struct tl_feed tl_feed;

@@ -120,6 +120,7 @@ tl_status tl_outfeed_reserve(tl_estimator *est, int64_t elems)
 {
     if (elems <= est->outfeed_cap)
         return TL_OK;
+    elems += elems & 1; /* whole int64 words, as hosts merge it (hosts.c) */
     float *p = tl_realloc(est->outfeed, (size_t)elems * sizeof *p);
     if (p == NULL)
         return tl_error_oom();

@@ -480,7 +480,10 @@ tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input 
     if (st != TL_OK)
         return st;
     tl_dataset *ds;
-    if ((st = call_input_fn(in, p, 0, &ds)) != TL_OK) {
+    int first = 0; /* this host's first invocation */
+    while (first < p->input_fn_calls - 1 && !tl_est_local_call(est, &p->calls[first]))
+        first++;
+    if ((st = call_input_fn(in, p, first, &ds)) != TL_OK) {
         tl_input_plan_destroy(p);
         return st;
     }
@@ -533,6 +536,8 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
         s->index = i;
         s->labels = mode != TL_MODE_PREDICT;
         s->D = est->D;
+        if (!tl_est_local_call(est, &p->calls[i]))
+            continue;
         tl_status st = call_input_fn(in, p, i, &s->ds);
         if (st != TL_OK) {
             tl_infeed_close_datasets(est, mode);
@@ -540,6 +545,44 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
         }
     }
     return TL_OK;
+}
+
+/* texts[i] of the invocations of every host, from those of this host
+ * (the others NULL): the lengths first, then the bytes, each text in whole
+ * int64 words, merged over the hosts (hosts.c). */
+static tl_status merge_texts(tl_estimator *est, char **texts, int n)
+{
+    if (est->H == 1)
+        return TL_OK;
+    int64_t *len = tl_calloc((size_t)n + 1, sizeof *len);
+    if (len == NULL)
+        return tl_error_oom();
+    for (int i = 0; i < n; i++)
+        len[i] = texts[i] != NULL ? (int64_t)strlen(texts[i]) : 0;
+    tl_status st = tl_est_hosts_merge(est, len, n);
+    int64_t words = 0;
+    for (int i = 0; i < n; i++)
+        words += (len[i] + 7) / 8;
+    int64_t *buf = st == TL_OK ? tl_calloc((size_t)words + 1, sizeof *buf) : NULL;
+    if (st == TL_OK && buf == NULL)
+        st = tl_error_oom();
+    int64_t at = 0;
+    for (int i = 0; i < n && st == TL_OK; i++) {
+        if (texts[i] != NULL)
+            memcpy(buf + at, texts[i], (size_t)len[i]);
+        at += (len[i] + 7) / 8;
+    }
+    if (st == TL_OK)
+        st = tl_est_hosts_merge(est, buf, words);
+    at = 0;
+    for (int i = 0; i < n && st == TL_OK; i++) {
+        if (texts[i] == NULL && (texts[i] = tl_strndup((const char *)(buf + at), (size_t)len[i])) == NULL)
+            st = tl_error_oom();
+        at += (len[i] + 7) / 8;
+    }
+    tl_free(buf);
+    tl_free(len);
+    return st;
 }
 
 /* The positions are one JSON array of the datasets' tl_dataset_save texts,
@@ -557,10 +600,16 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
         tl_feed_wait_produced(train, step);
     char **texts = tl_calloc((size_t)f->ncalls + 1, sizeof *texts);
     tl_status st = texts != NULL ? TL_OK : tl_error_oom();
+    /* Each host saves its own invocations' datasets (the others' are not
+     * open here) and the hosts merge the texts. */
+    for (int i = 0; i < f->ncalls && st == TL_OK; i++)
+        if (f->ds[i].ds != NULL)
+            st = tl_dataset_save(f->ds[i].ds, &texts[i]);
+    if (st == TL_OK)
+        st = merge_texts(est, texts, f->ncalls);
     size_t total = 2 + (size_t)f->ncalls;
     for (int i = 0; i < f->ncalls && st == TL_OK; i++)
-        if ((st = tl_dataset_save(f->ds[i].ds, &texts[i])) == TL_OK)
-            total += strlen(texts[i]);
+        total += strlen(texts[i]);
     char *out = st == TL_OK ? tl_malloc(total + 1) : NULL;
     if (st == TL_OK && out == NULL)
         st = tl_error_oom();
@@ -681,6 +730,8 @@ tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json)
                                  "invocations (the deployment or topology changed)",
                       count, f->ncalls);
     for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
+        if (f->ds[i].ds == NULL) /* another host's */
+            continue;
         char *text = tl_strndup(start[i], len[i]);
         st = text != NULL ? tl_dataset_restore(f->ds[i].ds, text) : tl_error_oom();
         tl_free(text);
@@ -718,7 +769,9 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
                              .depth = depth,
                              .predict = m == TL_MODE_PREDICT,
                              .may_end = m == TL_MODE_TRAIN || (m == TL_MODE_EVAL && !f->plan[m]->on_device),
-                             .pad_short = m == TL_MODE_EVAL && !f->plan[m]->on_device};
+                             .pad_short = m == TL_MODE_EVAL && !f->plan[m]->on_device,
+                             .only_host = est->H > 1,
+                             .host = est->host};
         memcpy(spec.fshape, est->fshape, sizeof spec.fshape);
         if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
             return st;

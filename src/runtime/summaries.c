@@ -12,7 +12,7 @@
 
 tl_status tl_est_summaries_open(tl_estimator *est)
 {
-    if (est->model_dir == NULL)
+    if (est->model_dir == NULL || est->host > 0) /* host 0 writes model_dir */
         return TL_OK;
     tl_status st = TL_OK;
     if (est->summary == NULL)
@@ -80,7 +80,7 @@ tl_status tl_est_summaries_flush(tl_estimator *est)
 
 tl_status tl_est_summaries_eval(tl_estimator *est, const tl_eval_result *res)
 {
-    if (est->model_dir == NULL)
+    if (est->model_dir == NULL || est->host > 0)
         return TL_OK;
     tl_status st;
     if (est->eval_summary == NULL) {

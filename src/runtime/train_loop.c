@@ -51,6 +51,11 @@ static tl_status checkpoint(tl_estimator *est)
         st = tl_est_save(est);
     if (st != TL_OK || est->model_dir == NULL)
         return st;
+    /* Every host past the save before the listener (which may evaluate, on
+     * every host): a host whose save failed has told the others. */
+    bool any;
+    if ((st = tl_est_hosts_any(est, false, &any)) != TL_OK)
+        return st;
     est->last_saved_step = est->global_step;
     if (est->opt.after_save == NULL)
         return TL_OK;
@@ -97,15 +102,16 @@ static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires
     res->loops++;
     /* §6: fired step k of the loop is loop-local k * every_n; its global
      * step is the post-increment value. */
-    tl_status st = TL_OK;
-    for (int64_t k = 0; k < fires && st == TL_OK; k++)
+    /* host_call runs on host 0, with every host's replicas' tensors. */
+    tl_status st = tl_est_hosts_merge(est, est->outfeed, (fires * pl->record + 1) / 2);
+    for (int64_t k = 0; k < fires && st == TL_OK && est->host == 0; k++)
         st = tl_outfeed_host_call(est, pl, est->outfeed + k * pl->record, loop_start + k * est->host_call_every_n + 1);
     if (st != TL_OK || (st = nan_check(est, res->loss)) != TL_OK)
         return st;
     tl_log_event ev;
     tl_log_schedule_after_loop(logs, est->global_step, now, &ev);
     double rate = ev.log_rate && ev.rate_secs > 0 ? (double)ev.rate_steps / ev.rate_secs : 0;
-    if (ev.log_loss || ev.log_rate) {
+    if ((ev.log_loss || ev.log_rate) && est->host == 0) {
         tl_train_log *lg = &win->last;
         lg->step = est->global_step;
         lg->log_loss = ev.log_loss;
@@ -134,6 +140,19 @@ static tl_status after_loop(tl_estimator *est, int64_t loop_start, int64_t fires
     }
     return tl_est_summaries_after_loop(est, loop_start, first_loop, res->loss, ev.log_rate ? rate : -1,
                                        ev.log_rate ? rate * (double)G : -1);
+}
+
+/* Every host starts from the same step: each restored from model_dir,
+ * which must be one directory that they all see (host 0 writes it). */
+static tl_status same_start(tl_estimator *est)
+{
+    int64_t step = est->global_step;
+    tl_status st = tl_est_hosts_bcast(est, &step, 1);
+    if (st == TL_OK && step != est->global_step)
+        return tl_error(TL_EINVAL, "host %d starts at global step %lld, host 0 at %lld: model_dir (%s) must be one "
+                                   "directory that every host reads (a shared file system)", est->host,
+                        (long long)est->global_step, (long long)step, est->model_dir ? est->model_dir : "none");
+    return st;
 }
 
 /* The shape of one example of in's training input: probed from a
@@ -171,7 +190,7 @@ double tl_est_wait_seconds(const tl_estimator *est, double *start)
 }
 
 /* Trains on data (with epochs > 0 passes of it) or in's datasets. */
-static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int64_t epochs, const tl_input *in,
+static tl_status train_run(tl_estimator *est, const tl_labeled_data *data, int64_t epochs, const tl_input *in,
                             tl_train_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -199,7 +218,7 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
     est->steps_per_epoch = data != NULL ? data->num_examples / G : 0;
     /* Restore (or initialise and warm-start) before planning: train_steps
      * count from the restored step, max_steps is absolute (T21, T22). */
-    if ((st = tl_est_train_begin(est)) != TL_OK)
+    if ((st = tl_est_train_begin(est)) != TL_OK || (st = same_start(est)) != TL_OK)
         return st;
     /* The last step: train_steps from here, max_steps, the end of the
      * in-memory epochs, or (an input that ends) when the input says. */
@@ -262,7 +281,10 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
     const tl_outfeed_plan *pl = &est->train.out;
     while (n > 0) {
         /* A loop boundary: where a requested stop takes effect. */
-        if (atomic_exchange(&est->stop_requested, 0)) {
+        bool stop = atomic_exchange(&est->stop_requested, 0);
+        if ((st = tl_est_hosts_any(est, stop, &stop)) != TL_OK)
+            break;
+        if (stop) {
             res->stopped = true;
             tl_log(TL_LOG_INFO, "Stop requested: stopping at step %lld", (long long)est->global_step);
             break;
@@ -271,6 +293,8 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
         int64_t fires = pl->record > 0 ? tl_host_call_count(n, est->host_call_every_n) : 0;
         if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
             break;
+        if (est->H > 1) /* merged after the loop: zeros where other hosts write */
+            memset(est->outfeed, 0, (size_t)(fires * pl->record + 1) / 2 * 2 * sizeof *est->outfeed);
         int64_t loop_start = est->global_step;
         tl_infeed_allow(est, loop_start + n);
         if ((st = tl_est_device_loop(est, CMD_TRAIN, loop_start, n)) != TL_OK)
@@ -299,6 +323,12 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
         int64_t every = est->opt.save_every_n_steps;
         if (!due && every > 0 && est->model_dir != NULL && est->global_step != est->last_saved_step)
             due = est->last_saved_step < 0 || est->global_step - est->last_saved_step >= every;
+        /* By host 0's clock: every host runs the same loops and saves. */
+        int64_t next[2] = {n, due};
+        if ((st = tl_est_hosts_bcast(est, next, 2)) != TL_OK)
+            break;
+        n = next[0];
+        due = next[1] != 0;
         if (due && (st = checkpoint(est)) != TL_OK)
             break;
         if (est->steps_per_epoch > 0 && input_end != INT64_MAX && est->global_step >= input_end)
@@ -313,8 +343,11 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
      * without a checkpoint hook when a stop was requested (the graceful-
      * shutdown save). Not after an error: TensorFlow's hooks do not end
      * then, and a NaN state must never be saved. */
-    if (st == TL_OK && est->last_saved_step != est->global_step &&
-        tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped))
+    int64_t at_end = st == TL_OK && est->last_saved_step != est->global_step &&
+                     tl_ckpt_schedule_at_end(&ck, est->global_step, seconds_since(t0), res->stopped);
+    if (st == TL_OK)
+        st = tl_est_hosts_bcast(est, &at_end, 1);
+    if (st == TL_OK && at_end)
         st = checkpoint(est);
     tl_infeed_close_datasets(est, TL_MODE_TRAIN); /* after the last checkpoint saved their positions */
     tl_status fst = tl_est_summaries_flush(est);
@@ -325,9 +358,17 @@ static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int6
     res->global_step = est->global_step;
     res->seconds = seconds_since(t0);
     res->examples_per_sec = res->seconds > 0 ? (double)(est->global_step - start_step) * (double)G / res->seconds : 0;
-    if (st == TL_OK && res->loops > 0)
+    if (st == TL_OK && res->loops > 0 && est->host == 0)
         tl_log(TL_LOG_INFO, "Loss for final step: %g.", res->loss);
     return st;
+}
+
+/* An error on one host ends the call on every host (hosts.c). */
+static tl_status train_impl(tl_estimator *est, const tl_labeled_data *data, int64_t epochs, const tl_input *in,
+                            tl_train_result *res)
+{
+    est->agree_end = est->H > 1 && in != NULL;
+    return tl_est_hosts_fail(est, train_run(est, data, epochs, in, res));
 }
 
 tl_status tl_estimator_train(tl_estimator *est, const tl_labeled_data *data, tl_train_result *res)

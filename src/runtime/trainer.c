@@ -77,6 +77,14 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     tl_exec *x = &w->train_x;
     tl_batch_info info;
     tl_status st = feed(w, &est->train, x, step, TL_MODE_TRAIN, &info);
+    if (st == TL_OK && est->agree_end) {
+        /* Each host reads its own invocations: the step where any of them
+         * ended ends training on every host, as one feed ends it where its
+         * first source ends. */
+        int64_t ended = info.end;
+        st = tl_comm_all_reduce(est->comm, w->rank, &ended, &ended, 1, TL_COMM_I64, TL_REDUCE_SUM);
+        info.end = ended > 0;
+    }
     if (st != TL_OK || (*end = info.end))
         return st;
     x->step = step;
@@ -97,7 +105,16 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
      * order (MEAN was applied by scaling the loss by 1/R, as
      * CrossShardOptimizer does), then updates that chunk of the parameters. */
     const float *grad = x->param_grad; /* one replica: its gradient is the sum */
-    if (est->R > 1) {
+    if (est->H > 1) {
+        /* Over processes every host needs every chunk of the parameters:
+         * the whole sum (the same bits as the reduce-scatter's chunks),
+         * and each local replica updates its chunk of the host's copy. */
+        st = tl_comm_all_reduce(est->comm, w->rank, x->param_grad, x->param_grad, est->vars->total, TL_COMM_F32,
+                                TL_REDUCE_SUM);
+        if (st != TL_OK)
+            return st;
+        grad = x->param_grad + w->chunk_off;
+    } else if (est->R > 1) {
         st = tl_comm_reduce_scatter(est->comm, w->rank, x->param_grad, w->chunk_grad, est->vars->total, TL_COMM_F32,
                                     TL_REDUCE_SUM);
         if (st != TL_OK)
@@ -364,14 +381,21 @@ static tl_status make_workers(tl_estimator *est)
     if (est->workers == NULL)
         return tl_error_oom();
     for (int r = 0; r < R; r++) {
+        est->workers[r].est = est;
+        est->workers[r].rank = r;
+    }
+    for (int r = est->first; r < est->first + est->Rl; r++) {
         tl_worker *w = &est->workers[r];
-        w->est = est;
-        w->rank = r;
-        tl_status st = tl_comm_chunk(est->vars->total, R, r, &w->chunk_off, &w->chunk_len);
+        /* On several hosts the chunks are those of the host's copy of the
+         * parameters, split over its replicas (hosts.c). */
+        tl_status st = est->H > 1 ? tl_comm_chunk(est->vars->total, est->Rl, r - est->first, &w->chunk_off,
+                                                  &w->chunk_len)
+                                  : tl_comm_chunk(est->vars->total, R, r, &w->chunk_off, &w->chunk_len);
         if (st != TL_OK)
             return st;
-        /* One replica updates straight from its own gradient: no chunk_grad. */
-        int64_t chunk_floats = R > 1 ? w->chunk_len : 0;
+        /* One replica updates straight from its own gradient, several hosts
+         * from the whole sum: no chunk_grad. */
+        int64_t chunk_floats = R > 1 && est->H == 1 ? w->chunk_len : 0;
         int64_t floats = est->train.p->act_floats + est->train.p->grad_floats + est->train.p->scratch_floats +
                          est->vars->total /* param_grad */ + chunk_floats + 16;
         int64_t masks = est->train.p->mask_bytes + 64;
@@ -392,7 +416,7 @@ static tl_status make_workers(tl_estimator *est)
         bind_exec(est, w, est->train.p, &w->train_x, &cur, &mcur);
         w->train_x.param_grad = cur;
         cur += est->vars->total;
-        w->chunk_grad = R > 1 ? cur : NULL;
+        w->chunk_grad = chunk_floats > 0 ? cur : NULL;
         cur += chunk_floats;
         if (est->have_eval)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
@@ -401,7 +425,7 @@ static tl_status make_workers(tl_estimator *est)
         if ((st = tl_est_emb_worker_init(est, w)) != TL_OK)
             return st;
     }
-    for (int r = 0; r < R; r++) {
+    for (int r = est->first; r < est->first + est->Rl; r++) {
         tl_status st = tl_thread_start(&est->workers[r].thread, worker_main, &est->workers[r]);
         if (st != TL_OK)
             return st;
@@ -502,10 +526,15 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         one.devices = 1;
         one.num_hosts = 1;
     }
+    est->H = 1;
     if ((st = tl_topology_create(&one, NULL, &est->topo)) != TL_OK)
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
+    est->Rl = est->R;
+    est->H = 1;
     if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
+        goto fail;
+    if ((st = tl_est_hosts_init(est, o->hosts)) != TL_OK)
         goto fail;
     if ((st = tl_est_emb_check(est)) != TL_OK)
         goto fail;
@@ -513,9 +542,12 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         goto fail;
     if ((st = tl_est_state_init(est, cfg)) != TL_OK)
         goto fail;
+    if ((st = tl_est_hosts_handshake(est)) != TL_OK)
+        goto fail;
     *out = est;
     return TL_OK;
 fail:
+    tl_est_hosts_fail(est, st);
     tl_estimator_destroy(est);
     return st;
 }
@@ -526,6 +558,8 @@ static bool plan_ok(tl_estimator *est, tl_mode mode)
 {
     tl_input_plan *plan;
     tl_status st = tl_input_plan_create(est->topo, &est->rc, mode, &plan);
+    if (st == TL_OK)
+        st = tl_est_hosts_check_plan(est, plan);
     tl_input_plan_destroy(plan);
     if (st == TL_OK)
         return true;
@@ -549,6 +583,10 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
     const tl_run_config *rc = &est->rc;
     if ((st = tl_input_plan_create(est->topo, rc, TL_MODE_TRAIN, &plan)) != TL_OK)
         return st;
+    if ((st = tl_est_hosts_check_plan(est, plan)) != TL_OK) {
+        tl_input_plan_destroy(plan);
+        return st;
+    }
     int64_t train_batch = plan->model_fn_batch_size;
     tl_input_plan_destroy(plan);
     est->frank = frank;
@@ -611,12 +649,19 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
         slot_ptrs[s] = est->slots[s];
     tl_optimizer_init_slots(&est->opt.optimizer, slot_ptrs, total);
     tl_k_blas_single_thread();
-    if ((st = tl_comm_create_threads(est->R, &est->comm)) != TL_OK)
+    /* Every host got this far (one that failed to trace or to open its
+     * input told the others) before the collective create. */
+    bool failed;
+    if ((st = tl_est_hosts_any(est, false, &failed)) != TL_OK)
         return st;
-    int spin = est->R <= tl_available_cpus() ? 20000 : 0;
-    if ((st = tl_barrier_init(&est->go, est->R + 1, spin)) != TL_OK)
+    st = est->H > 1 ? tl_comm_create_like(est->hcomm, est->Rl, &est->comm)
+                    : tl_comm_create_threads(est->R, &est->comm);
+    if (st != TL_OK)
         return st;
-    if ((st = tl_barrier_init(&est->done, est->R + 1, spin)) != TL_OK) {
+    int spin = est->Rl <= tl_available_cpus() ? 20000 : 0;
+    if ((st = tl_barrier_init(&est->go, est->Rl + 1, spin)) != TL_OK)
+        return st;
+    if ((st = tl_barrier_init(&est->done, est->Rl + 1, spin)) != TL_OK) {
         tl_barrier_close(&est->go);
         return st;
     }
@@ -687,13 +732,13 @@ void tl_estimator_destroy(tl_estimator *est)
     if (est == NULL)
         return;
     if (est->started > 0) {
-        if (est->started == est->R) {
+        if (est->started == est->Rl) {
             est->cmd = CMD_STOP;
             tl_barrier_wait(&est->go);
         } else {
             tl_barrier_break(&est->go);
         }
-        for (int r = 0; r < est->started; r++)
+        for (int r = est->first; r < est->first + est->started; r++)
             tl_thread_join(&est->workers[r].thread, NULL);
     }
     tl_infeed_free(est);
@@ -718,6 +763,7 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_est_emb_plan_free(&est->predict);
     tl_free(est->workers);
     tl_comm_destroy(est->comm);
+    tl_comm_destroy(est->hcomm);
     tl_free(est->state_slab);
     tl_program_destroy(est->train.p);
     tl_program_destroy(est->eval.p);
@@ -752,14 +798,15 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
      * cause of their "infeed closed". */
     tl_status st = tl_infeed_failed(est);
     if (st != TL_OK)
-        return st;
-    for (int r = 0; r < est->R; r++)
+        return tl_est_hosts_fail(est, st);
+    int lo = est->first, hi = est->first + est->Rl;
+    for (int r = lo; r < hi; r++)
         if (est->workers[r].status != TL_OK && est->workers[r].status != TL_ERUNTIME)
-            return tl_error(est->workers[r].status, "%s", est->workers[r].err);
-    for (int r = 0; r < est->R; r++)
+            return tl_est_hosts_fail(est, tl_error(est->workers[r].status, "%s", est->workers[r].err));
+    for (int r = lo; r < hi; r++)
         if (est->workers[r].status != TL_OK)
-            return tl_error(est->workers[r].status, "%s", est->workers[r].err);
-    return TL_OK;
+            return tl_est_hosts_fail(est, tl_error(est->workers[r].status, "%s", est->workers[r].err));
+    return tl_est_hosts_merge_stats(est);
 }
 
 void tl_est_sha256_floats(void *sha256_ctx, const float *p, int64_t n)

@@ -1,0 +1,216 @@
+/* hosts.c — the estimator over several processes (options.hosts): what the
+ * hosts exchange on their host threads, between device loops.
+ *
+ * Each host runs its own replicas and its own input_fn invocations; the
+ * replicas' gradients meet in the replicas' communicator (est->comm, R ranks
+ * over the processes), whose reductions keep the global replica order, so
+ * the parameters are the same bits on every host and on one process. What
+ * the host loop reads of the other hosts' replicas — their losses, step
+ * counts, evaluation counts, outfeed records, input positions — comes by
+ * merge: every host fills a buffer where it owns the values and leaves zeros
+ * elsewhere, and an int64 sum over the hosts (est->hcomm, one rank per
+ * process) gives every host the whole buffer. Each 32-bit value is nonzero on
+ * one host at most, so the sum carries nothing between them and the bits
+ * arrive as written. Decisions that hang on a host's clock or signals (a
+ * checkpoint by seconds, the next loop's size, a requested stop) are host
+ * 0's, or any host's for a stop, and are exchanged the same way, so every
+ * host runs the same loops. */
+#include <stdio.h>
+#include <string.h>
+
+#include "estimator_int.h"
+
+/* The longest message a communicator keeps (comm_int.h). */
+#define HOST_MSG 768
+
+bool tl_est_local_call(const tl_estimator *est, const tl_input_call *call)
+{
+    return est->H == 1 || call->host == est->host;
+}
+
+tl_status tl_est_hosts_merge(tl_estimator *est, void *words, int64_t n)
+{
+    if (est->H == 1 || n == 0)
+        return TL_OK;
+    return tl_comm_all_reduce(est->hcomm, est->host, words, words, n, TL_COMM_I64, TL_REDUCE_SUM);
+}
+
+tl_status tl_est_hosts_any(tl_estimator *est, bool mine, bool *any)
+{
+    int64_t v = mine;
+    tl_status st = tl_est_hosts_merge(est, &v, 1);
+    *any = v != 0;
+    return st;
+}
+
+tl_status tl_est_hosts_bcast(tl_estimator *est, int64_t *v, int n)
+{
+    if (est->H == 1)
+        return TL_OK;
+    return tl_comm_broadcast(est->hcomm, est->host, v, n, TL_COMM_I64, 0);
+}
+
+tl_status tl_est_hosts_fail(tl_estimator *est, tl_status st)
+{
+    if (est->H == 1 || st == TL_OK)
+        return st;
+    /* The message is this host's error; the others see it as "process p
+     * (...): message". A communicator that failed already keeps its cause. */
+    char cause[HOST_MSG - 32], msg[HOST_MSG];
+    snprintf(cause, sizeof cause, "%s", tl_last_error());
+    snprintf(msg, sizeof msg, "host %d: %s", est->host, cause);
+    if (tl_comm_status(est->hcomm) == TL_OK)
+        tl_comm_abort(est->hcomm, st, msg);
+    if (est->comm != NULL && tl_comm_status(est->comm) == TL_OK)
+        tl_comm_abort(est->comm, st, msg);
+    return tl_error(st, "%s", cause);
+}
+
+/* A replica's counters as the merge carries them: doubles and floats by
+ * their bits. */
+enum { S_LAST_LOSS, S_LOSS_SUM, S_STEPS, S_ENDED, S_WAIT, S_START_WAIT, S_EVAL_LOSS, S_CORRECT, S_SCORED, S_STOPPED,
+       S_N };
+
+static int64_t dbits(double x)
+{
+    int64_t v;
+    memcpy(&v, &x, sizeof v);
+    return v;
+}
+
+static double bitsd(int64_t v)
+{
+    double x;
+    memcpy(&x, &v, sizeof x);
+    return x;
+}
+
+tl_status tl_est_hosts_merge_stats(tl_estimator *est)
+{
+    if (est->H == 1)
+        return TL_OK;
+    int64_t n = (int64_t)est->R * S_N;
+    int64_t *v = tl_calloc((size_t)n, sizeof *v);
+    if (v == NULL)
+        return tl_est_hosts_fail(est, tl_error_oom());
+    for (int r = est->first; r < est->first + est->Rl; r++) {
+        const tl_worker *w = &est->workers[r];
+        int64_t *s = v + (int64_t)r * S_N;
+        s[S_LAST_LOSS] = dbits((double)w->last_loss);
+        s[S_LOSS_SUM] = dbits(w->loss_sum);
+        s[S_STEPS] = w->steps_run;
+        s[S_ENDED] = w->ended;
+        s[S_WAIT] = w->wait_ns;
+        s[S_START_WAIT] = w->start_wait_ns;
+        s[S_EVAL_LOSS] = dbits(w->eval_loss_sum);
+        s[S_CORRECT] = w->eval_correct;
+        s[S_SCORED] = w->scored_len;
+        s[S_STOPPED] = w->pred_stopped;
+    }
+    tl_status st = tl_est_hosts_merge(est, v, n);
+    for (int r = 0; r < est->R && st == TL_OK; r++) {
+        if (r >= est->first && r < est->first + est->Rl)
+            continue;
+        tl_worker *w = &est->workers[r];
+        const int64_t *s = v + (int64_t)r * S_N;
+        w->last_loss = (float)bitsd(s[S_LAST_LOSS]);
+        w->loss_sum = bitsd(s[S_LOSS_SUM]);
+        w->steps_run = s[S_STEPS];
+        w->ended = s[S_ENDED] != 0;
+        w->wait_ns = s[S_WAIT];
+        w->start_wait_ns = s[S_START_WAIT];
+        w->eval_loss_sum = bitsd(s[S_EVAL_LOSS]);
+        w->eval_correct = s[S_CORRECT];
+        w->scored_len = s[S_SCORED];
+        w->pred_stopped = s[S_STOPPED] != 0;
+    }
+    tl_free(v);
+    return st;
+}
+
+tl_status tl_est_hosts_init(tl_estimator *est, tl_comm *hosts)
+{
+    est->H = 1;
+    est->host = 0;
+    est->first = 0;
+    est->Rl = est->R;
+    if (hosts == NULL)
+        return TL_OK;
+    if (tl_comm_local_ranks(hosts) != 1)
+        return tl_error(TL_EINVAL, "tl_estimator_options.hosts must join the processes one rank each (a host is a "
+                                   "process); this process plays %d ranks", tl_comm_local_ranks(hosts));
+    int P = tl_comm_processes(hosts);
+    const tl_run_config *rc = &est->rc;
+    /* The hosts' own communicator first: it is collective, and every later
+     * check that fails on one host tells the others through it. */
+    tl_status st = P > 1 ? tl_comm_create_like(hosts, 1, &est->hcomm) : TL_OK;
+    if (st != TL_OK)
+        return st;
+    if (rc->num_hosts != P)
+        st = tl_error(TL_EINVAL, "num_hosts is %lld but %d process%s joined as hosts (tl_estimator_options.hosts): run "
+                                 "one process per host (mpirun -np %lld), or set num_hosts %d",
+                      (long long)rc->num_hosts, P, P == 1 ? "" : "es", (long long)rc->num_hosts, P);
+    else if (P > 1 && !rc->use_tpu)
+        st = tl_error(TL_EINVAL, "use_tpu false is the plain Estimator on one host; %d processes joined as hosts", P);
+    else if (P > 1 && est->opt.embedding != NULL)
+        st = tl_error(TL_EINVAL, "embedding tables over several hosts are not built yet: run the embedding model "
+                                 "with one process (num_hosts 1), or %d hosts without embedding tables", P);
+    if (P == 1)
+        return st;
+    est->H = P;
+    est->host = tl_comm_process(hosts);
+    est->Rl = tl_topology_replicas_per_host(est->topo);
+    est->first = est->host * est->Rl;
+    if (st == TL_OK && est->Rl < 1)
+        st = tl_error(TL_EINVAL, "a replica spans hosts (num_cores_per_replica > devices per host): not built yet");
+    return st != TL_OK ? tl_est_hosts_fail(est, st) : TL_OK;
+}
+
+tl_status tl_est_hosts_handshake(tl_estimator *est)
+{
+    if (est->H == 1)
+        return TL_OK;
+    /* Every host's configuration digest, compared with host 0's. */
+    enum { W = 8 };
+    int64_t *v = tl_calloc((size_t)est->H * W, sizeof *v);
+    if (v == NULL)
+        return tl_est_hosts_fail(est, tl_error_oom());
+    memcpy(v + (int64_t)est->host * W, est->config_sha256, W * sizeof *v);
+    tl_status st = tl_est_hosts_merge(est, v, (int64_t)est->H * W);
+    for (int h = 1; h < est->H && st == TL_OK; h++)
+        if (memcmp(v, v + (int64_t)h * W, W * sizeof *v) != 0) {
+            char a[65], b[65];
+            memcpy(a, v, 64);
+            memcpy(b, v + (int64_t)h * W, 64);
+            a[64] = b[64] = '\0';
+            st = tl_error(TL_EINVAL, "host %d runs another configuration than host 0 (config_sha256 %.12s... "
+                                     "against %.12s...): every host must run the same configuration, model and "
+                                     "optimizer", h, b, a);
+        }
+    tl_free(v);
+    return st;
+}
+
+tl_status tl_est_hosts_check_plan(const tl_estimator *est, const tl_input_plan *p)
+{
+    if (est->H == 1)
+        return TL_OK;
+    if (!p->on_device)
+        return tl_error(TL_EINVAL, "the %s input runs on the CPU path (the plain Estimator: use_tpu or eval_on_tpu "
+                                   "false), which is one host's; %d processes joined as hosts", tl_mode_name(p->mode),
+                        est->H);
+    if (p->mode == TL_MODE_PREDICT)
+        return tl_error(TL_EINVAL, "prediction over several processes is not built yet: predict with one process "
+                                   "(num_hosts 1) from the checkpoint the hosts trained");
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *c = &p->calls[i];
+        int lo = c->host * est->Rl, hi = lo + est->Rl;
+        if (c->first_replica < lo || c->first_replica + c->num_replicas > hi)
+            return tl_error(TL_EINVAL, "the %s input (%s) feeds replicas %d to %d from invocation %d on host %d; over "
+                                       "several processes each host feeds its own replicas (PER_HOST_V1, PER_HOST_V2, "
+                                       "PER_SHARD_V1): %s from host 0 is not built yet",
+                            tl_mode_name(p->mode), tl_input_plan_mode_name(p), c->first_replica,
+                            c->first_replica + c->num_replicas - 1, c->index, c->host, tl_input_plan_mode_name(p));
+    }
+    return TL_OK;
+}
