@@ -47,6 +47,8 @@ tl_status cli_hosts_join(void);
 /* Tags the log lines and errors with the job's name and this host. */
 void cli_hosts_name(const char *job_name);
 tl_comm *cli_hosts(void);   /* NULL on one host */
+/* The command fails on this host: the others are told (their waits end). */
+void cli_hosts_abort(tl_status st, const char *msg);
 int cli_hosts_count(void);
 bool cli_host0(void);       /* host 0, or the only one: it prints the results */
 const char *cli_hosts_tag(void); /* "job/host h of H", NULL on one host */

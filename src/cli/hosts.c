@@ -35,7 +35,17 @@ tl_status cli_hosts_join(void)
         return st;
     host = tl_comm_process(hosts);
     nhosts = tl_comm_processes(hosts);
+    cli_hosts_name(NULL);
     return TL_OK;
+}
+
+void cli_hosts_abort(tl_status st, const char *msg)
+{
+    /* The others may be waiting for this host in a collective: they fail
+     * with this message, naming this process, and no process waits in
+     * MPI_Finalize for another that never comes (comm.h). */
+    if (hosts != NULL && tl_comm_status(hosts) == TL_OK)
+        tl_comm_abort(hosts, st, msg);
 }
 
 void cli_hosts_name(const char *job_name)

@@ -21,20 +21,23 @@ extern char **environ;
 
 int cli_fail(tl_status st)
 {
-    const char *tag = cli_hosts_tag();
-    fprintf(stderr, "error%s%s%s: %s\n", tag ? " [" : "", tag ? tag : "", tag ? "]" : "",
-            tl_last_error()[0] ? tl_last_error() : tl_strerror(st));
+    const char *tag = cli_hosts_tag(), *msg = tl_last_error()[0] ? tl_last_error() : tl_strerror(st);
+    fprintf(stderr, "error%s%s%s: %s\n", tag ? " [" : "", tag ? tag : "", tag ? "]" : "", msg);
+    cli_hosts_abort(st, msg);
     return tl_status_is_input_error(st) ? EXIT_BAD_INPUT : EXIT_RUNTIME;
 }
 
 int cli_usage_error(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(run `tpuloop help` for usage)\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    const char *tag = cli_hosts_tag();
+    fprintf(stderr, "error%s%s%s: %s\n(run `tpuloop help` for usage)\n", tag ? " [" : "", tag ? tag : "", tag ? "]" : "",
+            msg);
+    cli_hosts_abort(TL_EINVAL, msg);
     return EXIT_BAD_INPUT;
 }
 
@@ -232,7 +235,7 @@ static tl_status reuse_model_dir(tl_config *cfg)
     if (st != TL_OK || !found || (st = tl_config_resolve(cfg)) != TL_OK)
         return st;
     char *conflicts = NULL;
-    if (tl_config_model_dir_conflicts(cfg, &conflicts) == TL_OK && conflicts != NULL)
+    if (tl_config_model_dir_conflicts(cfg, &conflicts) == TL_OK && conflicts != NULL && cli_host0())
         fprintf(stderr, "warning: this run differs from its model_dir's configuration:\n%s", conflicts);
     tl_free_string(conflicts);
     return TL_OK;

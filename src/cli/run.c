@@ -98,21 +98,26 @@ static void on_train_start(const tl_job_train_start *s, void *user)
             s->iterations_per_loop.unit == TL_IPL_COUNT ? " steps" : " s");
 }
 
-/* Under a launcher num_hosts is the number of processes it started: the
- * default, and a model_dir's value (a deployment is not the model's), give
- * way to it; a value the user gave must equal it. */
+/* num_hosts is the number of processes the launcher started (1 without
+ * one): the default, and a model_dir's value (a deployment is not the
+ * model's: a run may resume on more or fewer hosts), give way to it. Under
+ * a launcher a value the user gave must equal it; alone, a value the user
+ * gave runs that many hosts side by side in this process. */
 static int hosts_config(tl_config *cfg)
 {
     int P = cli_hosts_count();
     const tl_run_config *r = tl_config_get(cfg);
     cli_hosts_name(r->tpu.tpu_job_name);
-    if (cli_hosts() == NULL || r->num_hosts == P)
+    if (r->num_hosts == P)
         return 0;
     tl_config_source src;
     const char *from = "default";
     if (tl_config_source_of(cfg, "num_hosts", &src, &from) != TL_OK)
         return cli_fail(TL_EUNKNOWN);
-    if (src == TL_SOURCE_FILE || src == TL_SOURCE_ENV || src == TL_SOURCE_FLAG)
+    bool given = src == TL_SOURCE_FILE || src == TL_SOURCE_ENV || src == TL_SOURCE_FLAG;
+    if (given && cli_hosts() == NULL)
+        return 0;
+    if (given)
         return cli_usage_error("num_hosts is %lld (%s) but the launcher started %d process%s, one per host: start "
                                "%lld (mpirun -np %lld), or leave num_hosts out", (long long)r->num_hosts, from, P,
                                P == 1 ? "" : "es", (long long)r->num_hosts, (long long)r->num_hosts);

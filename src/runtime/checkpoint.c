@@ -418,6 +418,21 @@ static void diff_json(tl_strbuf *sb, const char *prefix, const json_t *a, const 
     }
 }
 
+/* Whether two topologies (topology_json) train the same bits: the same
+ * replicas and cores per replica. The hosts they are spread over do not
+ * count: the reductions keep the global replica order (comm.h). */
+static bool same_replicas(const char *a, const char *b)
+{
+    json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+    bool same = ja != NULL && jb != NULL;
+    static const char *const keys[] = {"replicas", "cores_per_replica"};
+    for (int k = 0; k < 2 && same; k++)
+        same = json_equal(json_object_get(ja, keys[k]), json_object_get(jb, keys[k]));
+    json_decref(ja);
+    json_decref(jb);
+    return same;
+}
+
 /* The variables fit, so a checkpoint written with another configuration or
  * topology loads; the warning says what differs. */
 static void warn_identity(const tl_estimator *est, const tl_ckpt_reader *r, const char *path)
@@ -435,7 +450,7 @@ static void warn_identity(const tl_estimator *est, const tl_ckpt_reader *r, cons
         if (sb.len == 0)
             tl_strbuf_append(&sb, "config_sha256 differs");
     }
-    if (topo != NULL && strcmp(topo, est->topology_json) != 0)
+    if (topo != NULL && !same_replicas(topo, est->topology_json))
         tl_strbuf_appendf(&sb, "%stopology: %s -> %s", sb.len ? "; " : "", topo, est->topology_json);
     if (sb.len > 0 && sb.data != NULL)
         tl_log(TL_LOG_WARN, "checkpoint %s: the checkpoint was written with another configuration (%s); its "

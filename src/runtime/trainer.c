@@ -19,8 +19,14 @@
 
 static void worker_fail(tl_worker *w, tl_status st)
 {
-    w->status = st;
-    snprintf(w->err, sizeof w->err, "replica %d: %s", w->rank, tl_last_error());
+    /* A closed infeed is the input's error, which is what the other hosts'
+     * replicas should hear of. */
+    tl_status ist = tl_infeed_failed(w->est);
+    if (ist != TL_OK)
+        snprintf(w->err, sizeof w->err, "%s", tl_last_error());
+    else
+        snprintf(w->err, sizeof w->err, "replica %d: %s", w->rank, tl_last_error());
+    w->status = ist != TL_OK ? ist : st;
     /* Replicas waiting in a collective or for a batch stop too; the host
      * reports this root cause before their "aborted" / "infeed closed". */
     tl_comm_abort(w->est->comm, st, w->err);
