@@ -281,3 +281,51 @@ void tc_write_tiny_mnist(const char *dir, int n_train, int n_test, int side)
     write_split(dir, "train", n_train, side, 1);
     write_split(dir, "t10k", n_test, side, 2);
 }
+
+tc_result tc_mpirun(const char *launch, int limit_s)
+{
+    /* "@tpuloop" in launch is the binary (an MPMD launch names it twice). */
+    size_t cap = strlen(launch) * 2 + 16 * strlen(binary()) + 1024, n = 0;
+    char *tail = malloc(cap);
+    cr_assert_not_null(tail);
+    for (const char *p = launch; *p != '\0';) {
+        if (strncmp(p, "@tpuloop", 8) == 0) {
+            n += (size_t)snprintf(tail + n, cap - n, "%s", binary());
+            p += 8;
+        } else {
+            tail[n++] = *p++;
+        }
+        cr_assert(n < cap - 1);
+    }
+    tail[n] = '\0';
+    /* Open MPI's own leaks are not ours (tests/mpi/lsan.supp; test_mpi.c). */
+    char *args = NULL;
+    cr_assert(asprintf(&args, "LSAN_OPTIONS=suppressions=tests/mpi/lsan.supp:print_suppressions=0 "
+                              "OMPI_MCA_mca_base_component_disable_dlclose=1 "
+                              "ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 "
+                              "timeout -k 5 %d mpirun --allow-run-as-root --oversubscribe %s </dev/null",
+                       limit_s, tail) > 0);
+    free(tail);
+    char out[] = "/tmp/tpuloop-cli-out-XXXXXX", err[] = "/tmp/tpuloop-cli-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "env -u TPULOOP_DEVICE_COUNT -u TF_CONFIG %s >%s 2>%s", args, out, err) > 0);
+    int rc = system(cmd);
+    tc_result r = {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0, tc_slurp(out), tc_slurp(err)};
+    cr_assert(r.out != NULL && r.err != NULL);
+    unlink(out);
+    unlink(err);
+    cr_assert_neq(r.status, 124, "timed out after %d s: %s\n%s%s", limit_s, cmd, r.out, r.err);
+    check_clean(&r, args);
+    free(cmd);
+    free(args);
+    return r;
+}
+
+const char *tc_binary(void)
+{
+    return binary();
+}

@@ -30,6 +30,13 @@ tc_result tc_run(const char *env, const char *args);
 tc_result tc_runf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tc_done(tc_result *r);
 
+/* Runs `mpirun --allow-run-as-root --oversubscribe LAUNCH` (launch names the
+ * binary as "@tpuloop": "-np 2 @tpuloop train ..."), with no standard input,
+ * under `timeout` of limit_s seconds: a launch that hangs fails the test. */
+tc_result tc_mpirun(const char *launch, int limit_s);
+/* The binary's path. */
+const char *tc_binary(void);
+
 /* stdout as one JSON value; fails the test when it is not. */
 json_t *tc_json(const tc_result *r);
 

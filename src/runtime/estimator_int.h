@@ -154,6 +154,7 @@ struct tl_estimator {
      * every replica. */
     int H, host, first, Rl;
     bool agree_end;            /* a training input that may end: the replicas agree on the step it does */
+    bool same_error;           /* the call's error is one every host met alike (tl_est_hosts_same) */
     int started;               /* workers running */
     int64_t global_step;
     /* The command of the current device loop, written by the host before `go`. */
@@ -318,8 +319,12 @@ tl_status tl_est_hosts_bcast(tl_estimator *est, int64_t *v, int n);
  * evaluation counts, infeed waits) into est->workers. */
 tl_status tl_est_hosts_merge_stats(tl_estimator *est);
 /* An error on this host ends the others: they fail with it in their next
- * exchange. st is returned. */
+ * exchange. st is returned. Not for an error that tl_est_hosts_same marked:
+ * one that every host meets alike (a check of the configuration or of
+ * arguments that every host shares) before any exchange of the call, which
+ * leaves the hosts able to go on. */
 tl_status tl_est_hosts_fail(tl_estimator *est, tl_status st);
+tl_status tl_est_hosts_same(tl_estimator *est, tl_status st);
 
 /* ---- checkpoint.c -------------------------------------------------------- */
 

@@ -7,6 +7,9 @@
 
 #include "estimator_int.h"
 
+/* An error every host meets alike: it ends no other host's call. */
+#define SAME(st) tl_est_hosts_same(est, (st))
+
 /* Concatenates the replicas' scored examples step by step in replica order
  * (the order of §7's outfeed) and computes the AUC. */
 static tl_status gather_auc(tl_estimator *est, int64_t steps, tl_eval_result *res)
@@ -183,30 +186,30 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
     memset(res, 0, sizeof *res);
     const tl_run_config *rc = &est->rc;
     if (!rc->eval_batch_size.set)
-        return tl_error(TL_EINVAL, "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate is "
-                                   "running on TPU. (set eval_batch_size)");
+        return SAME(tl_error(TL_EINVAL, "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate is "
+                                   "running on TPU. (set eval_batch_size)"));
     /* The plain Estimator's path (use_tpu false, or eval_on_tpu false off
      * the one-core context) needs no eval_steps: it reads to the end. */
     bool cpu = !rc->use_tpu || (!rc->eval_on_tpu && !tl_topology_one_core(est->topo));
     if (!rc->eval_steps.set && !cpu)
-        return tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set eval_steps)");
+        return SAME(tl_error(TL_EINVAL, "Evaluate `steps` must be set on TPU. Cannot be `None`. (set eval_steps)"));
     tl_status st = data != NULL ? tl_est_prepare(est, data) : tl_est_input_prepare(est, TL_MODE_EVAL, in);
     if (st != TL_OK)
         return st;
     if (est->have_eval && est->eval_cpu)
         return evaluate_cpu(est, data, in, rc->eval_steps.set ? rc->eval_steps.value : INT64_MAX, res);
     if (!est->have_eval && (st = tl_est_plan_error(est, TL_MODE_EVAL)) != TL_OK)
-        return st;
+        return SAME(st);
     if (!est->have_eval)
-        return tl_error(TL_EINVAL, "eval_batch_size was set after the model was first traced; set it in the "
-                                   "configuration the estimator was created with");
+        return SAME(tl_error(TL_EINVAL, "eval_batch_size was set after the model was first traced; set it in the "
+                                        "configuration the estimator was created with"));
     /* Examples per step, all replicas (BROADCAST's share one batch). */
     int64_t G = est->infeed.plan[TL_MODE_EVAL]->global_batch_size, steps = rc->eval_steps.value;
     if (data != NULL && data->num_examples < steps * G)
-        return tl_error(TL_EINVAL, "evaluation needs %lld batches of %lld examples but the data has %lld examples "
-                                   "(%lld whole batches)",
-                        (long long)steps, (long long)G, (long long)data->num_examples,
-                        (long long)(data->num_examples / G));
+        return SAME(tl_error(TL_EINVAL, "evaluation needs %lld batches of %lld examples but the data has %lld "
+                                        "examples (%lld whole batches)",
+                             (long long)steps, (long long)G, (long long)data->num_examples,
+                             (long long)(data->num_examples / G)));
     int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
     int64_t per_replica = steps * est->eval.batch;
     for (int r = 0; C <= 2 && r < est->R; r++) {
@@ -324,21 +327,21 @@ static tl_status reserve_predictions(tl_estimator *est, int64_t n)
 /* §8 in device loops of iterations_per_loop steps: after each, the host
  * appends the real rows in (step, replica) order — the input order — and
  * stops after the loop that ran the stop batch. */
-static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
-                              tl_predict_result *res)
+static tl_status predict_run(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+                             tl_predict_result *res)
 {
     memset(res, 0, sizeof *res);
     if (!est->rc.predict_batch_size.set)
-        return tl_error(TL_EINVAL, "predict_batch_size in TPUEstimator constructor cannot be `None` if .predict is "
-                                   "running on TPU. (set predict_batch_size)");
+        return SAME(tl_error(TL_EINVAL, "predict_batch_size in TPUEstimator constructor cannot be `None` if .predict is "
+                                   "running on TPU. (set predict_batch_size)"));
     tl_status st = data != NULL ? tl_est_prepare(est, data) : tl_est_input_prepare(est, TL_MODE_PREDICT, in);
     if (st != TL_OK)
         return st;
     if (!est->have_predict && (st = tl_est_plan_error(est, TL_MODE_PREDICT)) != TL_OK)
-        return st;
+        return SAME(st);
     if (!est->have_predict)
-        return tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in the "
-                                   "configuration the estimator was created with");
+        return SAME(tl_error(TL_EINVAL, "predict_batch_size was set after the model was first traced; set it in "
+                                        "the configuration the estimator was created with"));
     /* No examples in memory: no first batch to repeat as the stop batch, so
      * nothing runs and the result is empty. */
     if (data != NULL && data->num_examples == 0) {
@@ -407,6 +410,13 @@ static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, co
     res->padded_rows = padded;
     res->global_step = est->global_step;
     return TL_OK;
+}
+
+/* An error on one host ends the call on every host (hosts.c). */
+static tl_status predict_impl(tl_estimator *est, const tl_labeled_data *data, const tl_input *in,
+                              tl_predict_result *res)
+{
+    return tl_est_hosts_fail(est, predict_run(est, data, in, res));
 }
 
 tl_status tl_estimator_predict(tl_estimator *est, const tl_labeled_data *data, tl_predict_result *res)

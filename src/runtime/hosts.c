@@ -50,9 +50,17 @@ tl_status tl_est_hosts_bcast(tl_estimator *est, int64_t *v, int n)
     return tl_comm_broadcast(est->hcomm, est->host, v, n, TL_COMM_I64, 0);
 }
 
+tl_status tl_est_hosts_same(tl_estimator *est, tl_status st)
+{
+    est->same_error = st != TL_OK;
+    return st;
+}
+
 tl_status tl_est_hosts_fail(tl_estimator *est, tl_status st)
 {
-    if (est->H == 1 || st == TL_OK)
+    bool same = est->same_error;
+    est->same_error = false;
+    if (est->H == 1 || st == TL_OK || same)
         return st;
     /* The message is this host's error; the others see it as "process p
      * (...): message". A communicator that failed already keeps its cause. */

@@ -196,17 +196,20 @@ static tl_status train_run(tl_estimator *est, const tl_labeled_data *data, int64
     memset(res, 0, sizeof *res);
     const tl_run_config *rc = &est->rc;
     bool ends = data != NULL ? epochs > 0 : in->finite;
+    /* Errors every host meets alike end no other host's call. */
     if (rc->use_tpu && !rc->train_steps.set && !rc->max_steps.set && !ends)
-        return tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
-                                   "`None`. (set train_steps or max_steps, or epochs for an input that ends)");
+        return tl_est_hosts_same(est, tl_error(TL_EINVAL, "For TPU training, one of `steps` or `max_steps` must be "
+                                                          "set. Cannot be both `None`. (set train_steps or "
+                                                          "max_steps, or epochs for an input that ends)"));
     if (epochs < 0)
-        return tl_error(TL_EINVAL, "epochs must be >= 0 (0: without end), got %lld", (long long)epochs);
+        return tl_est_hosts_same(est, tl_error(TL_EINVAL, "epochs must be >= 0 (0: without end), got %lld",
+                                               (long long)epochs));
     tl_status st = tl_host_call_check_every_n(rc->tpu.experimental_host_call_every_n_steps);
     if (st != TL_OK)
-        return st;
+        return tl_est_hosts_same(est, st);
     tl_ckpt_schedule ck;
     if ((st = tl_ckpt_schedule_init(&ck, rc->save_checkpoints_steps, rc->save_checkpoints_secs)) != TL_OK)
-        return st;
+        return tl_est_hosts_same(est, st);
     if ((st = data != NULL ? tl_est_prepare(est, data) : input_prepare(est, TL_MODE_TRAIN, in)) != TL_OK)
         return st;
     /* Examples per step, all replicas: BROADCAST's replicas share one batch. */

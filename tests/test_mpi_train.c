@@ -1,0 +1,452 @@
+/*
+ * test_mpi_train.c — training over MPI processes, one host each: `tpuloop
+ * train` under mpirun (and tests/mpi/estimator_check.c, the C API), always
+ * under `timeout` and with no standard input (tc_mpirun), over shared memory
+ * and over TCP loopback (--mca btl tcp,self).
+ *
+ * What a user relies on: 1 host x 4 devices, 2 x 2 and 4 x 1 train the same
+ * bits; each host runs exactly its own input_fn invocations of the mode's
+ * plan (spec tpu_estimator.md §4.1) and no other; a checkpoint written by 2
+ * hosts resumes on 1 and on 4 as if never stopped; one host's failure ends
+ * every host with a message naming it.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "test_cli_util.h"
+#include "tpuloop/tpuloop.h"
+
+/* The MLP on the planted synthetic problem, small enough for many runs. */
+#define MLP                                                                                                      \
+    "train --model_name=mlp --dataset=synthetic --synthetic_examples=4096 --synthetic_eval_examples=512 "        \
+    "--train_batch_size=64 --tf_random_seed=3 --iterations_per_loop=10 --train_steps=30 "                       \
+    "--log_step_count_steps=1000"
+
+/* The one JSON line of a run that passed, and its params_digest. */
+static void digest_of(const tc_result *r, const char *what, char out[65])
+{
+    cr_assert_eq(r->status, 0, "%s\n%s%s", what, r->out, r->err);
+    const char *nl = strchr(r->out, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "%s: host 0 alone prints the result, one line:\n%s", what, r->out);
+    json_t *j = tc_json(r);
+    const char *d = json_string_value(json_object_get(j, "params_digest"));
+    cr_assert_not_null(d, "%s", r->out);
+    snprintf(out, 65, "%s", d);
+    json_decref(j);
+}
+
+Test(mpi_train, the_mlp_trains_the_same_bits_on_1x4_2x2_and_4x1)
+{
+    tc_result r = tc_runf("%s --devices=4", MLP);
+    char want[65], got[65];
+    digest_of(&r, "1 x 4", want);
+    tc_done(&r);
+    static const char *const launches[] = {
+        "-np 2 @tpuloop " MLP " --devices=2",                     /* shared memory */
+        "-np 2 --mca btl tcp,self @tpuloop " MLP " --devices=2",  /* TCP loopback */
+        "-np 4 --mca btl tcp,self @tpuloop " MLP " --devices=1",
+    };
+    for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) {
+        r = tc_mpirun(launches[i], 120);
+        digest_of(&r, launches[i], got);
+        cr_assert_str_eq(got, want, "%s: other bits than one host of 4 devices", launches[i]);
+        cr_assert(strstr(r.err, "on 4 devices (") != NULL, "%s\n%s", launches[i], r.err);
+        tc_done(&r);
+    }
+    /* The hosts side by side in one process are the same hosts. */
+    r = tc_runf("%s --devices=2 --num_hosts=2", MLP);
+    digest_of(&r, "2 simulated hosts", got);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+}
+
+Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
+{
+    /* TensorFlow evaluates on several hosts with PER_HOST_V2 only. */
+    const char *flags = "--per_host_input_for_training=PER_HOST_V2 --eval_batch_size=128 --eval_steps=3";
+    tc_result one = tc_runf("%s %s --devices=4", MLP, flags);
+    cr_assert_eq(one.status, 0, "%s", one.err);
+    json_t *a = json_object_get(tc_json(&one), "eval");
+    char launch[1024];
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2", MLP, flags);
+    tc_result two = tc_mpirun(launch, 120);
+    cr_assert_eq(two.status, 0, "%s", two.err);
+    json_t *b = json_object_get(tc_json(&two), "eval");
+    cr_assert_not_null(a);
+    cr_assert(json_equal(a, b), "%s\n%s", one.out, two.out);
+    cr_assert_eq(json_integer_value(json_object_get(b, "examples")), 384);
+    tc_done(&one);
+    tc_done(&two);
+}
+
+/* ---- the C API: each host's invocations of the plan ------------------------ */
+
+/* The lines of out that start with prefix, sorted, joined. */
+static char *lines_with(const char *out, const char *prefix)
+{
+    char *copy = strdup(out), *save = NULL, *v[256];
+    int n = 0;
+    for (char *l = strtok_r(copy, "\n", &save); l != NULL && n < 256; l = strtok_r(NULL, "\n", &save))
+        if (strncmp(l, prefix, strlen(prefix)) == 0)
+            v[n++] = l;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+            char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    size_t cap = 1;
+    for (int i = 0; i < n; i++)
+        cap += strlen(v[i]) + 1;
+    char *s = calloc(cap, 1);
+    for (int i = 0; i < n; i++) {
+        strcat(s, v[i]);
+        strcat(s, "\n");
+    }
+    free(copy);
+    return s;
+}
+
+static char *program(void)
+{
+    const char *cli = tc_binary(), *slash = strrchr(cli, '/');
+    char *p = NULL;
+    cr_assert(asprintf(&p, "%.*s/../tests/mpi_estimator_check", slash ? (int)(slash - cli) : 0, cli) > 0);
+    return p;
+}
+
+/* What host h of a mode's plan on 2 hosts x 2 devices calls: the plan's
+ * invocations on host h, in the program's format. */
+static char *expected_calls(const char *input_mode, tl_mode mode, int h)
+{
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"train_batch_size\": 64, \"eval_batch_size\": 32, \"devices\": 2, \"num_hosts\": 2,"
+             " \"tpu_config\": {\"per_host_input_for_training\": \"%s\"}}", input_mode);
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    cr_assert_eq(tl_config_load_json(cfg, json, strlen(json), "t"), TL_OK);
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    tl_topology *topo;
+    cr_assert_eq(tl_topology_create(tl_config_get(cfg), NULL, &topo), TL_OK);
+    tl_input_plan *p;
+    cr_assert_eq(tl_input_plan_create(topo, tl_config_get(cfg), mode, &p), TL_OK, "%s", tl_last_error());
+    char *s = calloc(4096, 1);
+    size_t n = 0;
+    for (int i = 0; i < p->input_fn_calls; i++) {
+        const tl_input_call *c = &p->calls[i];
+        if (c->host == h)
+            n += (size_t)snprintf(s + n, 4096 - n, "host %d: call %s %d %d %d %d %d %lld\n", h, tl_mode_name(mode),
+                                  c->host, c->index, p->input_fn_calls, c->num_replicas, c->first_replica,
+                                  (long long)p->input_fn_batch_size);
+    }
+    tl_input_plan_destroy(p);
+    tl_topology_destroy(topo);
+    tl_config_destroy(cfg);
+    return s;
+}
+
+Test(mpi_train, each_host_calls_exactly_its_invocations_of_the_plan)
+{
+    static const char *const modes[] = {"PER_HOST_V1", "PER_HOST_V2", "PER_SHARD_V1"};
+    char *prog = program();
+    for (int m = 0; m < 3; m++) {
+        char launch[1024];
+        snprintf(launch, sizeof launch, "-np 2 %s %s 2 2 mpi", prog, modes[m]);
+        tc_result r = tc_mpirun(launch, 120);
+        cr_assert_eq(r.status, 0, "%s\n%s%s", launch, r.out, r.err);
+        /* The same program alone, the two hosts side by side: the same bits. */
+        char alone[1024];
+        snprintf(alone, sizeof alone, "%s %s 2 2 </dev/null 2>&1", prog, modes[m]);
+        FILE *f = popen(alone, "r");
+        char buf[8192] = "";
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        cr_assert_eq(pclose(f), 0, "%s\n%s", alone, buf);
+        char *d0 = lines_with(buf, "host 0: digest"), *d1 = lines_with(r.out, "host 0: digest");
+        char *d2 = lines_with(r.out, "host 1: digest");
+        cr_assert(d0[0] != '\0' && strcmp(d0, d1) == 0, "%s: one process\n%s\ntwo\n%s", modes[m], buf, r.out);
+        cr_assert_str_eq(d1 + 6, d2 + 6, "%s: the hosts disagree\n%s", modes[m], r.out);
+        for (int h = 0; h < 2; h++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "host %d: call", h);
+            char *got = lines_with(r.out, prefix);
+            /* The training plan's invocations, each once, after the first's
+             * shape probe; PER_HOST_V2 evaluates on both hosts too. */
+            char *train = expected_calls(modes[m], TL_MODE_TRAIN, h);
+            char *eval = m == 1 ? expected_calls(modes[m], TL_MODE_EVAL, h) : strdup("");
+            char *first = strchr(train, '\n');
+            char want[8192];
+            snprintf(want, sizeof want, "%s%.*s%s", eval, (int)(first - train + 1), train, train);
+            char *sorted = lines_with(want, prefix);
+            cr_assert_str_eq(got, sorted, "%s host %d:\n%s", modes[m], h, r.out);
+            free(got);
+            free(train);
+            free(eval);
+            free(sorted);
+        }
+        free(d0);
+        free(d1);
+        free(d2);
+        tc_done(&r);
+    }
+    free(prog);
+}
+
+Test(mpi_train, broadcast_over_processes_is_refused_on_every_host)
+{
+    char *prog = program(), launch[1024];
+    snprintf(launch, sizeof launch, "-np 2 %s BROADCAST 2 2 mpi", prog);
+    tc_result r = tc_mpirun(launch, 60);
+    cr_assert_neq(r.status, 0);
+    for (int h = 0; h < 2; h++) {
+        char want[64];
+        snprintf(want, sizeof want, "host %d: error train: the train input (BROADCAST)", h);
+        cr_assert(strstr(r.out, want) != NULL, "%s%s", r.out, r.err);
+    }
+    tc_done(&r);
+    free(prog);
+}
+
+/* ---- files, checkpoints, the end of the input ------------------------------ */
+
+/* A tiny Fashion-MNIST as 4 TFRecord shards in a new directory. */
+static char *tfrecord_shards(void)
+{
+    char *dir = tc_tmpdir();
+    tc_write_tiny_mnist(dir, 1024, 64, 8);
+    tc_result r = tc_runf("data convert --from=idx %s/train-images-idx3-ubyte --labels=%s/train-labels-idx1-ubyte "
+                          "--out=%s/train.tfrecord --shards=4",
+                          dir, dir, dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    return dir;
+}
+
+#define FILES_FLAGS                                                                                              \
+    "train --model_name=mlp --dataset=tfrecord --files=%s/train-*-of-00004.tfrecord --shuffle_buffer_size=64 "  \
+    "--features='{\"image\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\", \"shape\": [64]}, "          \
+    "\"label\": {\"type\": \"FixedLenFeature\", \"dtype\": \"int64\"}}' --scale=0.0039 --train_batch_size=32 "  \
+    "--tf_random_seed=5 --iterations_per_loop=5 --per_host_input_for_training=PER_SHARD_V1 "                   \
+    "--log_step_count_steps=1000"
+
+Test(mpi_train, files_read_per_replica_train_the_same_bits_to_the_end_of_the_input)
+{
+    char *dir = tfrecord_shards();
+    char flags[2048], launch[2300], want[65], got[65];
+    /* One epoch: the input ends where the first replica's invocation ends,
+     * on every host at the same step. */
+    snprintf(flags, sizeof flags, FILES_FLAGS " --epochs=1", dir);
+    tc_result r = tc_runf("%s --devices=4", flags);
+    digest_of(&r, "1 x 4", want);
+    json_t *j = tc_json(&r);
+    json_int_t steps = json_integer_value(json_object_get(j, "global_step"));
+    cr_assert(json_is_true(json_object_get(j, "end_of_input")), "%s", r.out);
+    json_decref(j);
+    tc_done(&r);
+    static const char *const layouts[] = {"-np 2", "-np 4 --mca btl tcp,self"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(launch, sizeof launch, "%s @tpuloop %s --devices=%d", layouts[i], flags, i == 0 ? 2 : 1);
+        r = tc_mpirun(launch, 120);
+        digest_of(&r, launch, got);
+        cr_assert_str_eq(got, want, "%s", launch);
+        j = tc_json(&r);
+        cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), steps, "%s", r.out);
+        json_decref(j);
+        tc_done(&r);
+    }
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stopped)
+{
+    char *dir = tfrecord_shards();
+    char flags[2048], launch[2600], want[65], got[65];
+    snprintf(flags, sizeof flags, FILES_FLAGS " --epochs=null --save_checkpoints_steps=10", dir);
+    tc_result r = tc_runf("%s --devices=4 --train_steps=30", flags);
+    digest_of(&r, "uninterrupted", want);
+    tc_done(&r);
+    /* 2 hosts to step 20; the checkpoint holds every host's input positions. */
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/two", flags, dir);
+    r = tc_mpirun(launch, 120);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp -r %s/two %s/two_copy", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    r = tc_runf("%s --devices=4 --train_steps=10 --model_dir=%s/two", flags, dir);
+    digest_of(&r, "resumed on 1 host", got);
+    cr_assert_str_eq(got, want);
+    cr_assert(strstr(r.err, "will not repeat") == NULL, "the replicas are the same: %s", r.err);
+    tc_done(&r);
+    snprintf(launch, sizeof launch, "-np 4 @tpuloop %s --devices=1 --train_steps=10 --model_dir=%s/two_copy", flags,
+             dir);
+    r = tc_mpirun(launch, 120);
+    digest_of(&r, "resumed on 4 hosts", got);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* ---- failures -------------------------------------------------------------- */
+
+Test(mpi_train, hosts_started_with_different_configurations_fail_naming_the_field)
+{
+    tc_result r = tc_mpirun("-np 1 @tpuloop " MLP " --devices=2 --learning_rate=0.1 : -np 1 @tpuloop " MLP
+                            " --devices=2 --learning_rate=0.2",
+                            60);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "hosts run different jobs: host 1 differs from host 0 in \"model.learning_rate\"") != NULL,
+              "%s", r.err);
+    cr_assert_str_eq(r.out, "", "nothing trained");
+    tc_done(&r);
+}
+
+Test(mpi_train, num_hosts_other_than_the_processes_is_refused_naming_both)
+{
+    tc_result r = tc_mpirun("-np 2 @tpuloop " MLP " --devices=2 --num_hosts=4", 60);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "num_hosts is 4 (flag --num_hosts) but the launcher started 2 processes") != NULL, "%s",
+              r.err);
+    tc_done(&r);
+}
+
+Test(mpi_train, a_host_that_cannot_open_its_input_fails_every_host)
+{
+    tc_result r = tc_mpirun("-np 1 @tpuloop " MLP " --devices=2 : -np 1 @tpuloop train --model_name=mlp "
+                            "--dataset=tfrecord --files=/nonexistent/x* --features='{\"x\": {\"type\": "
+                            "\"FixedLenFeature\", \"dtype\": \"float32\"}, \"label\": {\"type\": "
+                            "\"FixedLenFeature\", \"dtype\": \"int64\"}}' --train_steps=5 "
+                            "--train_batch_size=64 --devices=2",
+                            60);
+    cr_assert_neq(r.status, 0);
+    /* Host 1 says why; host 0 says it too, naming host 1. */
+    cr_assert(strstr(r.err, "error [tpu_worker/host 1 of 2]: file pattern \"/nonexistent/x*\" matches no file") !=
+                  NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "error [tpu_worker/host 0 of 2]: host 1: file pattern") != NULL, "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    tc_done(&r);
+}
+
+/* The pid of host `host` among the processes whose command line holds
+ * marker (the model_dir: mpirun's own line holds it too, but not the rank). */
+static int pid_of_host(const char *marker, int host)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "for p in $(pgrep -f -- '%s'); do tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | "
+             "grep -qx 'OMPI_COMM_WORLD_RANK=%d' && echo $p; done",
+             marker, host);
+    FILE *f = popen(cmd, "r");
+    int pid = 0;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = 0;
+    pclose(f);
+    return pid;
+}
+
+/* Starts 2 hosts training for long in the background (a shell that writes
+ * the launch's output and status into dir), waits for their first
+ * checkpoint and returns host 1's pid. */
+static int start_long_run(const char *dir)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "(env -u TPULOOP_DEVICE_COUNT timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
+             "%s train --model_name=mlp --dataset=synthetic --synthetic_examples=4096 --train_batch_size=64 "
+             "--tf_random_seed=3 --iterations_per_loop=10 --train_steps=10000000 --devices=2 "
+             "--save_checkpoints_steps=200 --model_dir=%s/m </dev/null >%s/out 2>%s/err; echo $? >%s/rc) &",
+             tc_binary(), dir, dir, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/m/model.ckpt-200.safetensors", dir);
+    struct stat sb;
+    double t0 = tc_now();
+    while (stat(ck, &sb) != 0 && tc_now() - t0 < 60)
+        tc_sleep(0.05);
+    cr_assert(tc_now() - t0 < 60, "no checkpoint within 60 s");
+    char marker[600];
+    snprintf(marker, sizeof marker, "--model_dir=%s/m", dir);
+    int pid = pid_of_host(marker, 1);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+/* Waits for the background run's status (at most limit seconds). */
+static int wait_rc(const char *dir, double limit, double *took)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/rc", dir);
+    double t0 = tc_now();
+    char *rc = NULL;
+    while ((rc = tc_slurp(path)) == NULL || rc[0] == '\0') {
+        free(rc);
+        rc = NULL;
+        cr_assert(tc_now() - t0 < limit, "the hosts did not stop within %g s", limit);
+        tc_sleep(0.05);
+    }
+    *took = tc_now() - t0;
+    int v = atoi(rc);
+    free(rc);
+    return v;
+}
+
+Test(mpi_train, a_killed_host_stops_every_host_and_the_last_checkpoint_resumes)
+{
+    char *dir = tc_tmpdir();
+    int pid = start_long_run(dir);
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    double took;
+    int rc = wait_rc(dir, 60, &took);
+    cr_assert_neq(rc, 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/err", dir);
+    char *err = tc_slurp(path);
+    cr_assert(strstr(err, "rank 1") != NULL && strstr(err, "signal 9") != NULL, "names the host: %s", err);
+    free(err);
+    /* A rerun resumes from the newest checkpoint, which loads. */
+    char launch[1024];
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop " MLP " --synthetic_examples=4096 --devices=2 --model_dir=%s/m",
+             dir);
+    tc_result r = tc_mpirun(launch, 120);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "resuming from") != NULL, "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, sigterm_to_one_host_checkpoints_on_every_host_and_stops_them)
+{
+    char *dir = tc_tmpdir();
+    int pid = start_long_run(dir);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    double took;
+    int rc = wait_rc(dir, 60, &took);
+    char path[600];
+    snprintf(path, sizeof path, "%s/out", dir);
+    char *out = tc_slurp(path);
+    snprintf(path, sizeof path, "%s/err", dir);
+    char *err = tc_slurp(path);
+    cr_assert_eq(rc, 0, "%s%s", out, err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert_not_null(j, "%s", out);
+    cr_assert(json_is_true(json_object_get(j, "stopped")));
+    json_int_t step = json_integer_value(json_object_get(j, "global_step"));
+    snprintf(path, sizeof path, "%s/m/model.ckpt-%lld.safetensors", dir, (long long)step);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0, "the stop step's checkpoint %s", path);
+    json_decref(j);
+    free(out);
+    free(err);
+    tc_rmtree(dir);
+    free(dir);
+}
