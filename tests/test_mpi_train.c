@@ -65,6 +65,49 @@ Test(mpi_train, the_mlp_trains_the_same_bits_on_1x4_2x2_and_4x1)
     tc_done(&r);
 }
 
+/* DLRM over 26 embedding tables, evaluated over hosts (PER_HOST_V2). */
+#define DLRM                                                                                                     \
+    "train examples/dlrm_synthetic.json --synthetic_examples=8192 --synthetic_eval_examples=1024 "              \
+    "--train_steps=30 --iterations_per_loop=10 --train_batch_size=64 --eval_batch_size=64 --eval_steps=2 "       \
+    "--per_host_input_for_training=PER_HOST_V2"
+
+Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_another_count)
+{
+    char *dir = tc_tmpdir();
+    tc_result r = tc_runf("%s --devices=4", DLRM);
+    char want[65], got[65];
+    digest_of(&r, "1 x 4", want);
+    json_t *j = tc_json(&r);
+    double auc = json_real_value(json_object_get(json_object_get(j, "eval"), "auc"));
+    json_decref(j);
+    tc_done(&r);
+    static const char *const launches[] = {
+        "-np 2 @tpuloop " DLRM " --devices=2",
+        "-np 4 --mca btl tcp,self @tpuloop " DLRM " --devices=1",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        r = tc_mpirun(launches[i], 180);
+        digest_of(&r, launches[i], got);
+        cr_assert_str_eq(got, want, "%s: other tables or weights than one host", launches[i]);
+        j = tc_json(&r);
+        cr_assert_eq(json_real_value(json_object_get(json_object_get(j, "eval"), "auc")), auc, "%s", r.out);
+        json_decref(j);
+        tc_done(&r);
+    }
+    /* 2 hosts to step 20 (the tables in host 0's checkpoint), then 1 host. */
+    char launch[1024];
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/m", DLRM, dir);
+    r = tc_mpirun(launch, 180);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    r = tc_runf("%s --devices=4 --train_steps=10 --model_dir=%s/m", DLRM, dir);
+    digest_of(&r, "resumed on 1 host", got);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
 Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
 {
     /* TensorFlow evaluates on several hosts with PER_HOST_V2 only. */

@@ -162,7 +162,39 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
     if (e->ids == NULL || e->coo == NULL || e->in == NULL || e->out == NULL || e->grad == NULL ||
         e->scratch == NULL || e->zeros == NULL || e->lrs == NULL)
         return tl_error_oom();
+    if (est->H == 1)
+        return TL_OK;
+    e->G = 0;
+    for (int f = 0; f < F; f++)
+        e->G += out_floats(c, f, est->train.batch);
+    e->all_ids = tl_malloc((size_t)(est->R * maxb * est->emb_width + 1) * sizeof *e->all_ids);
+    e->my_grads = tl_malloc((size_t)(e->G + 1) * sizeof *e->my_grads);
+    e->all_grads = tl_malloc((size_t)(est->R * e->G + 1) * sizeof *e->all_grads);
+    e->rdd = tl_calloc((size_t)est->R, sizeof *e->rdd);
+    if (e->all_ids == NULL || e->my_grads == NULL || e->all_grads == NULL || e->rdd == NULL)
+        return tl_error_oom();
     return TL_OK;
+}
+
+/* ---- several hosts -----------------------------------------------------------
+ *
+ * Each host's engine holds every table and plays every replica's tensor
+ * core: its own replicas' from their batches, the other hosts' replicas'
+ * from their ids and activation gradients, gathered from every host each
+ * step (all-gather over the replicas' communicator). So each engine sees
+ * the very enqueues and sends of the one-process run and applies the same
+ * updates in the same order: the tables are the same bits on every host
+ * and on one process. Worker j of a host plays the other hosts' replicas
+ * q with q % Rl == j. The price is each table on every host and every
+ * host's lookups and updates of every replica; owning rows per host
+ * (ids to their owners by all-to-all) is the next step. */
+
+/* Whether worker w plays replica q as another host's. */
+static bool plays(const tl_worker *w, int q)
+{
+    const tl_estimator *est = w->est;
+    bool local = q >= est->first && q < est->first + est->Rl;
+    return !local && q % est->Rl == w->rank - est->first;
 }
 
 void tl_est_emb_worker_free(tl_worker *w)
@@ -176,6 +208,10 @@ void tl_est_emb_worker_free(tl_worker *w)
     tl_free(e->scratch);
     tl_free(e->zeros);
     tl_free(e->lrs);
+    tl_free(e->all_ids);
+    tl_free(e->my_grads);
+    tl_free(e->all_grads);
+    tl_free(e->rdd);
     memset(e, 0, sizeof *e);
 }
 
@@ -204,13 +240,12 @@ static tl_status bad_ids(tl_status st, const tl_emb_config *c, const int64_t *id
     return tl_error(st, "step %lld: %s", (long long)step, tl_last_error());
 }
 
-tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t *batch_ids, tl_mode mode,
-                             int64_t step)
+/* Enqueues batch_ids (B, W) as core's step. */
+static tl_status enqueue_core(tl_worker *w, int core, const tl_mode_prog *m, const int64_t *batch_ids, tl_mode mode,
+                              int64_t step)
 {
     tl_estimator *est = w->est;
     tl_emb_engine *eng = est->opt.embedding;
-    if (eng == NULL)
-        return TL_OK;
     const tl_emb_config *c = tl_emb_engine_config(eng);
     tl_est_emb *e = &w->emb;
     int F = c->num_features;
@@ -255,8 +290,28 @@ tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t 
         col += P;
     }
     const char *emode = mode == TL_MODE_TRAIN ? "training" : "inference";
-    tl_status st = tl_emb_enqueue_batch(eng, w->rank, e->in, F, emode, B);
+    tl_status st = tl_emb_enqueue_batch(eng, core, e->in, F, emode, B);
     return st == TL_OK ? TL_OK : bad_ids(st, c, batch_ids, B, W, step);
+}
+
+tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t *batch_ids, tl_mode mode,
+                             int64_t step)
+{
+    tl_estimator *est = w->est;
+    if (est->opt.embedding == NULL)
+        return TL_OK;
+    tl_status st = enqueue_core(w, w->rank, m, batch_ids, mode, step);
+    if (st != TL_OK || est->H == 1)
+        return st;
+    /* Every replica's ids, from every host. */
+    int64_t n = m->batch * est->emb_width;
+    tl_est_emb *e = &w->emb;
+    if ((st = tl_comm_all_gather(est->comm, w->rank, batch_ids, e->all_ids, n, TL_COMM_I64)) != TL_OK)
+        return st;
+    for (int q = 0; q < est->R && st == TL_OK; q++)
+        if (plays(w, q))
+            st = enqueue_core(w, q, m, e->all_ids + q * n, mode, step);
+    return st;
 }
 
 tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
@@ -274,6 +329,14 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
     for (int f = 0; f < F; f++)
         e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;
     if ((st = tl_emb_recv_activations(eng, w->rank, &e->dd, e->out, F)) != TL_OK)
+        return st;
+    /* The other hosts' replicas: their model runs there. */
+    for (int f = 0; f < F; f++)
+        e->out[f] = e->scratch;
+    for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
+        if (plays(w, q) && (st = tl_emb_recv_dedup(eng, q, &e->rdd[q])) == TL_OK)
+            st = tl_emb_recv_activations(eng, q, &e->rdd[q], e->out, F);
+    if (st != TL_OK)
         return st;
     /* See the file's comment: inference steps keep the replicas within the
      * engine's steps in flight. */
@@ -300,7 +363,30 @@ tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, i
         if (st != TL_OK)
             return tl_callback_failed(st, "embedding_learning_rates");
     }
-    return tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
+    tl_status st = tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
+    if (st != TL_OK || est->H == 1)
+        return st;
+    /* Every replica's activation gradients, from every host. */
+    int64_t at = 0;
+    for (int f = 0; f < F; f++) {
+        int64_t k = out_floats(c, f, m->batch);
+        memcpy(e->my_grads + at, e->grad[f], (size_t)k * sizeof *e->my_grads);
+        at += k;
+    }
+    TL_ASSERT(at == e->G);
+    if ((st = tl_comm_all_gather(est->comm, w->rank, e->my_grads, e->all_grads, e->G, TL_COMM_F32)) != TL_OK)
+        return st;
+    for (int q = 0; q < est->R && st == TL_OK; q++) {
+        if (!plays(w, q))
+            continue;
+        at = q * e->G;
+        for (int f = 0; f < F; f++) {
+            e->grad[f] = e->all_grads + at;
+            at += out_floats(c, f, m->batch);
+        }
+        st = tl_emb_send_gradients(eng, q, &e->rdd[q], e->grad, F, e->lrs, e->nlr);
+    }
+    return st;
 }
 
 tl_status tl_est_emb_apply(tl_worker *w)
@@ -312,6 +398,9 @@ tl_status tl_est_emb_apply(tl_worker *w)
     tl_status st = tl_comm_barrier(est->comm, w->rank);
     if (st == TL_OK)
         st = tl_emb_apply_owned(est->opt.embedding, w->rank);
+    for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_apply_owned(est->opt.embedding, q);
     return st;
 }
 

@@ -230,6 +230,14 @@ typedef struct tl_est_emb {
     float *lrs;            /* (nlr) the step's dynamic values */
     int nlr;
     tl_emb_dedup dd;       /* the step's */
+    /* Several hosts (emb_steps.c): every replica's ids and activation
+     * gradients of the step, gathered from every host, and the step's
+     * dedup of each other host's replica this worker plays in the engine. */
+    int64_t *all_ids;      /* (R, batch * W) */
+    float *my_grads;       /* (G) this replica's, features one after another */
+    float *all_grads;      /* (R, G) */
+    int64_t G;             /* floats of one replica's activation gradients at the training batch */
+    tl_emb_dedup *rdd;     /* (R) */
 } tl_est_emb;
 
 struct tl_worker {

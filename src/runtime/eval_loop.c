@@ -228,7 +228,7 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
     if ((st = tl_outfeed_reserve(est, steps * pl->record)) != TL_OK)
         return st;
     int64_t words = (steps * pl->record + 1) / 2;
-    if (est->H > 1) /* merged after the loop: zeros where other hosts write */
+    if (est->H > 1 && words > 0) /* merged after the loop: zeros where other hosts write */
         memset(est->outfeed, 0, (size_t)words * 2 * sizeof *est->outfeed);
     if (in != NULL && (st = tl_infeed_open_datasets(est, TL_MODE_EVAL, in)) != TL_OK)
         return st;

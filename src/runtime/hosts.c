@@ -160,9 +160,6 @@ tl_status tl_est_hosts_init(tl_estimator *est, tl_comm *hosts)
                       (long long)rc->num_hosts, P, P == 1 ? "" : "es", (long long)rc->num_hosts, P);
     else if (P > 1 && !rc->use_tpu)
         st = tl_error(TL_EINVAL, "use_tpu false is the plain Estimator on one host; %d processes joined as hosts", P);
-    else if (P > 1 && est->opt.embedding != NULL)
-        st = tl_error(TL_EINVAL, "embedding tables over several hosts are not built yet: run the embedding model "
-                                 "with one process (num_hosts 1), or %d hosts without embedding tables", P);
     if (P == 1)
         return st;
     est->H = P;

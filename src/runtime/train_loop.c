@@ -296,7 +296,7 @@ static tl_status train_run(tl_estimator *est, const tl_labeled_data *data, int64
         int64_t fires = pl->record > 0 ? tl_host_call_count(n, est->host_call_every_n) : 0;
         if ((st = tl_outfeed_reserve(est, fires * pl->record)) != TL_OK)
             break;
-        if (est->H > 1) /* merged after the loop: zeros where other hosts write */
+        if (est->H > 1 && fires * pl->record > 0) /* merged after the loop: zeros where other hosts write */
             memset(est->outfeed, 0, (size_t)(fires * pl->record + 1) / 2 * 2 * sizeof *est->outfeed);
         int64_t loop_start = est->global_step;
         tl_infeed_allow(est, loop_start + n);
