@@ -1,6 +1,7 @@
 /* topology.c — hosts × devices → replicas × partitions, and the input plan
  * of each mode with TensorFlow's deployment rules and checks (spec
  * tpu_estimator.md §0, §4.1, §4.4, §10). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -234,7 +235,10 @@ static tl_status validate_mode(const tl_topology *t, const tl_run_config *rc, tl
                                        "1. num_hosts=1; 2. BROADCAST mode; 3. PER_HOST_V2 mode. mode: %d; "
                                        "num_hosts: %d; num_replicas=1:%d",
                             (int)ph, H, R);
-        if (H > 1 && v2)
+        /* TensorFlow warns once per evaluate; a process makes this plan
+         * several times per evaluate, so it warns once. */
+        static atomic_int warned;
+        if (H > 1 && v2 && atomic_exchange(&warned, 1) == 0)
             tl_log(TL_LOG_WARN, "Running TPUEstimator.evaluate for input mode PER_HOST_V2 and num_hosts %d", H);
     } else if (mode == TL_MODE_PREDICT) {
         if (H != 1 && !broadcast && !(R == 1 && v2))
