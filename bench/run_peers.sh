@@ -82,6 +82,9 @@ RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
 peer 1 1 torch_overhead.py --steps=5000 --reps=5
 RSS=1 peer 1 1 torch_embbag.py --opts=sgd --dists=zipf --bags=1,20
 RSS=1 peer 1 1 torch_embbag.py --opts=adagrad --dists=zipf --bags=1,20
+# DDP over 2 processes (gloo on loopback): the all-reduce and the MLP of
+# bench_hosts' 2 x 1 run, 1 thread each.
+peer 1 1 torch_ddp.py --parts=allreduce,mlp --reps=5 --epochs="$EPOCHS"
 for opt in adagrad sgd; do
     RSS=1 peer 1 1 torch_dlrm.py --opts="$opt"
     RSS=1 peer 1 2 torch_dlrm.py --opts="$opt"

@@ -24,12 +24,19 @@
 #   comm_*       bench_comm: tpuloop's all-reduce over MPI (2 processes)
 #                against MPI_Allreduce, per transport and size (4, 64 MiB):
 #                the median per-round ratio, its min and max (target 0.9)
+#   hosts_*      bench_hosts: examples/s of 2 hosts x 1 device (2 MPI
+#                processes) over 1 host x 2 devices, for the MLP (target 0.9:
+#                within 10%) and DLRM: the median per-round ratio, its min and
+#                max; and the MLP on 2 hosts against PyTorch DDP (gloo) on the
+#                same 2 processes (torch_ddp.py, the same workload), with
+#                tpuloop's all-reduce against gloo's at 4 and 64 MiB
 #   dlrm_*       bench_dlrm against torch_dlrm.py, per optimizer (adagrad,
 #                sgd) and thread count ("1": 1 device / torch 1 + OpenBLAS 1;
 #                "2": 2 devices / PyTorch's faster two-thread split):
 #                examples/s of both, their ratio, the split taken, and the
 #                peak RSS of each process
 import json
+import statistics
 import sys
 
 
@@ -96,7 +103,32 @@ def main():
     out.update(embedding_figures(recs, pick, med, ratio))
     out.update(dlrm_figures(recs, pick, med, ratio))
     out.update(comm_figures(pick))
+    out.update(hosts_figures(pick, med, ratio))
     print(json.dumps(out), flush=True)
+
+
+def hosts_figures(pick, med, ratio):
+    """bench/bench_hosts.c and torch_ddp.py: 2 hosts x 1 device over 1 x 2,
+    and against DDP."""
+    out = {}
+    for name in ("mlp", "dlrm"):
+        r = pick("hosts_" + name)
+        out["hosts_%s_2x1_over_1x2" % name] = None if r is None else {
+            "ratio_median": r.get("ratio_median"), "ratio_min": r.get("ratio_min"), "ratio_max": r.get("ratio_max"),
+            "two_hosts_examples_per_s": r.get("two_hosts_median"),
+            "one_host_examples_per_s": r.get("one_host_median")}
+    r = pick("hosts_mlp")
+    out["hosts_mlp_target"] = 0.9
+    out["hosts_mlp_target_met"] = None if r is None else r.get("ratio_median", 0) >= 0.9
+    ddp = med(pick("ddp_mlp"))
+    out["ddp_mlp_examples_per_s"] = ddp
+    out["hosts_mlp_2x1_over_ddp"] = ratio(None if r is None else r.get("two_hosts_median"), ddp)
+    for mib in (4, 64):
+        ours = pick("comm_allreduce", transport="tcp_loopback", mib=mib)
+        gloo = med(pick("gloo_allreduce", mib=mib))
+        mine = None if ours is None or not ours.get("tpuloop") else statistics.median(ours["tpuloop"])
+        out["comm_allreduce_tcp_%dmib_over_gloo" % mib] = ratio(mine, gloo)
+    return out
 
 
 def comm_figures(pick):

@@ -402,7 +402,9 @@ static int start_long_run(const char *dir)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "(env -u TPULOOP_DEVICE_COUNT timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
+             "(env -u TPULOOP_DEVICE_COUNT LSAN_OPTIONS=suppressions=tests/mpi/lsan.supp:print_suppressions=0 "
+             "OMPI_MCA_mca_base_component_disable_dlclose=1 ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 "
+             "timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
              "%s train --model_name=mlp --dataset=synthetic --synthetic_examples=4096 --train_batch_size=64 "
              "--tf_random_seed=3 --iterations_per_loop=10 --train_steps=10000000 --devices=2 "
              "--save_checkpoints_steps=200 --model_dir=%s/m </dev/null >%s/out 2>%s/err; echo $? >%s/rc) &",
@@ -479,6 +481,7 @@ Test(mpi_train, sigterm_to_one_host_checkpoints_on_every_host_and_stops_them)
     snprintf(path, sizeof path, "%s/err", dir);
     char *err = tc_slurp(path);
     cr_assert_eq(rc, 0, "%s%s", out, err);
+    cr_assert(strstr(err, "Sanitizer") == NULL && strstr(err, "runtime error:") == NULL, "%s", err);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
     cr_assert_not_null(j, "%s", out);

@@ -28,6 +28,10 @@
 
 static int me;
 static tl_labeled_data data;
+/* What a failure frees before exiting (the sanitizer run checks leaks). */
+static tl_comm *hosts;
+static tl_config *cfg;
+static tl_estimator *est;
 
 /* Every invocation reads the same examples, from its own offset: what each
  * replica sees depends on the invocation that feeds it, as in TensorFlow. */
@@ -53,6 +57,11 @@ static int fail(const char *what)
 {
     printf("host %d: error %s: %s\n", me, what, tl_last_error());
     fflush(stdout);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_comm_destroy(hosts);
+    free(data.features);
+    free(data.labels);
     return 1;
 }
 
@@ -65,7 +74,6 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[1];
     int devices = atoi(argv[2]), H = atoi(argv[3]);
-    tl_comm *hosts = NULL;
     if (argc > 4 && strcmp(argv[4], "mpi") == 0) {
         if (tl_comm_create_mpi(NULL, 1, &hosts) != TL_OK)
             return fail("tl_comm_create_mpi");
@@ -89,7 +97,6 @@ int main(int argc, char **argv)
              " \"per_host_input_for_training\": \"%s\"},"
              " \"model\": {\"model_name\": \"mlp\", \"hidden_units\": [8], \"learning_rate\": 0.05}}",
              devices, H, mode);
-    tl_config *cfg;
     if (tl_config_create(&cfg) != TL_OK || tl_config_load_json(cfg, json, strlen(json), "check") != TL_OK ||
         tl_config_resolve(cfg) != TL_OK)
         return fail("config");
@@ -100,7 +107,6 @@ int main(int argc, char **argv)
     o.user = (void *)&rc->model;
     o.optimizer.lr.learning_rate = 0.05;
     o.hosts = hosts;
-    tl_estimator *est;
     if (tl_estimator_create(cfg, &o, &est) != TL_OK)
         return fail("create");
     tl_input in = {.input_fn = input_fn};
