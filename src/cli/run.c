@@ -218,14 +218,15 @@ int cli_predict_to(cli_run *run, const char *path, json_t *summary, int64_t *glo
     tl_status st = tl_job_predict(run->job, NULL, &pr);
     if (st != TL_OK)
         return cli_fail(st);
-    st = tl_job_write_predictions(path, &pr);
+    st = cli_host0() ? tl_job_write_predictions(path, &pr) : TL_OK; /* host 0 writes */
     int64_t rows = pr.num_examples;
     *global_step = pr.global_step;
     tl_predict_result_free(&pr);
     if (st != TL_OK)
         return cli_fail(st);
     json_object_set_new(summary, "predictions", json_pack("{s:s, s:I}", "path", path, "rows", (json_int_t)rows));
-    fprintf(stderr, "wrote %lld predictions to %s\n", (long long)rows, path);
+    if (cli_host0())
+        fprintf(stderr, "wrote %lld predictions to %s\n", (long long)rows, path);
     return 0;
 }
 

@@ -155,6 +155,7 @@ struct tl_estimator {
     int H, host, first, Rl;
     bool agree_end;            /* a training input that may end: the replicas agree on the step it does */
     bool same_error;           /* the call's error is one every host met alike (tl_est_hosts_same) */
+    bool relay[3];             /* per tl_mode: batches relayed from another host (tl_est_relayed) */
     int started;               /* workers running */
     int64_t global_step;
     /* The command of the current device loop, written by the host before `go`. */
@@ -265,6 +266,12 @@ struct tl_worker {
     tl_scored *scored;         /* (scored_cap) */
     int64_t scored_cap, scored_len;
     tl_est_emb emb;
+    /* Several hosts: batches relayed from another host's invocation (hosts.c). */
+    int64_t *relay_send;       /* (H - 1 batches) the other hosts' replicas' batches this worker sends */
+    int64_t *relay_recv;       /* (1 batch) this replica's, received */
+    int64_t *relay_counts;     /* (2 R) */
+    float *relay_f;            /* the received batch's features, labels and mask */
+    tl_feed_batch relay_batch; /* the received batch */
 };
 
 /* The replicas whose infeed waits an after_save listener's evaluation
@@ -308,9 +315,19 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
  * (NULL: one host with every replica), the hosts' communicator, and the
  * checks of num_hosts and what runs on several hosts. */
 tl_status tl_est_hosts_init(tl_estimator *est, tl_comm *hosts);
-/* A plan each host can feed alone: every invocation feeds replicas of its
- * own host (TL_EINVAL naming the invocation otherwise). */
+/* A plan the hosts can feed (TL_EINVAL naming why not). */
 tl_status tl_est_hosts_check_plan(const tl_estimator *est, const tl_input_plan *p);
+/* Whether mode's invocations feed other hosts' replicas (BROADCAST,
+ * SLICED over several hosts): the workers then take their batches with
+ * tl_est_relay_pop, which every replica calls each step. */
+bool tl_est_relayed(const tl_estimator *est, tl_mode mode);
+/* The next batch of replica w->rank in a relayed mode: from the local feed
+ * when this host's invocation feeds it (which also sends the other hosts'
+ * replicas theirs), else received. A received batch is the worker's own
+ * (w->relay_batch: not released to the feed). */
+tl_status tl_est_relay_pop(tl_worker *w, tl_mode mode, int64_t step, tl_feed_batch **out, int64_t *waited_ns);
+tl_status tl_est_relay_init(tl_estimator *est, tl_worker *w);
+void tl_est_relay_free(tl_worker *w);
 /* At the end of create: every host runs the same configuration (digest). */
 tl_status tl_est_hosts_handshake(tl_estimator *est);
 /* Whether this process runs invocation `call` of a plan (its host's). */

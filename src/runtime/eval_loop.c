@@ -312,7 +312,8 @@ static tl_status reserve_predictions(tl_estimator *est, int64_t n)
     if (n <= est->pred_cap)
         return TL_OK;
     int64_t per = est->R * est->predict.batch * est->pred_width;
-    float *area = tl_realloc(est->pred_area, (size_t)(n * per) * sizeof *area);
+    /* + 1: whole int64 words, as hosts merge it */
+    float *area = tl_realloc(est->pred_area, (size_t)(n * per + 1) * sizeof *area);
     if (area == NULL)
         return tl_error_oom();
     est->pred_area = area;
@@ -362,8 +363,15 @@ static tl_status predict_run(tl_estimator *est, const tl_labeled_data *data, con
     }
     int64_t b = est->predict.batch, W = est->pred_width, cap = 0, len = 0, steps = 0, padded = 0;
     float *out = NULL;
+    int64_t area_words = (n * est->R * b * W + 1) / 2;
     for (bool done = false; !done && st == TL_OK;) {
-        if ((st = tl_est_device_loop(est, CMD_PREDICT, steps, n)) != TL_OK)
+        if (est->H > 1) { /* merged after the loop: zeros where other hosts write */
+            memset(est->pred_rows, 0, (size_t)(n * est->R) * sizeof *est->pred_rows);
+            memset(est->pred_area, 0, (size_t)area_words * 2 * sizeof *est->pred_area);
+        }
+        if ((st = tl_est_device_loop(est, CMD_PREDICT, steps, n)) != TL_OK ||
+            (st = tl_est_hosts_merge(est, est->pred_rows, n * est->R)) != TL_OK ||
+            (st = tl_est_hosts_merge(est, est->pred_area, area_words)) != TL_OK)
             break;
         const tl_worker *w0 = &est->workers[0];
         int64_t ran = w0->steps_run;

@@ -147,10 +147,9 @@ typedef struct tl_feed_spec {
      * may come short. */
     bool pad_short;
     /* Several processes (the estimator's hosts): with only_host this one
-     * runs the invocations of host `host` and feeds its replicas alone;
-     * otherwise every invocation, every replica. Needs invocations that
-     * feed only their own host's replicas (not BROADCAST or SLICED over
-     * hosts). */
+     * runs the invocations of host `host` and fills the buffers of the
+     * replicas they feed, also other hosts' (BROADCAST, SLICED: the
+     * estimator relays those); otherwise every invocation, every replica. */
     bool only_host;
     int host;
 } tl_feed_spec;

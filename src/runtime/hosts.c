@@ -204,18 +204,171 @@ tl_status tl_est_hosts_check_plan(const tl_estimator *est, const tl_input_plan *
         return tl_error(TL_EINVAL, "the %s input runs on the CPU path (the plain Estimator: use_tpu or eval_on_tpu "
                                    "false), which is one host's; %d processes joined as hosts", tl_mode_name(p->mode),
                         est->H);
-    if (p->mode == TL_MODE_PREDICT)
-        return tl_error(TL_EINVAL, "prediction over several processes is not built yet: predict with one process "
-                                   "(num_hosts 1) from the checkpoint the hosts trained");
-    for (int i = 0; i < p->input_fn_calls; i++) {
-        const tl_input_call *c = &p->calls[i];
-        int lo = c->host * est->Rl, hi = lo + est->Rl;
-        if (c->first_replica < lo || c->first_replica + c->num_replicas > hi)
-            return tl_error(TL_EINVAL, "the %s input (%s) feeds replicas %d to %d from invocation %d on host %d; over "
-                                       "several processes each host feeds its own replicas (PER_HOST_V1, PER_HOST_V2, "
-                                       "PER_SHARD_V1): %s from host 0 is not built yet",
-                            tl_mode_name(p->mode), tl_input_plan_mode_name(p), c->first_replica,
-                            c->first_replica + c->num_replicas - 1, c->index, c->host, tl_input_plan_mode_name(p));
+    return TL_OK;
+}
+
+/* ---- relay: an invocation that feeds other hosts' replicas ------------------
+ *
+ * BROADCAST (one invocation on host 0, a copy of its batch to every replica)
+ * and SLICED (one invocation on host 0, slice r to replica r) feed every
+ * host from host 0, as TensorFlow's host 0 infeeds every core. Host 0's feed
+ * fills the buffers of every replica its invocation feeds; each step, worker
+ * j of host 0 sends the other hosts' replicas q with q % Rl == j their
+ * batches, packed, in one all-to-all over the replicas' communicator, which
+ * every replica joins. A packed batch: a header (step, real_rows, stopping,
+ * end), the features, labels and padding mask as 32-bit words two to an
+ * int64, and the ids. */
+
+enum { RH_STEP, RH_REAL, RH_STOPPING, RH_END, RH_N };
+
+/* int64 words of one packed batch of b rows. */
+static int64_t relay_words(const tl_estimator *est, int64_t b)
+{
+    return RH_N + (b * est->D + 2 * b + 1) / 2 + b * est->emb_width;
+}
+
+/* The host whose invocation feeds replica q in mode's plan. */
+static int source_host(const tl_input_plan *p, int q)
+{
+    for (int i = 0; i < p->input_fn_calls; i++)
+        if (q >= p->calls[i].first_replica && q < p->calls[i].first_replica + p->calls[i].num_replicas)
+            return p->calls[i].host;
+    return -1;
+}
+
+static bool is_local(const tl_estimator *est, int q)
+{
+    return q >= est->first && q < est->first + est->Rl;
+}
+
+bool tl_est_relayed(const tl_estimator *est, tl_mode mode)
+{
+    const tl_input_plan *p = est->infeed.plan[mode];
+    if (est->H == 1 || p == NULL || !p->on_device)
+        return false;
+    for (int q = 0; q < est->R; q++)
+        if (source_host(p, q) != q / est->Rl)
+            return true;
+    return false;
+}
+
+tl_status tl_est_relay_init(tl_estimator *est, tl_worker *w)
+{
+    int64_t words = 0;
+    for (int m = 0; m < 3; m++)
+        if (tl_est_relayed(est, (tl_mode)m)) {
+            int64_t k = relay_words(est, est->infeed.plan[m]->model_fn_batch_size);
+            words = k > words ? k : words;
+        }
+    if (words == 0)
+        return TL_OK;
+    w->relay_send = tl_calloc((size_t)(words * est->H + 1), sizeof *w->relay_send);
+    w->relay_recv = tl_calloc((size_t)(words + 1), sizeof *w->relay_recv);
+    w->relay_counts = tl_calloc(2 * (size_t)est->R, sizeof *w->relay_counts);
+    /* features, labels and mask: 2 floats to a packed word */
+    w->relay_f = tl_calloc((size_t)(2 * words + 1), sizeof *w->relay_f);
+    if (w->relay_send == NULL || w->relay_recv == NULL || w->relay_counts == NULL || w->relay_f == NULL)
+        return tl_error_oom();
+    return TL_OK;
+}
+
+void tl_est_relay_free(tl_worker *w)
+{
+    tl_free(w->relay_send);
+    tl_free(w->relay_recv);
+    tl_free(w->relay_counts);
+    tl_free(w->relay_f);
+}
+
+static void pack(const tl_estimator *est, const tl_feed_batch *b, int64_t *out)
+{
+    out[RH_STEP] = b->step;
+    out[RH_REAL] = b->real_rows;
+    out[RH_STOPPING] = b->stopping;
+    out[RH_END] = b->end;
+    char *p = (char *)(out + RH_N);
+    size_t fb = (size_t)(b->rows * est->D) * sizeof(float), lb = (size_t)b->rows * sizeof(int32_t);
+    memcpy(p, b->features, fb);
+    if (b->labels != NULL)
+        memcpy(p + fb, b->labels, lb);
+    else
+        memset(p + fb, 0, lb);
+    memcpy(p + fb + lb, b->padding_mask, lb);
+    int64_t *ids = out + RH_N + (b->rows * est->D + 2 * b->rows + 1) / 2;
+    if (est->emb_width > 0)
+        memcpy(ids, b->ids, (size_t)(b->rows * est->emb_width) * sizeof *ids);
+}
+
+/* The received batch as the worker's own buffer (features, labels and mask
+ * point into relay_f; the ids into the received words). */
+static void unpack(const tl_estimator *est, tl_worker *w, int64_t rows, bool labels)
+{
+    const int64_t *in = w->relay_recv;
+    tl_feed_batch *b = &w->relay_batch;
+    memset(b, 0, sizeof *b);
+    b->step = in[RH_STEP];
+    b->rows = rows;
+    b->real_rows = in[RH_REAL];
+    b->stopping = in[RH_STOPPING] != 0;
+    b->end = in[RH_END] != 0;
+    size_t fb = (size_t)(rows * est->D) * sizeof(float), lb = (size_t)rows * sizeof(int32_t);
+    memcpy(w->relay_f, in + RH_N, fb + 2 * lb);
+    b->has_features = true;
+    b->features = w->relay_f;
+    b->has_labels = labels;
+    b->labels = labels ? (int32_t *)((char *)w->relay_f + fb) : NULL;
+    b->padding_mask = (int32_t *)((char *)w->relay_f + fb + lb);
+    b->has_ids = est->emb_width > 0;
+    b->ids = b->has_ids ? (int64_t *)(in + RH_N + (rows * est->D + 2 * rows + 1) / 2) : NULL;
+}
+
+tl_status tl_est_relay_pop(tl_worker *w, tl_mode mode, int64_t step, tl_feed_batch **out, int64_t *waited_ns)
+{
+    tl_estimator *est = w->est;
+    const tl_input_plan *p = est->infeed.plan[mode];
+    int64_t rows = p->model_fn_batch_size, words = relay_words(est, rows);
+    int R = est->R, j = w->rank - est->first;
+    int64_t *send_counts = w->relay_counts, *recv_counts = w->relay_counts + R;
+    memset(w->relay_counts, 0, 2 * (size_t)R * sizeof *w->relay_counts);
+    *out = NULL;
+    tl_status st = TL_OK;
+    bool mine = source_host(p, w->rank) == est->host;
+    if (mine)
+        st = tl_infeed_pop(est, w->rank, step, out, waited_ns);
+    int64_t at = 0;
+    for (int q = 0; q < R && st == TL_OK; q++) {
+        if (is_local(est, q) || source_host(p, q) != est->host || q % est->Rl != j)
+            continue;
+        tl_feed_batch *b;
+        if ((st = tl_infeed_pop(est, q, step, &b, waited_ns)) != TL_OK)
+            break;
+        pack(est, b, w->relay_send + at);
+        tl_infeed_release(est, q, b);
+        send_counts[q] = words;
+        at += words;
     }
+    if (!mine) {
+        int src = source_host(p, w->rank);
+        recv_counts[src * est->Rl + w->rank % est->Rl] = words;
+    }
+    /* Every replica joins, also after a failed pop: its error then fails
+     * the communicator, which the others' calls return. */
+    if (st != TL_OK) {
+        if (*out != NULL)
+            tl_infeed_release(est, w->rank, *out);
+        *out = NULL;
+        return st;
+    }
+    st = tl_comm_all_to_all_v(est->comm, w->rank, w->relay_send, send_counts, NULL, w->relay_recv, recv_counts, NULL,
+                              TL_COMM_I64);
+    if (st != TL_OK || mine) {
+        if (st != TL_OK && *out != NULL) {
+            tl_infeed_release(est, w->rank, *out);
+            *out = NULL;
+        }
+        return st;
+    }
+    unpack(est, w, rows, mode != TL_MODE_PREDICT);
+    *out = &w->relay_batch;
     return TL_OK;
 }

@@ -471,6 +471,32 @@ static tl_status call_input_fn(const tl_input *in, const tl_input_plan *p, int i
     return TL_OK;
 }
 
+/* Over several hosts every host takes host 0's example shape; one that
+ * probed its own (frank >= 0) must have found the same. */
+static tl_status shared_shape(tl_estimator *est, int *frank, int64_t *fshape)
+{
+    if (est->H == 1)
+        return TL_OK;
+    int64_t v[1 + TL_MAX_RANK] = {*frank};
+    for (int d = 0; d < *frank; d++)
+        v[1 + d] = fshape[d];
+    tl_status st = tl_est_hosts_bcast(est, v, 1 + TL_MAX_RANK);
+    if (st != TL_OK)
+        return st;
+    bool same = *frank < 0 || v[0] == *frank;
+    for (int d = 0; same && d < *frank; d++)
+        same = v[1 + d] == fshape[d];
+    if (!same)
+        return tl_error(TL_EINVAL, "host %d's input_fn gives examples of %d feature dimensions (the first %lld), host "
+                                   "0's of %lld (the first %lld): every host's input must have the same shape",
+                        est->host, *frank, (long long)(*frank > 0 ? fshape[0] : 0), (long long)v[0],
+                        (long long)(v[0] > 0 ? v[1] : 0));
+    *frank = (int)v[0];
+    for (int d = 0; d < *frank; d++)
+        fshape[d] = v[1 + d];
+    return TL_OK;
+}
+
 tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input *in, int *frank, int64_t *fshape)
 {
     if (in == NULL || in->input_fn == NULL)
@@ -481,8 +507,13 @@ tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input 
         return st;
     tl_dataset *ds;
     int first = 0; /* this host's first invocation */
-    while (first < p->input_fn_calls - 1 && !tl_est_local_call(est, &p->calls[first]))
+    while (first < p->input_fn_calls && !tl_est_local_call(est, &p->calls[first]))
         first++;
+    if (first == p->input_fn_calls) { /* none: host 0's invocation feeds this host */
+        tl_input_plan_destroy(p);
+        *frank = -1;
+        return shared_shape(est, frank, fshape);
+    }
     if ((st = call_input_fn(in, p, first, &ds)) != TL_OK) {
         tl_input_plan_destroy(p);
         return st;
@@ -499,7 +530,7 @@ tl_status tl_infeed_input_shape(tl_estimator *est, tl_mode mode, const tl_input 
     }
     tl_dataset_destroy(ds);
     tl_input_plan_destroy(p);
-    return st;
+    return st != TL_OK ? st : shared_shape(est, frank, fshape);
 }
 
 void tl_infeed_close_datasets(tl_estimator *est, tl_mode mode)

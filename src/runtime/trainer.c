@@ -58,7 +58,9 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
     /* The first batch of a call waits for the input to start (files
      * opened, a shuffle buffer filled); every later wait means the input
      * fell behind. Counted apart. */
-    tl_status st = tl_infeed_pop(est, w->rank, step, &b, step == est->infeed.first ? &w->start_wait_ns : &w->wait_ns);
+    int64_t *waited = step == est->infeed.first ? &w->start_wait_ns : &w->wait_ns;
+    tl_status st = est->relay[mode] ? tl_est_relay_pop(w, mode, step, &b, waited)
+                                    : tl_infeed_pop(est, w->rank, step, &b, waited);
     if (st != TL_OK)
         return st;
     info->end = b->end;
@@ -71,7 +73,8 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
     }
     info->real_rows = b->real_rows;
     info->stopping = b->stopping;
-    tl_infeed_release(est, w->rank, b);
+    if (b != &w->relay_batch)
+        tl_infeed_release(est, w->rank, b);
     return st;
 }
 
@@ -428,7 +431,7 @@ static tl_status make_workers(tl_estimator *est)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
         if (est->have_predict)
             bind_exec(est, w, est->predict.p, &w->predict_x, &cur, &mcur);
-        if ((st = tl_est_emb_worker_init(est, w)) != TL_OK)
+        if ((st = tl_est_emb_worker_init(est, w)) != TL_OK || (st = tl_est_relay_init(est, w)) != TL_OK)
             return st;
     }
     for (int r = est->first; r < est->first + est->Rl; r++) {
@@ -673,6 +676,8 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
     }
     if ((st = tl_infeed_init(est, est->opt.infeed_depth ? est->opt.infeed_depth : TL_INFEED_DEPTH_DEFAULT)) != TL_OK)
         return st;
+    for (int m = 0; m < 3; m++)
+        est->relay[m] = tl_est_relayed(est, (tl_mode)m);
     return make_workers(est);
 }
 
@@ -762,6 +767,7 @@ void tl_estimator_destroy(tl_estimator *est)
         tl_free(est->workers[r].mask);
         tl_free(est->workers[r].scored);
         tl_est_emb_worker_free(&est->workers[r]);
+        tl_est_relay_free(&est->workers[r]);
     }
     tl_est_emb_ckpt_free(est);
     tl_est_emb_plan_free(&est->train);

@@ -5,12 +5,16 @@
  *
  *     estimator_check MODE DEVICES H [mpi]
  *
- * trains a small MLP 24 steps with per_host_input_for_training MODE on H
- * hosts of DEVICES devices, evaluates 4 steps (PER_HOST_V2 evaluates over
- * hosts), and prints, as host h (every line prefixed "host h: "):
+ * trains a small MLP 24 steps with per_host_input_for_training MODE (or
+ * SLICED: PER_HOST_V1 and eval_training_input_configuration SLICED) on H
+ * hosts of DEVICES devices, evaluates 4 steps (over several hosts with
+ * PER_HOST_V2, BROADCAST or SLICED), predicts 150 examples (over several
+ * hosts with BROADCAST), and prints, as host h (every line prefixed "host
+ * h: "):
  *
  *     call MODE HOST INDEX TOTAL REPLICAS FIRST BATCH   each input_fn invocation it ran
- *     digest HEX LOSS                                   params_digest and the evaluation's loss
+ *     digest HEX LOSS EVAL_LOSS                         params_digest, the last step's and the evaluation's loss
+ *     predict N CHECKSUM                                the predictions (or the error)
  *     error MESSAGE                                     a failed call (exit 1)
  *
  * With "mpi" the process joins the hosts (tl_comm_create_mpi, one rank per
@@ -45,11 +49,12 @@ static tl_status input_fn(const tl_input_context *c, void *user, tl_dataset **ou
     if (st == TL_OK)
         st = tl_dataset_skip(ds, 97 * (int64_t)c->index, &sk);
     ds = NULL;
+    /* Prediction reads 150 examples once (a short last batch). */
     if (st == TL_OK)
-        st = tl_dataset_repeat(sk, -1, &rep);
+        st = c->mode == TL_MODE_PREDICT ? tl_dataset_take(sk, 150, &rep) : tl_dataset_repeat(sk, -1, &rep);
     sk = NULL;
     if (st == TL_OK)
-        st = tl_dataset_batch(rep, c->batch_size, true, out);
+        st = tl_dataset_batch(rep, c->batch_size, c->mode != TL_MODE_PREDICT, out);
     return st;
 }
 
@@ -72,7 +77,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: estimator_check MODE DEVICES H [mpi]\n");
         return 2;
     }
+    /* SLICED: PER_HOST_V1 training, SLICED evaluation. */
     const char *mode = argv[1];
+    bool sliced = strcmp(mode, "SLICED") == 0;
     int devices = atoi(argv[2]), H = atoi(argv[3]);
     if (argc > 4 && strcmp(argv[4], "mpi") == 0) {
         if (tl_comm_create_mpi(NULL, 1, &hosts) != TL_OK)
@@ -90,13 +97,14 @@ int main(int argc, char **argv)
         y[i] = s > 0;
     }
     data = (tl_labeled_data){N, D, 2, 1, {D}, x, y, NULL, 0};
-    char json[1024];
+    char json[2048];
     snprintf(json, sizeof json,
-             "{\"train_batch_size\": 64, \"train_steps\": 24, \"eval_batch_size\": 32, \"eval_steps\": 4, \"tf_random_seed\": 11,"
+             "{\"train_batch_size\": 64, \"train_steps\": 24, \"eval_batch_size\": 32, \"eval_steps\": 4,"
+             " \"predict_batch_size\": 32, \"tf_random_seed\": 11,"
              " \"devices\": %d, \"num_hosts\": %d, \"tpu_config\": {\"iterations_per_loop\": 8,"
-             " \"per_host_input_for_training\": \"%s\"},"
+             " \"per_host_input_for_training\": \"%s\", \"eval_training_input_configuration\": \"%s\"},"
              " \"model\": {\"model_name\": \"mlp\", \"hidden_units\": [8], \"learning_rate\": 0.05}}",
-             devices, H, mode);
+             devices, H, sliced ? "PER_HOST_V1" : mode, sliced ? "SLICED" : "PER_HOST_V1");
     if (tl_config_create(&cfg) != TL_OK || tl_config_load_json(cfg, json, strlen(json), "check") != TL_OK ||
         tl_config_resolve(cfg) != TL_OK)
         return fail("config");
@@ -121,6 +129,17 @@ int main(int argc, char **argv)
     if (st != TL_OK)
         printf("host %d: evaluate %s\n", me, tl_last_error());
     printf("host %d: digest %s %.9g %.9g\n", me, hex, tr.loss, st == TL_OK ? er.loss : -1.0);
+    /* Prediction: every example once, in input order (its checksum). */
+    tl_predict_result pr;
+    if ((st = tl_estimator_predict_input(est, &in, &pr)) == TL_OK) {
+        double sum = 0;
+        for (int64_t i = 0; i < pr.num_examples * pr.width; i++)
+            sum += (double)pr.values[i] * (double)(i % 7 + 1);
+        printf("host %d: predict %lld %.9g\n", me, (long long)pr.num_examples, sum);
+        tl_predict_result_free(&pr);
+    } else {
+        printf("host %d: predict %s\n", me, tl_last_error());
+    }
     tl_estimator_destroy(est);
     tl_config_destroy(cfg);
     tl_comm_destroy(hosts);
