@@ -138,13 +138,20 @@ $(TSAN_BIN): $(MT_SRC) tests/tsan/runner.c tests/tsan/criterion/criterion.h $(ST
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_BASE) -Itests/tsan $(LDSAN) -o $@ $(MT_SRC) tests/tsan/runner.c $(STATIC) $(LDLIBS_ALL)
 
-tsan-unit: $(TSAN_BIN)
+# Then the estimator over 2 MPI processes (tests/tsan/mpi.sh): the threads
+# of each host beside MPI's.
+tsan-unit: $(TSAN_BIN) $(BUILD)/tests/mpi_estimator_check $(CLI)
 	@echo "== threaded tests (tests/test_mt_*.c) under ThreadSanitizer =="
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BIN) > $(BUILD)/tsan-tests.log 2>&1; rc=$$?; \
 	cat $(BUILD)/tsan-tests.log; \
 	if grep -q 'WARNING: ThreadSanitizer' $(BUILD)/tsan-tests.log; then \
 	    echo "tsan-unit: ThreadSanitizer reported races (see above)"; exit 1; \
-	fi; exit $$rc
+	fi; [ $$rc = 0 ] || exit $$rc
+	@echo "== 2 hosts (MPI processes) of 2 replicas under ThreadSanitizer =="
+	@sh tests/tsan/mpi.sh $(BUILD) > $(BUILD)/tsan-mpi.log 2>&1; rc=$$?; \
+	if [ $$rc != 0 ] || grep -q 'WARNING: ThreadSanitizer' $(BUILD)/tsan-mpi.log; then \
+	    cat $(BUILD)/tsan-mpi.log; echo "tsan-unit: the multi-host runs failed or raced (see above)"; exit 1; \
+	fi; grep -c '"params_digest"\|: digest ' $(BUILD)/tsan-mpi.log | sed 's/^/tsan-unit: multi-host runs passed, digests: /'
 
 # Only tl_* symbols leave the shared library.
 symbols: $(SHARED)
