@@ -274,10 +274,18 @@ typedef struct tl_estimator_options {
      * others' in global replica order, so H processes train the same bits
      * as one process with all the replicas. Every process makes the same
      * calls on its estimator, in the same order, with the same
-     * configuration; host 0 writes model_dir (checkpoints, summaries,
-     * config.json), which every host reads on resume: it must be one
-     * directory that every host sees. When one host fails, every host's
-     * call returns an error naming it. NULL: this process is every host
+     * configuration (tl_estimator_create compares its digest across the
+     * hosts) — creation included, which is collective. BROADCAST and
+     * SLICED read on host 0, which sends each batch to the other hosts'
+     * replicas. Host 0 writes model_dir (checkpoints, with every host's
+     * input positions, summaries, config.json) and runs host_call; every
+     * host reads model_dir on resume, so it must be one directory that
+     * every host sees. Each host holds the embedding tables whole and plays
+     * every replica's part of the engine from the ids and gradients
+     * gathered from all hosts. When one host fails, every host's call
+     * returns an error naming it, and the estimator's communicators are
+     * failed for good (an error every host meets alike — a configuration
+     * check — leaves them working). NULL: this process is every host
      * (num_hosts > 1 then runs the hosts' replicas side by side here).
      */
     tl_comm *hosts;

@@ -29,7 +29,7 @@ static void worker_fail(tl_worker *w, tl_status st)
     w->status = ist != TL_OK ? ist : st;
     /* Replicas waiting in a collective or for a batch stop too; the host
      * reports this root cause before their "aborted" / "infeed closed". */
-    tl_comm_abort(w->est->comm, st, w->err);
+    tl_comm_abort(w->est->comm, w->status, w->err);
     tl_infeed_abort(w->est);
 }
 
@@ -535,12 +535,11 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         one.devices = 1;
         one.num_hosts = 1;
     }
-    est->H = 1;
+    est->H = 1; /* until tl_est_hosts_init: nothing to tell other hosts */
     if ((st = tl_topology_create(&one, NULL, &est->topo)) != TL_OK)
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
     est->Rl = est->R;
-    est->H = 1;
     if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
         goto fail;
     if ((st = tl_est_hosts_init(est, o->hosts)) != TL_OK)
