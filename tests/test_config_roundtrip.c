@@ -105,6 +105,7 @@ static void same_resolved(const tl_run_config *a, const tl_run_config *b)
     str_eq(a->warm_start_from, b->warm_start_from, "warm_start_from");
     str_eq(a->warm_start_vars, b->warm_start_vars, "warm_start_vars");
     cr_assert(a->devices == b->devices && a->num_hosts == b->num_hosts, "devices, num_hosts");
+    cr_assert_eq(a->host_timeout_secs, b->host_timeout_secs);
     str_eq(a->params_json, b->params_json, "params");
     str_eq(a->embedding_json, b->embedding_json, "embedding");
     str_eq(a->embedding_config, b->embedding_config, "embedding_config");

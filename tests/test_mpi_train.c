@@ -449,7 +449,7 @@ static int pid_of_host(const char *marker, int host)
 /* Starts 2 hosts training for long in the background (a shell that writes
  * the launch's output and status into dir), waits for their first
  * checkpoint and returns host 1's pid. */
-static int start_long_run(const char *dir)
+static int start_long_run(const char *dir, const char *extra)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -458,8 +458,8 @@ static int start_long_run(const char *dir)
              "timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
              "%s train --model_name=mlp --dataset=synthetic --synthetic_examples=4096 --train_batch_size=64 "
              "--tf_random_seed=3 --iterations_per_loop=10 --train_steps=10000000 --devices=2 "
-             "--save_checkpoints_steps=200 --model_dir=%s/m </dev/null >%s/out 2>%s/err; echo $? >%s/rc) &",
-             tc_binary(), dir, dir, dir, dir);
+             "--save_checkpoints_steps=200 --model_dir=%s/m %s </dev/null >%s/out 2>%s/err; echo $? >%s/rc) &",
+             tc_binary(), dir, extra, dir, dir, dir);
     cr_assert_eq(system(cmd), 0);
     char ck[600];
     snprintf(ck, sizeof ck, "%s/m/model.ckpt-200.safetensors", dir);
@@ -497,7 +497,7 @@ static int wait_rc(const char *dir, double limit, double *took)
 Test(mpi_train, a_killed_host_stops_every_host_and_the_last_checkpoint_resumes)
 {
     char *dir = tc_tmpdir();
-    int pid = start_long_run(dir);
+    int pid = start_long_run(dir, "");
     cr_assert_eq(kill(pid, SIGKILL), 0);
     double took;
     int rc = wait_rc(dir, 60, &took);
@@ -522,7 +522,7 @@ Test(mpi_train, a_killed_host_stops_every_host_and_the_last_checkpoint_resumes)
 Test(mpi_train, sigterm_to_one_host_checkpoints_on_every_host_and_stops_them)
 {
     char *dir = tc_tmpdir();
-    int pid = start_long_run(dir);
+    int pid = start_long_run(dir, "");
     cr_assert_eq(kill(pid, SIGTERM), 0);
     double took;
     int rc = wait_rc(dir, 60, &took);
@@ -544,6 +544,27 @@ Test(mpi_train, sigterm_to_one_host_checkpoints_on_every_host_and_stops_them)
     json_decref(j);
     free(out);
     free(err);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, a_hung_host_fails_every_host_after_host_timeout_secs)
+{
+    /* Stopped, not dead: mpirun sees nothing; host 0 gives up waiting. */
+    char *dir = tc_tmpdir();
+    int pid = start_long_run(dir, "--host_timeout_secs=3");
+    cr_assert_eq(kill(pid, SIGSTOP), 0);
+    double took;
+    int rc = wait_rc(dir, 60, &took);
+    cr_assert_neq(rc, 0);
+    cr_assert_lt(took, 30, "took %g s", took);
+    char path[600];
+    snprintf(path, sizeof path, "%s/err", dir);
+    char *err = tc_slurp(path);
+    cr_assert(strstr(err, "error [tpu_worker/host 0 of 2]") != NULL && strstr(err, "process 1") != NULL,
+              "host 0 names the host it waited for: %s", err);
+    free(err);
+    kill(pid, SIGKILL);
     tc_rmtree(dir);
     free(dir);
 }

@@ -108,6 +108,8 @@ static int hosts_config(tl_config *cfg)
     int P = cli_hosts_count();
     const tl_run_config *r = tl_config_get(cfg);
     cli_hosts_name(r->tpu.tpu_job_name);
+    if (cli_hosts() != NULL)
+        (void)tl_comm_set_timeout(cli_hosts(), (double)r->host_timeout_secs);
     if (r->num_hosts == P)
         return 0;
     tl_config_source src;

@@ -532,9 +532,10 @@ static tl_status resolve_estimator(tl_config *cfg)
         (st = int_in_table_range(cfg, TL_OPT_ID_exports_to_keep, &rc->exports_to_keep)) != TL_OK)
         return st;
 
-    if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK)
+    if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK ||
+        (st = int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts)) != TL_OK)
         return st;
-    return int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts);
+    return int_in_table_range(cfg, TL_OPT_ID_host_timeout_secs, &rc->host_timeout_secs);
 }
 
 /* ---- tpuloop's own sections: "model" and "input" -------------------------- */

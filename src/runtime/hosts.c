@@ -154,6 +154,9 @@ tl_status tl_est_hosts_init(tl_estimator *est, tl_comm *hosts)
     tl_status st = P > 1 ? tl_comm_create_like(hosts, 1, &est->hcomm) : TL_OK;
     if (st != TL_OK)
         return st;
+    /* A hung host (not a dead one: mpirun ends those) fails the others. */
+    if (P > 1)
+        (void)tl_comm_set_timeout(est->hcomm, (double)rc->host_timeout_secs);
     if (rc->num_hosts != P)
         st = tl_error(TL_EINVAL, "num_hosts is %lld but %d process%s joined as hosts (tl_estimator_options.hosts): run "
                                  "one process per host (mpirun -np %lld), or set num_hosts %d",

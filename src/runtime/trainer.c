@@ -666,6 +666,8 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
                     : tl_comm_create_threads(est->R, &est->comm);
     if (st != TL_OK)
         return st;
+    if (est->H > 1)
+        (void)tl_comm_set_timeout(est->comm, (double)rc->host_timeout_secs);
     int spin = est->Rl <= tl_available_cpus() ? 20000 : 0;
     if ((st = tl_barrier_init(&est->go, est->Rl + 1, spin)) != TL_OK)
         return st;
