@@ -108,6 +108,34 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
     free(dir);
 }
 
+Test(mpi_train, dlrm_relayed_from_host_0_predicts_as_one_host)
+{
+    /* BROADCAST: host 0 reads, and the ids travel with the relayed batches. */
+    char *dir = tc_tmpdir();
+    const char *flags = "--per_host_input_for_training=BROADCAST --synthetic_eval_examples=300 "
+                        "--predict_batch_size=64 --predict";
+    tc_result one = tc_runf("%s %s --devices=4 --predictions_out=%s/one.jsonl", DLRM, flags, dir);
+    char want[65], got[65];
+    digest_of(&one, "1 x 4", want);
+    char launch[2048];
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2 --predictions_out=%s/two.jsonl", DLRM, flags,
+             dir);
+    tc_result two = tc_mpirun(launch, 180);
+    digest_of(&two, launch, got);
+    cr_assert_str_eq(got, want);
+    char p1[600], p2[600];
+    snprintf(p1, sizeof p1, "%s/one.jsonl", dir);
+    snprintf(p2, sizeof p2, "%s/two.jsonl", dir);
+    char *t1 = tc_slurp(p1), *t2 = tc_slurp(p2);
+    cr_assert(t1 != NULL && t2 != NULL && t1[0] != '\0' && strcmp(t1, t2) == 0, "the predictions differ");
+    free(t1);
+    free(t2);
+    tc_done(&one);
+    tc_done(&two);
+    tc_rmtree(dir);
+    free(dir);
+}
+
 Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
 {
     /* TensorFlow evaluates on several hosts with PER_HOST_V2 only. */
