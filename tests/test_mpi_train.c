@@ -142,15 +142,17 @@ Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
     const char *flags = "--per_host_input_for_training=PER_HOST_V2 --eval_batch_size=128 --eval_steps=3";
     tc_result one = tc_runf("%s %s --devices=4", MLP, flags);
     cr_assert_eq(one.status, 0, "%s", one.err);
-    json_t *a = json_object_get(tc_json(&one), "eval");
+    json_t *ja = tc_json(&one), *a = json_object_get(ja, "eval");
     char launch[1024];
     snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2", MLP, flags);
     tc_result two = tc_mpirun(launch, 120);
     cr_assert_eq(two.status, 0, "%s", two.err);
-    json_t *b = json_object_get(tc_json(&two), "eval");
+    json_t *jb = tc_json(&two), *b = json_object_get(jb, "eval");
     cr_assert_not_null(a);
     cr_assert(json_equal(a, b), "%s\n%s", one.out, two.out);
     cr_assert_eq(json_integer_value(json_object_get(b, "examples")), 384);
+    json_decref(ja);
+    json_decref(jb);
     tc_done(&one);
     tc_done(&two);
 }
