@@ -295,6 +295,56 @@ Test(embedding, t3_accumulation_on_and_off)
     }
 }
 
+/* A core whose model runs in another process receives its step without
+ * activations (outputs NULL, n 0) and sends its gradients: the update is
+ * T2's, as when it computed them. */
+Test(embedding, a_core_received_without_activations_updates_the_same)
+{
+    tl_emb_optimizer opt;
+    tl_emb_optimizer_default(TL_EMB_ADAGRAD, &opt);
+    opt.learning_rate = 0.1f;
+    opt.initial_accumulator_value = 0.1f;
+    tl_emb_table_config t = {.name = "t", .vocabulary_size = 1, .dim = 2, .optimizer = &opt,
+                             .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "f", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.num_tensor_cores = 2;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    float row[2] = {1, -2}, acc[2] = {0.1f, 0.1f};
+    load_rows(eng, 0, row, 1, 1, acc);
+    int64_t id[1] = {0};
+    tl_emb_input in = {.kind = TL_EMB_INPUT_DENSE, .ids = id, .n = 1};
+    float g1[2] = {0.2f, -0.4f}, g2[2] = {0.3f, -0.6f}, o[2] = {9, 9};
+    float *outs[1] = {o};
+    const float *ga[1] = {g1}, *gb[1] = {g2};
+    tl_emb_dedup d0, d1;
+    cr_assert_eq(tl_emb_enqueue(eng, 0, &in, 1, NULL), TL_OK);
+    cr_assert_eq(tl_emb_enqueue(eng, 1, &in, 1, NULL), TL_OK);
+    cr_assert_eq(tl_emb_recv_dedup(eng, 0, &d0), TL_OK);
+    cr_assert_eq(tl_emb_recv_dedup(eng, 1, &d1), TL_OK);
+    cr_assert_eq(tl_emb_recv_activations(eng, 1, &d1, NULL, 1), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "outputs is NULL with n 1") != NULL, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_recv_activations(eng, 0, &d0, outs, 1), TL_OK);
+    cr_assert_eq(tl_emb_recv_activations(eng, 1, &d1, NULL, 0), TL_OK, "%s", tl_last_error());
+    cr_assert(o[0] == 1 && o[1] == -2, "core 0's activations");
+    cr_assert_eq(tl_emb_send_gradients(eng, 1, &d1, gb, 1, NULL, 0), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_send_gradients(eng, 0, &d0, ga, 1, NULL, 0), TL_OK);
+    float state[2][2];
+    float *st2[2] = {state[0], state[1]};
+    cr_assert_eq(tl_emb_retrieve(eng, 0, NULL, 1, 0, st2, 2, 1), TL_OK, "%s", tl_last_error());
+    NEAR(state[1][0], 0.35);
+    NEAR(state[1][1], 1.1);
+    NEAR(state[0][0], 0.9154846);
+    NEAR(state[0][1], -1.904654);
+    tl_emb_engine_destroy(eng);
+}
+
 /* ---- T15: pipelining ------------------------------------------------------------------ */
 
 Test(embedding, t15_pipelining)

@@ -257,7 +257,10 @@ TL_API tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *o
 
 /*
  * Writes the activations: outputs[f] gets feature f's [B, D] (or [B, S, D])
- * floats. Errors: TL_EINVAL for n != num_features or a NULL output;
+ * floats. outputs NULL with n 0 receives the step without computing them,
+ * for a core whose model runs in another process (which computes them
+ * there): its gradients may then be sent. Errors: TL_EINVAL for n !=
+ * num_features or a NULL output;
  * TL_ERUNTIME for stale or foreign dedup data, a step whose previous step
  * some core has not sent (non-pipelined), or BACKWARD_PASS_ONLY.
  */

@@ -503,9 +503,11 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
     pthread_mutex_unlock(&eng->mu);
     if (st != TL_OK)
         return st;
-    if (n != eng->cfg.num_features || outputs == NULL)
+    if (outputs == NULL && n != 0)
+        return tl_error(TL_EINVAL, "embedding: outputs is NULL with n %d (NULL receives no activations: n 0)", n);
+    if (outputs != NULL && n != eng->cfg.num_features)
         return tl_error(TL_EINVAL, "embedding: expected %d outputs, one per feature, got %d", eng->cfg.num_features, n);
-    for (int f = 0; f < n; f++)
+    for (int f = 0; outputs != NULL && f < n; f++)
         if (outputs[f] == NULL)
             return tl_error(TL_EINVAL, "embedding: output %d (feature \"%s\") is NULL", f, eng->features[f].name);
     if (s->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY)
@@ -531,7 +533,7 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
     const int64_t *off = s->feat_off.p;
     const float *gain = s->occ_gain.p;
     float *const *rows = s->u_ptr.p;
-    for (int f = 0; f < n; f++) {
+    for (int f = 0; outputs != NULL && f < n; f++) {
         const emb_feature *fe = &eng->features[f];
         const emb_table *t = &eng->tables[fe->table];
         int D = t->dim;

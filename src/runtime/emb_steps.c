@@ -330,12 +330,11 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
         e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;
     if ((st = tl_emb_recv_activations(eng, w->rank, &e->dd, e->out, F)) != TL_OK)
         return st;
-    /* The other hosts' replicas: their model runs there. */
-    for (int f = 0; f < F; f++)
-        e->out[f] = e->scratch;
+    /* The other hosts' replicas: their model runs there, and so do their
+     * activations. */
     for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
         if (plays(w, q) && (st = tl_emb_recv_dedup(eng, q, &e->rdd[q])) == TL_OK)
-            st = tl_emb_recv_activations(eng, q, &e->rdd[q], e->out, F);
+            st = tl_emb_recv_activations(eng, q, &e->rdd[q], NULL, 0);
     if (st != TL_OK)
         return st;
     /* See the file's comment: inference steps keep the replicas within the
