@@ -433,6 +433,17 @@ Test(mpi_train, hosts_started_with_different_configurations_fail_naming_the_fiel
     tc_done(&r);
 }
 
+Test(mpi_train, hosts_with_other_device_counts_fail_naming_both)
+{
+    /* devices 0 is one per core of each process's own affinity mask. */
+    tc_result r = tc_mpirun("--bind-to none -np 1 taskset -c 0,1 @tpuloop " MLP " : -np 1 taskset -c 0 @tpuloop " MLP,
+                            60);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "error [tpu_worker/host 0 of 2]: host 1 has 1 devices, host 0 2") != NULL, "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    tc_done(&r);
+}
+
 Test(mpi_train, num_hosts_other_than_the_processes_is_refused_naming_both)
 {
     tc_result r = tc_mpirun("-np 2 @tpuloop " MLP " --devices=2 --num_hosts=4", 60);

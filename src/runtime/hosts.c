@@ -178,18 +178,24 @@ tl_status tl_est_hosts_handshake(tl_estimator *est)
 {
     if (est->H == 1)
         return TL_OK;
-    /* Every host's configuration digest, compared with host 0's. */
-    enum { W = 8 };
+    /* Every host's devices and configuration digest, compared with host 0's
+     * (devices 0, one per core, may give hosts different counts). */
+    enum { W = 9 };
     int64_t *v = tl_calloc((size_t)est->H * W, sizeof *v);
     if (v == NULL)
         return tl_est_hosts_fail(est, tl_error_oom());
-    memcpy(v + (int64_t)est->host * W, est->config_sha256, W * sizeof *v);
+    v[(int64_t)est->host * W] = tl_topology_devices_per_host(est->topo);
+    memcpy(v + (int64_t)est->host * W + 1, est->config_sha256, (W - 1) * sizeof *v);
     tl_status st = tl_est_hosts_merge(est, v, (int64_t)est->H * W);
     for (int h = 1; h < est->H && st == TL_OK; h++)
-        if (memcmp(v, v + (int64_t)h * W, W * sizeof *v) != 0) {
+        if (v[(int64_t)h * W] != v[0])
+            st = tl_error(TL_EINVAL, "host %d has %lld devices, host 0 %lld: every host needs the same number (set "
+                                     "devices)", h, (long long)v[(int64_t)h * W], (long long)v[0]);
+    for (int h = 1; h < est->H && st == TL_OK; h++)
+        if (memcmp(v + 1, v + (int64_t)h * W + 1, (W - 1) * sizeof *v) != 0) {
             char a[65], b[65];
-            memcpy(a, v, 64);
-            memcpy(b, v + (int64_t)h * W, 64);
+            memcpy(a, v + 1, 64);
+            memcpy(b, v + (int64_t)h * W + 1, 64);
             a[64] = b[64] = '\0';
             st = tl_error(TL_EINVAL, "host %d runs another configuration than host 0 (config_sha256 %.12s... "
                                      "against %.12s...): every host must run the same configuration, model and "
