@@ -241,28 +241,36 @@ Test(embedding, t13_t14_end_to_end)
 
 /* ---- T3: accumulation off --------------------------------------------------------- */
 
+/* T2's engine: one Adagrad table of one row (1, -2), accumulator 0.1, on
+ * two cores, with or without gradient accumulation. */
+static tl_emb_engine *t2_engine(bool accumulate)
+{
+    tl_emb_optimizer opt;
+    tl_emb_optimizer_default(TL_EMB_ADAGRAD, &opt);
+    opt.learning_rate = 0.1f;
+    opt.initial_accumulator_value = 0.1f;
+    opt.gradient_accumulation_status = accumulate ? TL_EMB_ACCUM_ENABLED : TL_EMB_ACCUM_DISABLED;
+    tl_emb_table_config t = {.name = "t", .vocabulary_size = 1, .dim = 2, .optimizer = &opt,
+                             .combiner = TL_EMB_COMBINER_SUM};
+    tl_emb_feature_config f = {.name = "f", .table = 0};
+    tl_emb_config c;
+    tl_emb_config_default(&c);
+    c.tables = &t;
+    c.num_tables = 1;
+    c.features = &f;
+    c.num_features = 1;
+    c.num_tensor_cores = 2;
+    tl_emb_engine *eng;
+    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    float row[2] = {1, -2}, acc[2] = {0.1f, 0.1f};
+    load_rows(eng, 0, row, 1, 1, acc);
+    return eng;
+}
+
 Test(embedding, t3_accumulation_on_and_off)
 {
     for (int off = 0; off < 2; off++) {
-        tl_emb_optimizer opt;
-        tl_emb_optimizer_default(TL_EMB_ADAGRAD, &opt);
-        opt.learning_rate = 0.1f;
-        opt.initial_accumulator_value = 0.1f;
-        opt.gradient_accumulation_status = off ? TL_EMB_ACCUM_DISABLED : TL_EMB_ACCUM_ENABLED;
-        tl_emb_table_config t = {.name = "t", .vocabulary_size = 1, .dim = 2, .optimizer = &opt,
-                                 .combiner = TL_EMB_COMBINER_SUM};
-        tl_emb_feature_config f = {.name = "f", .table = 0};
-        tl_emb_config c;
-        tl_emb_config_default(&c);
-        c.tables = &t;
-        c.num_tables = 1;
-        c.features = &f;
-        c.num_features = 1;
-        c.num_tensor_cores = 2;
-        tl_emb_engine *eng;
-        cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-        float row[2] = {1, -2}, acc[2] = {0.1f, 0.1f};
-        load_rows(eng, 0, row, 1, 1, acc);
+        tl_emb_engine *eng = t2_engine(!off);
         int64_t id[1] = {0};
         tl_emb_input in = {.kind = TL_EMB_INPUT_DENSE, .ids = id, .n = 1};
         float g1[2] = {0.2f, -0.4f}, g2[2] = {0.3f, -0.6f}, o[2];
@@ -300,24 +308,7 @@ Test(embedding, t3_accumulation_on_and_off)
  * T2's, as when it computed them. */
 Test(embedding, a_core_received_without_activations_updates_the_same)
 {
-    tl_emb_optimizer opt;
-    tl_emb_optimizer_default(TL_EMB_ADAGRAD, &opt);
-    opt.learning_rate = 0.1f;
-    opt.initial_accumulator_value = 0.1f;
-    tl_emb_table_config t = {.name = "t", .vocabulary_size = 1, .dim = 2, .optimizer = &opt,
-                             .combiner = TL_EMB_COMBINER_SUM};
-    tl_emb_feature_config f = {.name = "f", .table = 0};
-    tl_emb_config c;
-    tl_emb_config_default(&c);
-    c.tables = &t;
-    c.num_tables = 1;
-    c.features = &f;
-    c.num_features = 1;
-    c.num_tensor_cores = 2;
-    tl_emb_engine *eng;
-    cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
-    float row[2] = {1, -2}, acc[2] = {0.1f, 0.1f};
-    load_rows(eng, 0, row, 1, 1, acc);
+    tl_emb_engine *eng = t2_engine(true);
     int64_t id[1] = {0};
     tl_emb_input in = {.kind = TL_EMB_INPUT_DENSE, .ids = id, .n = 1};
     float g1[2] = {0.2f, -0.4f}, g2[2] = {0.3f, -0.6f}, o[2] = {9, 9};

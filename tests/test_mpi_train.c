@@ -108,21 +108,25 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
     free(dir);
 }
 
-Test(mpi_train, dlrm_relayed_from_host_0_predicts_as_one_host)
+/* BROADCAST: host 0 reads the input and relays each batch (with its
+ * embedding ids) to the other host's replicas, and writes the predictions
+ * file. run (MLP or DLRM) with flags on 1 x 4 and on 2 x 2: the same
+ * digest, evaluation and predictions, byte for byte. */
+static void broadcast_as_one_host(const char *run, const char *flags)
 {
-    /* BROADCAST: host 0 reads, and the ids travel with the relayed batches. */
     char *dir = tc_tmpdir();
-    const char *flags = "--per_host_input_for_training=BROADCAST --synthetic_eval_examples=300 "
-                        "--predict_batch_size=64 --predict";
-    tc_result one = tc_runf("%s %s --devices=4 --predictions_out=%s/one.jsonl", DLRM, flags, dir);
+    tc_result one = tc_runf("%s %s --devices=4 --predictions_out=%s/one.jsonl", run, flags, dir);
     char want[65], got[65];
     digest_of(&one, "1 x 4", want);
     char launch[2048];
-    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2 --predictions_out=%s/two.jsonl", DLRM, flags,
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2 --predictions_out=%s/two.jsonl", run, flags,
              dir);
     tc_result two = tc_mpirun(launch, 180);
     digest_of(&two, launch, got);
     cr_assert_str_eq(got, want);
+    json_t *a = tc_json(&one), *b = tc_json(&two);
+    cr_assert(json_equal(json_object_get(a, "eval"), json_object_get(b, "eval")), "%s\n%s", one.out, two.out);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(b, "predictions"), "rows")), 300, "%s", two.out);
     char p1[600], p2[600];
     snprintf(p1, sizeof p1, "%s/one.jsonl", dir);
     snprintf(p2, sizeof p2, "%s/two.jsonl", dir);
@@ -130,10 +134,18 @@ Test(mpi_train, dlrm_relayed_from_host_0_predicts_as_one_host)
     cr_assert(t1 != NULL && t2 != NULL && t1[0] != '\0' && strcmp(t1, t2) == 0, "the predictions differ");
     free(t1);
     free(t2);
+    json_decref(a);
+    json_decref(b);
     tc_done(&one);
     tc_done(&two);
     tc_rmtree(dir);
     free(dir);
+}
+
+Test(mpi_train, dlrm_relayed_from_host_0_predicts_as_one_host)
+{
+    broadcast_as_one_host(DLRM, "--per_host_input_for_training=BROADCAST --synthetic_eval_examples=300 "
+                                "--predict_batch_size=64 --predict");
 }
 
 Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
@@ -159,36 +171,8 @@ Test(mpi_train, evaluation_over_hosts_counts_every_host_s_replicas)
 
 Test(mpi_train, broadcast_from_host_0_trains_evaluates_and_predicts_as_one_host)
 {
-    /* Host 0 reads the input and relays each batch to the other host's
-     * replicas; host 0 writes the predictions file. */
-    char *dir = tc_tmpdir();
-    const char *flags = "--per_host_input_for_training=BROADCAST --eval_batch_size=64 --eval_steps=2 "
-                        "--synthetic_eval_examples=300 --predict_batch_size=64 --predict";
-    tc_result one = tc_runf("%s %s --devices=4 --predictions_out=%s/one.jsonl", MLP, flags, dir);
-    char want[65], got[65];
-    digest_of(&one, "1 x 4", want);
-    char launch[2048];
-    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s %s --devices=2 --predictions_out=%s/two.jsonl", MLP, flags,
-             dir);
-    tc_result two = tc_mpirun(launch, 120);
-    digest_of(&two, launch, got);
-    cr_assert_str_eq(got, want);
-    json_t *a = tc_json(&one), *b = tc_json(&two);
-    cr_assert(json_equal(json_object_get(a, "eval"), json_object_get(b, "eval")), "%s\n%s", one.out, two.out);
-    cr_assert_eq(json_integer_value(json_object_get(json_object_get(b, "predictions"), "rows")), 300, "%s", two.out);
-    char p1[600], p2[600];
-    snprintf(p1, sizeof p1, "%s/one.jsonl", dir);
-    snprintf(p2, sizeof p2, "%s/two.jsonl", dir);
-    char *t1 = tc_slurp(p1), *t2 = tc_slurp(p2);
-    cr_assert(t1 != NULL && t2 != NULL && strcmp(t1, t2) == 0, "the predictions differ");
-    free(t1);
-    free(t2);
-    json_decref(a);
-    json_decref(b);
-    tc_done(&one);
-    tc_done(&two);
-    tc_rmtree(dir);
-    free(dir);
+    broadcast_as_one_host(MLP, "--per_host_input_for_training=BROADCAST --eval_batch_size=64 --eval_steps=2 "
+                               "--synthetic_eval_examples=300 --predict_batch_size=64 --predict");
 }
 
 /* ---- the C API: each host's invocations of the plan ------------------------ */
