@@ -193,8 +193,7 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
 static bool plays(const tl_worker *w, int q)
 {
     const tl_estimator *est = w->est;
-    bool local = q >= est->first && q < est->first + est->Rl;
-    return !local && q % est->Rl == w->rank - est->first;
+    return !tl_est_local_replica(est, q) && q % est->Rl == w->rank - est->first;
 }
 
 void tl_est_emb_worker_free(tl_worker *w)

@@ -330,6 +330,12 @@ tl_status tl_est_relay_init(tl_estimator *est, tl_worker *w);
 void tl_est_relay_free(tl_worker *w);
 /* At the end of create: every host runs the same configuration (digest). */
 tl_status tl_est_hosts_handshake(tl_estimator *est);
+/* Whether this process runs replica q (its host's: [first, first + Rl)). */
+static inline bool tl_est_local_replica(const tl_estimator *est, int q)
+{
+    return q >= est->first && q < est->first + est->Rl;
+}
+
 /* Whether this process runs invocation `call` of a plan (its host's). */
 bool tl_est_local_call(const tl_estimator *est, const tl_input_call *call);
 /* Host-thread exchanges among the hosts (no-ops on one host). merge sums

@@ -40,7 +40,7 @@ static tl_status merge_scored(tl_estimator *est, int64_t per)
         memcpy(all + r * per, est->workers[r].scored, (size_t)per * sizeof *all);
     tl_status st = tl_est_hosts_merge(est, all, est->R * per * (int64_t)(sizeof *all / sizeof(int64_t)));
     for (int r = 0; r < est->R && st == TL_OK; r++)
-        if (r < est->first || r >= est->first + est->Rl)
+        if (!tl_est_local_replica(est, r))
             memcpy(est->workers[r].scored, all + r * per, (size_t)per * sizeof *all);
     tl_free(all);
     return st;

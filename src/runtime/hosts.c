@@ -117,7 +117,7 @@ tl_status tl_est_hosts_merge_stats(tl_estimator *est)
     }
     tl_status st = tl_est_hosts_merge(est, v, n);
     for (int r = 0; r < est->R && st == TL_OK; r++) {
-        if (r >= est->first && r < est->first + est->Rl)
+        if (tl_est_local_replica(est, r))
             continue;
         tl_worker *w = &est->workers[r];
         const int64_t *s = v + (int64_t)r * S_N;
@@ -245,11 +245,6 @@ static int source_host(const tl_input_plan *p, int q)
     return -1;
 }
 
-static bool is_local(const tl_estimator *est, int q)
-{
-    return q >= est->first && q < est->first + est->Rl;
-}
-
 bool tl_est_relayed(const tl_estimator *est, tl_mode mode)
 {
     const tl_input_plan *p = est->infeed.plan[mode];
@@ -346,7 +341,7 @@ tl_status tl_est_relay_pop(tl_worker *w, tl_mode mode, int64_t step, tl_feed_bat
         st = tl_infeed_pop(est, w->rank, step, out, waited_ns);
     int64_t at = 0;
     for (int q = 0; q < R && st == TL_OK; q++) {
-        if (is_local(est, q) || source_host(p, q) != est->host || q % est->Rl != j)
+        if (tl_est_local_replica(est, q) || source_host(p, q) != est->host || q % est->Rl != j)
             continue;
         tl_feed_batch *b;
         if ((st = tl_infeed_pop(est, q, step, &b, waited_ns)) != TL_OK)
