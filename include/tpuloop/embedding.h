@@ -124,15 +124,21 @@ typedef struct tl_emb_config {
     tl_emb_mode mode;                      /* TRAINING or INFERENCE or BACKWARD_PASS_ONLY */
     int num_tensor_cores;                  /* C >= 1: the replicas that enqueue */
     int batch_size_per_tensor_core;        /* B >= 1 */
-    int num_shards;                        /* owners of rows (devices), >= 1 */
+    int num_shards;                        /* owners of rows (devices, over all hosts), >= 1 */
     tl_emb_sharding sharding_strategy;
+    /* Several processes (hosts): rows go to num_hosts host shards by the
+     * sharding strategy (§8.1), then to the host's num_shards / num_hosts
+     * shards the same way. This engine holds host shard `host` only; the
+     * others' rows reach it by tl_emb_export_rows / tl_emb_import_rows. */
+    int num_hosts;                         /* >= 1, dividing num_shards; 0 means 1 */
+    int host;                              /* [0, num_hosts) */
     bool pipeline_execution_with_tensor_core;
     tl_emb_bounds_check bounds_check_mode;
     uint64_t seed;                         /* the initializers' */
 } tl_emb_config;
 
-/* Fills *c: no tables, mode TRAINING, 1 core, batch 1, 1 shard, DIV,
- * FATAL, the global optimizer SGD at 0.01, seed 0. */
+/* Fills *c: no tables, mode TRAINING, 1 core, batch 1, 1 shard, DIV, one
+ * host, FATAL, the global optimizer SGD at 0.01, seed 0. */
 TL_API void tl_emb_config_default(tl_emb_config *c);
 
 /* ---- sharding (§8) -------------------------------------------------------- */
@@ -164,7 +170,8 @@ TL_API void tl_emb_engine_destroy(tl_emb_engine *eng);
 
 /*
  * What cfg's engine would need, without building it: *table_bytes the
- * tables and slots, Σ rows × dim × 4 × (1 + slots); *bytes_per_id the
+ * tables and slots it holds (its host shard's rows), Σ rows × dim × 4 ×
+ * (1 + slots); *bytes_per_id the
  * per-step workspace for each id a core enqueues in a step (an upper bound:
  * every id taken as a unique row of the widest table, with the hashes at
  * load 1/2 and the accumulation of several cores), so a step of n ids on C
@@ -183,7 +190,8 @@ TL_API const tl_emb_config *tl_emb_engine_config(const tl_emb_engine *eng);
  * step_counter tag, of any table; 0 when every value is constant. */
 TL_API int tl_emb_num_dynamic(const tl_emb_engine *eng);
 
-/* Bytes of the tables and slots: Σ rows × dim × 4 × (1 + slots). */
+/* Bytes of the tables and slots this engine holds: Σ rows × dim × 4 ×
+ * (1 + slots), the rows of its host shard. */
 TL_API int64_t tl_emb_table_bytes(const tl_emb_engine *eng);
 /* The largest per-step workspace the engine holds at the configured batch
  * (ids, dedup, gradients), an upper bound. */
@@ -259,8 +267,10 @@ TL_API tl_status tl_emb_recv_dedup(tl_emb_engine *eng, int core, tl_emb_dedup *o
  * Writes the activations: outputs[f] gets feature f's [B, D] (or [B, S, D])
  * floats. outputs NULL with n 0 receives the step without computing them,
  * for a core whose model runs in another process (which computes them
- * there): its gradients may then be sent. Errors: TL_EINVAL for n !=
- * num_features or a NULL output;
+ * there): its gradients may then be sent. With several hosts, the rows
+ * other hosts hold must be imported first (tl_emb_import_rows). Errors:
+ * TL_EINVAL for n != num_features or a NULL output; TL_ERUNTIME for rows
+ * not imported;
  * TL_ERUNTIME for stale or foreign dedup data, a step whose previous step
  * some core has not sent (non-pipelined), or BACKWARD_PASS_ONLY.
  */
@@ -297,6 +307,46 @@ TL_API tl_status tl_emb_set_owner_apply(tl_emb_engine *eng, bool on);
  * step yet (never a wait), or when core already applied it; TL_ENOMEM. */
 TL_API tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core);
 
+/* ---- rows held by other hosts (num_hosts > 1) ------------------------------------
+ *
+ * With several hosts each engine holds its host shard of every table, and
+ * plays every core: its own host's cores from their inputs, the others'
+ * from the same ids (gathered), so every engine knows every core's unique
+ * rows and which host holds each. A core's activations read rows that
+ * other hosts hold: before them, each holding host exports the core's rows
+ * it holds, and the core's engine imports them, host by host:
+ *
+ *     // on host h, playing core c (after its recv_dedup):
+ *     tl_emb_rows_floats(eng, &dd_c, h, &n);  tl_emb_export_rows(eng, &dd_c, buf, n);
+ *     // on core c's host, for each other host h (same order of rows):
+ *     tl_emb_import_rows(eng, &dd, h, buf_from_h, n);
+ *     tl_emb_recv_activations(eng, c, &dd, outputs, F);
+ *
+ * Each core's gradients reach every engine (the owners among them) as its
+ * send on each engine; an engine updates only the rows it holds, each once
+ * per step from every core's sums in ascending core order, so the tables
+ * are the bits of one engine holding everything.
+ */
+
+/* *floats: the floats of dd's step's unique rows held by `host` (each its
+ * table's dim). Errors: TL_EINVAL for a host outside [0, num_hosts);
+ * TL_ERUNTIME for stale dedup data. */
+TL_API tl_status tl_emb_rows_floats(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, int64_t *floats);
+
+/* Writes the parameters of dd's step's unique rows this engine holds, in
+ * the step's order of unique rows, into out (floats of them, as
+ * tl_emb_rows_floats for this host). Every earlier training step must be
+ * applied, as for the activations. Errors: TL_EINVAL for another count;
+ * TL_ERUNTIME for stale dedup data or an earlier step not applied. */
+TL_API tl_status tl_emb_export_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, float *out, int64_t floats);
+
+/* Takes the rows of dd's step held by `host`, as that host's engine
+ * exported them (floats of them), for the step's activations. Errors:
+ * TL_EINVAL for another count or this engine's own host; TL_ERUNTIME for
+ * stale dedup data, or rows of host imported already. */
+TL_API tl_status tl_emb_import_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, const float *rows,
+                                    int64_t floats);
+
 /* Applies a pipelined step's pending update now (before a retrieve or a
  * checkpoint). Does nothing when none is pending. */
 TL_API tl_status tl_emb_flush(tl_emb_engine *eng);
@@ -308,10 +358,12 @@ TL_API tl_status tl_emb_flush(tl_emb_engine *eng);
  * strategy; rows in local order) of table (by index, or by name when
  * table < 0; exactly one given): state[0] the parameters, state[1..] the
  * slots in tl_emb_slot_name order, each rows × dim floats. Retrieve flushes
- * a pending update first. Errors: TL_EINVAL "exactly one of table_id or
- * table_name must be non-default", "The number of shards for the embedding
- * layer must be > 0. Currently set to: S", "The value of shard_id must be
- * >= 0 and < S", a wrong n_state or rows.
+ * a pending update first. With several hosts an engine has the rows of its
+ * own host shard only: (num_hosts, host), or any shard inside it. Errors:
+ * TL_EINVAL "exactly one of table_id or table_name must be non-default",
+ * "The number of shards for the embedding layer must be > 0. Currently set
+ * to: S", "The value of shard_id must be >= 0 and < S", a wrong n_state or
+ * rows, a shard with rows another host holds (nothing is loaded then).
  */
 TL_API tl_status tl_emb_load(tl_emb_engine *eng, int table, const char *table_name, int num_shards, int shard_id,
                              const float *const *state, int n_state, int64_t rows);

@@ -28,8 +28,10 @@ typedef struct emb_table {
     tl_emb_optimizer opt;
     tl_emb_combiner combiner;
     tl_emb_initializer init;
-    float **shard;           /* (num_shards) one block each: rows x stride */
-    int64_t *shard_rows;     /* (num_shards) */
+    int64_t held;            /* rows this engine holds: its host shard's (all with one host) */
+    int nloc;                /* its shards: num_shards / num_hosts */
+    float **shard;           /* (nloc) one block each: rows x stride */
+    int64_t *shard_rows;     /* (nloc) */
 } emb_table;
 
 typedef struct emb_feature {
@@ -73,6 +75,11 @@ typedef struct emb_core_step {
     emb_buf grad;      /* float (u_goff[n_unique]) */
     emb_buf ints;      /* int32 (T + 2 n_occ): the dedup data's integers */
     emb_buf in_order;  /* bool (F): the feature's bags never decrease over its occurrences */
+    /* Several hosts: the host holding each unique row, and the rows other
+     * hosts hold, imported for the activations (u_ptr points into it). */
+    emb_buf u_host;    /* int32 (n_unique) */
+    emb_buf remote;    /* float (Σ dim of the rows held elsewhere) */
+    int64_t n_missing; /* rows held elsewhere and not imported yet */
 } emb_core_step;
 
 /* Occurrence k's (bag, unique row) pair in the dedup data's integers, which
@@ -145,14 +152,32 @@ static inline bool emb_direct(const tl_emb_engine *eng)
 tl_status emb_reserve(emb_buf *b, size_t bytes);
 void emb_buf_free(emb_buf *b);
 
-/* The row id of table t (a pointer to its parameters; the slots follow). */
+/* The host holding row id of table t (0 with one host), and the row's
+ * index in that host's shard. */
+static inline int emb_host_of(const tl_emb_engine *eng, const emb_table *t, int64_t id, int64_t *local)
+{
+    if (eng->cfg.num_hosts == 1) {
+        *local = id;
+        return 0;
+    }
+    int h;
+    tl_emb_shard_of(eng->cfg.sharding_strategy, t->vocab, eng->cfg.num_hosts, id, &h, local);
+    return h;
+}
+
+/* The row id of table t (a pointer to its parameters; the slots follow),
+ * or NULL when another host holds it. Rows go to hosts, then to the host's
+ * shards, each level by the sharding strategy (tpu_embedding.md §8). */
 static inline float *emb_row(const tl_emb_engine *eng, const emb_table *t, int64_t id)
 {
-    if (eng->cfg.num_shards == 1)
-        return t->shard[0] + id * t->stride;
+    int64_t l;
+    if (emb_host_of(eng, t, id, &l) != eng->cfg.host)
+        return NULL;
+    if (t->nloc == 1)
+        return t->shard[0] + l * t->stride;
     int s;
     int64_t local;
-    tl_emb_shard_of(eng->cfg.sharding_strategy, t->vocab, eng->cfg.num_shards, id, &s, &local);
+    tl_emb_shard_of(eng->cfg.sharding_strategy, t->held, t->nloc, l, &s, &local);
     return t->shard[s] + local * t->stride;
 }
 

@@ -93,6 +93,14 @@ static tl_status check_config(const tl_emb_config *c)
     if (c->num_shards < 1)
         return tl_error(TL_EINVAL, "The number of shards for the embedding layer must be > 0. Currently set to: %d",
                         c->num_shards);
+    int H = c->num_hosts > 0 ? c->num_hosts : 1;
+    if (c->num_hosts < 0)
+        return tl_error(TL_EINVAL, "embedding: num_hosts must be >= 1 (got %d)", c->num_hosts);
+    if (c->host < 0 || c->host >= H)
+        return tl_error(TL_EINVAL, "embedding: host must be in [0, num_hosts %d) (got %d)", H, c->host);
+    if (c->num_shards % H != 0)
+        return tl_error(TL_EINVAL, "embedding: num_shards %d is not a multiple of num_hosts %d: each host holds "
+                                   "num_shards / num_hosts shards", c->num_shards, H);
     if (c->sharding_strategy != TL_EMB_DIV_DEFAULT && c->sharding_strategy != TL_EMB_MOD)
         return tl_error(TL_EINVAL, "embedding: sharding_strategy must be DIV_DEFAULT or MOD (got %d)",
                         (int)c->sharding_strategy);
@@ -113,7 +121,9 @@ static tl_status check_config(const tl_emb_config *c)
             t->combiner != TL_EMB_COMBINER_SQRTN)
             return tl_error(TL_EINVAL, "Argument `combiner` must be one of ('mean', 'sum', 'sqrtn'); table \"%s\" has %d",
                             name, (int)t->combiner);
-        if (t->vocabulary_size < c->num_shards)
+        /* With several hosts a table smaller than the hosts leaves some empty
+         * (TensorFlow 2 skips zero-size shards). */
+        if (t->vocabulary_size < c->num_shards && H == 1)
             for (int s = 0; s < c->num_shards; s++)
                 if (tl_emb_shard_rows(t->vocabulary_size, c->num_shards, s) == 0)
                     return tl_error(TL_EINVAL, "All embedding shards must be non-empty, shard ID: %d is empty, "
@@ -223,6 +233,12 @@ static void block_free(float *p, size_t bytes)
         munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
 }
 
+/* Rows of table V's host shard in cfg c (all of them with one host). */
+static int64_t held_rows(const tl_emb_config *c, int64_t V)
+{
+    return c->num_hosts > 1 ? tl_emb_shard_rows(V, c->num_hosts, c->host) : V;
+}
+
 static size_t block_bytes(const emb_table *t, int s)
 {
     return (size_t)t->shard_rows[s] * (size_t)t->stride * sizeof(float);
@@ -296,13 +312,17 @@ static tl_status make_table(tl_emb_engine *eng, int i, const tl_emb_table_config
     t->stride = (int64_t)t->dim * (1 + t->slots);
     t->combiner = tc->combiner;
     t->init = tc->initializer;
-    t->shard = tl_calloc((size_t)c->num_shards, sizeof *t->shard);
-    t->shard_rows = tl_calloc((size_t)c->num_shards, sizeof *t->shard_rows);
+    t->held = held_rows(c, t->vocab);
+    t->nloc = c->num_shards / c->num_hosts;
+    t->shard = tl_calloc((size_t)t->nloc, sizeof *t->shard);
+    t->shard_rows = tl_calloc((size_t)t->nloc, sizeof *t->shard_rows);
     if (t->shard == NULL || t->shard_rows == NULL)
         return tl_error_oom();
-    for (int s = 0; s < c->num_shards; s++) {
-        int64_t rows = tl_emb_shard_rows(t->vocab, c->num_shards, s);
+    for (int s = 0; s < t->nloc; s++) {
+        int64_t rows = tl_emb_shard_rows(t->held, t->nloc, s);
         t->shard_rows[s] = rows;
+        if (rows == 0)
+            continue; /* a host shard smaller than its shards */
         if ((uint64_t)rows > SIZE_MAX / sizeof(float) / (uint64_t)t->stride)
             return tl_error(TL_ENOMEM, "table \"%s\": %lld rows of %lld floats do not fit in memory", t->name,
                             (long long)rows, (long long)t->stride);
@@ -310,9 +330,12 @@ static tl_status make_table(tl_emb_engine *eng, int i, const tl_emb_table_config
         if (t->shard[s] == NULL)
             return tl_error(TL_ENOMEM, "table \"%s\": cannot allocate shard %d (%lld rows x %lld floats)", t->name, s,
                             (long long)rows, (long long)t->stride);
-        for (int64_t l = 0; l < rows; l++)
-            init_row(eng, i, t, global_id(c->sharding_strategy, t->vocab, c->num_shards, s, l),
-                     t->shard[s] + l * t->stride);
+        for (int64_t l = 0; l < rows; l++) {
+            int64_t id = global_id(c->sharding_strategy, t->held, t->nloc, s, l);
+            if (c->num_hosts > 1)
+                id = global_id(c->sharding_strategy, t->vocab, c->num_hosts, c->host, id);
+            init_row(eng, i, t, id, t->shard[s] + l * t->stride);
+        }
     }
     return TL_OK;
 }
@@ -331,6 +354,8 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
     if (eng == NULL)
         return tl_error_oom();
     eng->cfg = *cfg;
+    if (eng->cfg.num_hosts == 0)
+        eng->cfg.num_hosts = 1;
     eng->applied_through = -1;
     eng->pending = -1;
     for (int k = 0; k < EMB_RING; k++)
@@ -379,7 +404,7 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         eng->cores[c].last_received = -1;
         eng->part_done[c] = -1;
     }
-    eng->direct = C == 1;
+    eng->direct = C == 1 && eng->cfg.num_hosts == 1;
     for (int i = 0; i < T && st == TL_OK; i++)
         eng->direct = eng->direct && tl_emb_optimizer_is_lazy(&eng->tables[i].opt);
     if (st != TL_OK) {
@@ -422,7 +447,7 @@ void tl_emb_engine_destroy(tl_emb_engine *eng)
         return;
     for (int i = 0; eng->tables != NULL && i < eng->cfg.num_tables; i++) {
         emb_table *t = &eng->tables[i];
-        for (int s = 0; t->shard != NULL && s < eng->cfg.num_shards; s++)
+        for (int s = 0; t->shard != NULL && s < t->nloc; s++)
             block_free(t->shard[s], block_bytes(t, s));
         tl_free(t->shard);
         tl_free(t->shard_rows);
@@ -459,7 +484,7 @@ tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, in
     for (int i = 0; i < cfg->num_tables; i++) {
         const tl_emb_table_config *t = &cfg->tables[i];
         const tl_emb_optimizer *o = t->optimizer != NULL ? t->optimizer : &cfg->optimizer;
-        total += t->vocabulary_size * t->dim * (int64_t)sizeof(float) * (1 + tl_emb_num_slots(o));
+        total += held_rows(cfg, t->vocabulary_size) * t->dim * (int64_t)sizeof(float) * (1 + tl_emb_num_slots(o));
         max_dim = t->dim > max_dim ? t->dim : max_dim;
     }
     /* per occurrence: gain, the two dedup ints (bag, unique); per unique
@@ -477,7 +502,7 @@ int64_t tl_emb_table_bytes(const tl_emb_engine *eng)
 {
     int64_t n = 0;
     for (int i = 0; eng != NULL && i < eng->cfg.num_tables; i++)
-        n += eng->tables[i].vocab * eng->tables[i].stride * (int64_t)sizeof(float);
+        n += eng->tables[i].held * eng->tables[i].stride * (int64_t)sizeof(float);
     return n;
 }
 
@@ -489,8 +514,8 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
         n += (int64_t)(co->hash.cap + co->h_base.cap + co->h_shift.cap + co->bagsum.cap);
         for (int k = 0; k < EMB_RING; k++) {
             const emb_core_step *s = &co->ring[k];
-            const emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id, &s->u_ptr,
-                                  &s->u_goff,   &s->grad,     &s->ints,    &s->in_order};
+            const emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table,  &s->u_id,   &s->u_ptr, &s->u_goff,
+                                  &s->grad,     &s->ints,     &s->in_order, &s->u_host, &s->remote};
             for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
                 n += (int64_t)b[j]->cap;
         }
@@ -549,6 +574,8 @@ static tl_status load_or_retrieve(tl_emb_engine *eng, int table, const char *nam
         return tl_error(TL_EINVAL, "table \"%s\" (%s) has the parameters and %d slots: %d tensors, not %d", t->name,
                         tl_emb_algorithm_name(t->opt.algorithm), t->slots, 1 + t->slots, n_state);
     int64_t want = tl_emb_shard_rows(t->vocab, num_shards, shard_id);
+    if (want == 0 && rows == 0 && eng->cfg.num_hosts > 1)
+        return TL_OK; /* a host of no rows of a small table */
     if (want == 0)
         return tl_error(TL_EINVAL, "All embedding shards must be non-empty, shard ID: %d is empty, vocabulary size: "
                                    "%lld, number of shards: %d", shard_id, (long long)t->vocab, num_shards);
@@ -558,6 +585,15 @@ static tl_status load_or_retrieve(tl_emb_engine *eng, int table, const char *nam
     for (int k = 0; k < n_state; k++)
         if (state[k] == NULL)
             return tl_error(TL_EINVAL, "table \"%s\": state[%d] is NULL", t->name, k);
+    /* With several hosts: the shard's rows must be this engine's. */
+    for (int64_t l = 0; eng->cfg.num_hosts > 1 && l < rows; l++) {
+        int64_t id = global_id(eng->cfg.sharding_strategy, t->vocab, num_shards, shard_id, l), hl;
+        int h = emb_host_of(eng, t, id, &hl);
+        if (h != eng->cfg.host)
+            return tl_error(TL_EINVAL, "table \"%s\": this engine holds host shard %d of %d; row %lld (id %lld) of "
+                                       "shard %d of %d is host %d's", t->name, eng->cfg.host, eng->cfg.num_hosts,
+                            (long long)l, (long long)id, shard_id, num_shards, h);
+    }
     if (!load && (st = tl_emb_flush(eng)) != TL_OK)
         return st;
     for (int64_t l = 0; l < rows; l++) {

@@ -19,8 +19,8 @@ void emb_core_free(emb_core *c)
 {
     for (int k = 0; k < EMB_RING; k++) {
         emb_core_step *s = &c->ring[k];
-        emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id, &s->u_ptr,
-                        &s->u_goff,   &s->grad,     &s->ints,    &s->in_order};
+        emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id,   &s->u_ptr, &s->u_goff,
+                        &s->grad,     &s->ints,     &s->in_order, &s->u_host, &s->remote};
         for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
             emb_buf_free(b[j]);
     }
@@ -276,6 +276,29 @@ tl_status tl_emb_enqueue(tl_emb_engine *eng, int core, const tl_emb_input *input
     return tl_emb_enqueue_batch(eng, core, inputs, n, mode_override, 0);
 }
 
+/* Several hosts: the host holding each unique row of the step, and room
+ * for the rows held elsewhere (their u_ptr is NULL until imported). */
+static tl_status mark_hosts(const tl_emb_engine *eng, emb_core_step *s)
+{
+    tl_status st = emb_reserve(&s->u_host, (size_t)(s->n_unique + 1) * sizeof(int32_t));
+    if (st != TL_OK)
+        return st;
+    const int32_t *ut = s->u_table.p;
+    const int64_t *uid = s->u_id.p;
+    int32_t *uh = s->u_host.p;
+    int64_t floats = 0, local;
+    s->n_missing = 0;
+    for (int64_t u = 0; u < s->n_unique; u++) {
+        const emb_table *t = &eng->tables[ut[u]];
+        uh[u] = emb_host_of(eng, t, uid[u], &local);
+        if (uh[u] != eng->cfg.host) {
+            floats += t->dim;
+            s->n_missing++;
+        }
+    }
+    return emb_reserve(&s->remote, (size_t)(floats + 1) * sizeof(float));
+}
+
 tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input *inputs, int n,
                                const char *mode_override, int64_t batch)
 {
@@ -353,6 +376,8 @@ tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input 
         ((bool *)s->in_order.p)[f] = in_order;
     }
     off[F] = s->n_occ;
+    if (eng->cfg.num_hosts > 1 && (st = mark_hosts(eng, s)) != TL_OK)
+        return st;
     pthread_mutex_lock(&eng->mu);
     emb_step_rec *r = &eng->recs[step % EMB_RING];
     if (r->step != step) {
@@ -437,6 +462,25 @@ static tl_status check_dedup(const tl_emb_engine *eng, int core, const tl_emb_de
     return TL_OK;
 }
 
+/* Every training step before `step` is applied (pipelined: all but the
+ * previous one), as reading the tables for step needs. */
+static tl_status earlier_applied(tl_emb_engine *eng, int core, int64_t step, const char *what)
+{
+    pthread_mutex_lock(&eng->mu);
+    for (int k = 0; k < EMB_RING; k++) {
+        const emb_step_rec *r = &eng->recs[k];
+        bool allowed = eng->cfg.pipeline_execution_with_tensor_core && r->step == step - 1;
+        if (r->step >= 0 && r->step < step && r->mode != TL_EMB_MODE_INFERENCE && !allowed) {
+            int64_t missing = r->step;
+            pthread_mutex_unlock(&eng->mu);
+            return tl_error(TL_ERUNTIME, "embedding: core %d asked for step %lld's %s before every core sent step "
+                                         "%lld's gradients", core, (long long)step, what, (long long)missing);
+        }
+    }
+    pthread_mutex_unlock(&eng->mu);
+    return TL_OK;
+}
+
 /* Under mu: applies the pipelined pending step when every core sent it and
  * every core has its next step's activations. */
 static void maybe_apply_pending(tl_emb_engine *eng)
@@ -516,19 +560,12 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
     if (state != CS_RECEIVED)
         return tl_error(TL_ERUNTIME, "embedding: core %d already received step %lld's activations", core,
                         (long long)s->step);
-    /* Every earlier training step must be applied (pipelined: all but the previous one). */
-    pthread_mutex_lock(&eng->mu);
-    for (int k = 0; k < EMB_RING; k++) {
-        const emb_step_rec *r = &eng->recs[k];
-        bool allowed = eng->cfg.pipeline_execution_with_tensor_core && r->step == s->step - 1;
-        if (r->step >= 0 && r->step < s->step && r->mode != TL_EMB_MODE_INFERENCE && !allowed) {
-            int64_t missing = r->step;
-            pthread_mutex_unlock(&eng->mu);
-            return tl_error(TL_ERUNTIME, "embedding: core %d asked for step %lld's activations before every core sent "
-                                         "step %lld's gradients", core, (long long)s->step, (long long)missing);
-        }
-    }
-    pthread_mutex_unlock(&eng->mu);
+    if ((st = earlier_applied(eng, core, s->step, "activations")) != TL_OK)
+        return st;
+    if (outputs != NULL && s->n_missing > 0)
+        return tl_error(TL_ERUNTIME, "embedding: core %d's step %lld reads %lld rows that other hosts hold and that "
+                                     "were not imported (tl_emb_import_rows)", core, (long long)s->step,
+                        (long long)s->n_missing);
     const int32_t *pair = emb_occ(s, eng->cfg.num_tables);
     const int64_t *off = s->feat_off.p;
     const float *gain = s->occ_gain.p;
@@ -570,6 +607,96 @@ tl_status tl_emb_recv_activations(tl_emb_engine *eng, int core, const tl_emb_ded
     else
         maybe_apply_pending(eng);
     pthread_mutex_unlock(&eng->mu);
+    return TL_OK;
+}
+
+/* ---- rows held by other hosts ----------------------------------------------------- */
+
+/* dd's step (checked as current) and the floats of its unique rows held by
+ * host. */
+static tl_status rows_of(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, emb_core_step **out, int64_t *floats)
+{
+    if (eng == NULL)
+        return tl_error(TL_EINVAL, "embedding: rows of another host on a NULL engine");
+    if (host < 0 || host >= eng->cfg.num_hosts)
+        return tl_error(TL_EINVAL, "embedding: host %d is not in [0, num_hosts %d)", host, eng->cfg.num_hosts);
+    pthread_mutex_lock(&eng->mu);
+    tl_status st = check_dedup(eng, dd != NULL ? dd->core : -1, dd, out);
+    pthread_mutex_unlock(&eng->mu);
+    if (st != TL_OK)
+        return st;
+    const emb_core_step *s = *out;
+    const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
+    int64_t n = 0;
+    for (int64_t u = 0; u < s->n_unique; u++)
+        if (eng->cfg.num_hosts == 1 || uh[u] == host)
+            n += eng->tables[ut[u]].dim;
+    *floats = n;
+    return TL_OK;
+}
+
+tl_status tl_emb_rows_floats(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, int64_t *floats)
+{
+    emb_core_step *s;
+    return rows_of(eng, dd, host, &s, floats);
+}
+
+tl_status tl_emb_export_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, float *out, int64_t floats)
+{
+    emb_core_step *s;
+    int64_t n;
+    tl_status st = rows_of(eng, dd, eng != NULL ? eng->cfg.host : 0, &s, &n);
+    if (st != TL_OK)
+        return st;
+    if (floats != n || (n > 0 && out == NULL))
+        return tl_error(TL_EINVAL, "embedding: core %d's step %lld has %lld floats of rows on this host; the export "
+                                   "was given room for %lld", dd->core, (long long)dd->step, (long long)n,
+                        (long long)floats);
+    if ((st = earlier_applied(eng, dd->core, dd->step, "rows")) != TL_OK)
+        return st;
+    const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
+    float *const *uptr = s->u_ptr.p;
+    for (int64_t u = 0; u < s->n_unique; u++) {
+        if (eng->cfg.num_hosts > 1 && uh[u] != eng->cfg.host)
+            continue;
+        int D = eng->tables[ut[u]].dim;
+        memcpy(out, uptr[u], (size_t)D * sizeof *out);
+        out += D;
+    }
+    return TL_OK;
+}
+
+tl_status tl_emb_import_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, const float *rows, int64_t floats)
+{
+    emb_core_step *s;
+    int64_t n;
+    tl_status st = rows_of(eng, dd, host, &s, &n);
+    if (st != TL_OK)
+        return st;
+    if (host == eng->cfg.host)
+        return tl_error(TL_EINVAL, "embedding: host %d is this engine's own: its rows are not imported", host);
+    if (floats != n || (n > 0 && rows == NULL))
+        return tl_error(TL_EINVAL, "embedding: core %d's step %lld has %lld floats of rows on host %d; %lld were "
+                                   "given", dd->core, (long long)dd->step, (long long)n, host, (long long)floats);
+    const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
+    float **uptr = s->u_ptr.p;
+    float *remote = s->remote.p;
+    int64_t at = 0; /* the remote rows in unique order, every other host's */
+    for (int64_t u = 0; u < s->n_unique; u++) {
+        if (uh[u] == eng->cfg.host)
+            continue;
+        int D = eng->tables[ut[u]].dim;
+        if (uh[u] == host) {
+            if (uptr[u] != NULL)
+                return tl_error(TL_ERUNTIME, "embedding: core %d's step %lld already has host %d's rows", dd->core,
+                                (long long)dd->step, host);
+            memcpy(remote + at, rows, (size_t)D * sizeof *rows);
+            uptr[u] = remote + at;
+            rows += D;
+            s->n_missing--;
+        }
+        at += D;
+    }
     return TL_OK;
 }
 

@@ -125,7 +125,7 @@ static inline bool owned(int64_t id, int part, int parts)
 
 /* Sums every core's gradients per owned row in ascending core order, then
  * runs each table's pipeline once per touched owned row (every owned row
- * for non-lazy tables); tables without accumulation take each core's sum in
+ * for non-lazy tables; with several hosts, the rows this engine holds); tables without accumulation take each core's sum in
  * turn. With one core and only lazy tables the core's sums are the step's
  * and are applied in place. Each row sees the same operations in the same
  * order whatever the parts, so the bits do not depend on them. */
@@ -160,11 +160,12 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
         emb_core_step *s = emb_find_slot(&eng->cores[c], step);
         const int32_t *ut = s->u_table.p;
         const int64_t *uid = s->u_id.p, *goff = s->u_goff.p;
+        const int32_t *uh = eng->cfg.num_hosts > 1 ? s->u_host.p : NULL;
         float *const *uptr = s->u_ptr.p;
         float *g = s->grad.p;
         for (int64_t u = 0; u < s->n_unique; u++) {
-            if (!owned(uid[u], part, parts))
-                continue;
+            if (!owned(uid[u], part, parts) || (uh != NULL && uh[u] != eng->cfg.host))
+                continue; /* another part's row, or another host's */
             const emb_table *t = &eng->tables[ut[u]];
             float *gu = g + goff[u];
             if (!tl_emb_optimizer_accumulates(&t->opt)) {
@@ -200,8 +201,10 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
             continue;
         float *zero = ws->zero.p;
         for (int64_t id = part; id < t->vocab; id += parts) {
-            int32_t a = hash_get(h, ws->hcap, i, id);
             float *row = emb_row(eng, t, id);
+            if (row == NULL)
+                continue; /* another host's */
+            int32_t a = hash_get(h, ws->hcap, i, id);
             if (a >= 0) {
                 update(t, &pes[i], row, ag + aoff[a]);
             } else {

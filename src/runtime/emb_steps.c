@@ -47,6 +47,10 @@ tl_status tl_est_emb_check(tl_estimator *est)
         return tl_error(TL_EINVAL, "pipeline_execution_with_tensor_core is not supported by the estimator: its "
                                    "one-step staleness would hold an update across a checkpoint, and a resumed run "
                                    "would not repeat the uninterrupted one; set it false");
+    if (c->num_hosts != est->H || (est->H > 1 && c->host != est->host))
+        return tl_error(TL_EINVAL, "the embedding engine is host %d of num_hosts %d; the estimator runs on host %d of "
+                                   "%d processes: set tl_emb_config.num_hosts and host to them", c->host,
+                        c->num_hosts, est->host, est->H);
     /* Several replicas split each step's update by row owner (the engine's
      * owner apply), after the step's collective; one applies it in its send. */
     tl_status st = tl_emb_set_owner_apply(o->embedding, est->R > 1);
@@ -171,23 +175,28 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
     e->my_grads = tl_malloc((size_t)(e->G + 1) * sizeof *e->my_grads);
     e->all_grads = tl_malloc((size_t)(est->R * e->G + 1) * sizeof *e->all_grads);
     e->rdd = tl_calloc((size_t)est->R, sizeof *e->rdd);
-    if (e->all_ids == NULL || e->my_grads == NULL || e->all_grads == NULL || e->rdd == NULL)
+    e->a2a = tl_calloc((size_t)est->R * 4, sizeof *e->a2a);
+    if (e->all_ids == NULL || e->my_grads == NULL || e->all_grads == NULL || e->rdd == NULL || e->a2a == NULL)
         return tl_error_oom();
     return TL_OK;
 }
 
 /* ---- several hosts -----------------------------------------------------------
  *
- * Each host's engine holds every table and plays every replica's tensor
- * core: its own replicas' from their batches, the other hosts' replicas'
- * from their ids and activation gradients, gathered from every host each
- * step (all-gather over the replicas' communicator). So each engine sees
- * the very enqueues and sends of the one-process run and applies the same
- * updates in the same order: the tables are the same bits on every host
- * and on one process. Worker j of a host plays the other hosts' replicas
- * q with q % Rl == j. The price is each table on every host and every
- * host's lookups and updates of every replica; owning rows per host
- * (ids to their owners by all-to-all) is the next step. */
+ * Each host's engine holds its host shard of every table (rows over hosts
+ * by the sharding strategy, tpu_embedding.md §8.1) and plays every
+ * replica's tensor core: its own replicas' from their batches, the other
+ * hosts' replicas' from their ids and activation gradients, gathered from
+ * every host each step (all-gather over the replicas' communicator). So
+ * each engine knows every replica's unique rows and sees the very sends of
+ * the one-process run; it updates the rows it holds, each once per step
+ * from every replica's sums in ascending replica order: the tables are the
+ * bits of one process, spread over the hosts. Worker j of a host plays the
+ * other hosts' replicas q with q % Rl == j, and before a step's activations
+ * sends each of them the rows of its step that this host holds, and
+ * receives from worker j of each other host the rows of its own replica's
+ * step held there (exchange_rows): the owner pushes what it knows a
+ * replica reads, with no request. */
 
 /* Whether worker w plays replica q as another host's. */
 static bool plays(const tl_worker *w, int q)
@@ -211,6 +220,9 @@ void tl_est_emb_worker_free(tl_worker *w)
     tl_free(e->my_grads);
     tl_free(e->all_grads);
     tl_free(e->rdd);
+    tl_free(e->rows_out);
+    tl_free(e->rows_in);
+    tl_free(e->a2a);
     memset(e, 0, sizeof *e);
 }
 
@@ -313,6 +325,55 @@ tl_status tl_est_emb_enqueue(tl_worker *w, const tl_mode_prog *m, const int64_t 
     return st;
 }
 
+/* b grown to hold n floats (*cap of them now). */
+static tl_status grow(float **b, int64_t *cap, int64_t n)
+{
+    if (n <= *cap)
+        return TL_OK;
+    float *p = tl_realloc(*b, (size_t)n * sizeof *p);
+    if (p == NULL)
+        return tl_error(TL_ENOMEM, "embedding: cannot hold %lld floats of rows from other hosts", (long long)n);
+    *b = p;
+    *cap = n;
+    return TL_OK;
+}
+
+/* Several hosts, after every played replica's recv_dedup: the rows each
+ * replica's step reads from other hosts (see above). One all-to-all over
+ * the replicas per step, in which worker j of each host talks only to
+ * worker j of the others: the replicas q it plays are exactly those. */
+static tl_status exchange_rows(tl_worker *w)
+{
+    tl_estimator *est = w->est;
+    tl_emb_engine *eng = est->opt.embedding;
+    tl_est_emb *e = &w->emb;
+    int R = est->R;
+    int64_t *sc = e->a2a, *so = sc + R, *rc = so + R, *ro = rc + R, ns = 0, nr = 0;
+    tl_status st = TL_OK;
+    for (int q = 0; q < R && st == TL_OK; q++) {
+        sc[q] = rc[q] = 0;
+        so[q] = ns;
+        ro[q] = nr;
+        if (plays(w, q) && (st = tl_emb_rows_floats(eng, &e->rdd[q], est->host, &sc[q])) == TL_OK)
+            st = tl_emb_rows_floats(eng, &e->dd, q / est->Rl, &rc[q]);
+        ns += sc[q];
+        nr += rc[q];
+    }
+    if (st != TL_OK || (st = grow(&e->rows_out, &e->rows_out_cap, ns + 1)) != TL_OK ||
+        (st = grow(&e->rows_in, &e->rows_in_cap, nr + 1)) != TL_OK)
+        return st;
+    for (int q = 0; q < R && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_export_rows(eng, &e->rdd[q], e->rows_out + so[q], sc[q]);
+    if (st != TL_OK ||
+        (st = tl_comm_all_to_all_v(est->comm, w->rank, e->rows_out, sc, so, e->rows_in, rc, ro, TL_COMM_F32)) != TL_OK)
+        return st;
+    for (int q = 0; q < R && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_import_rows(eng, &e->dd, q / est->Rl, e->rows_in + ro[q], rc[q]);
+    return st;
+}
+
 tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
 {
     tl_estimator *est = w->est;
@@ -325,14 +386,19 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
     tl_status st;
     if ((st = tl_emb_recv_dedup(eng, w->rank, &e->dd)) != TL_OK)
         return st;
+    /* The other hosts' replicas: their model runs there, and so do their
+     * activations; this host sends them its rows. */
+    for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_recv_dedup(eng, q, &e->rdd[q]);
+    if (st != TL_OK || (est->H > 1 && (st = exchange_rows(w)) != TL_OK))
+        return st;
     for (int f = 0; f < F; f++)
         e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;
     if ((st = tl_emb_recv_activations(eng, w->rank, &e->dd, e->out, F)) != TL_OK)
         return st;
-    /* The other hosts' replicas: their model runs there, and so do their
-     * activations. */
     for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
-        if (plays(w, q) && (st = tl_emb_recv_dedup(eng, q, &e->rdd[q])) == TL_OK)
+        if (plays(w, q))
             st = tl_emb_recv_activations(eng, q, &e->rdd[q], NULL, 0);
     if (st != TL_OK)
         return st;

@@ -239,6 +239,11 @@ typedef struct tl_est_emb {
     float *all_grads;      /* (R, G) */
     int64_t G;             /* floats of one replica's activation gradients at the training batch */
     tl_emb_dedup *rdd;     /* (R) */
+    /* The rows the step reads from other hosts: sent to and received from
+     * the same worker of each other host (tl_emb_export_rows / _import_rows). */
+    float *rows_out, *rows_in;
+    int64_t rows_out_cap, rows_in_cap; /* floats */
+    int64_t *a2a;          /* (4 R) the all-to-all's send counts, offsets, receive counts, offsets */
 } tl_est_emb;
 
 struct tl_worker {

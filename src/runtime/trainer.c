@@ -487,6 +487,11 @@ static tl_status embedding_create(tl_estimator *est)
 {
     tl_emb_config c = *est->opt.embedding_config;
     c.num_tensor_cores = est->R;
+    /* Each process holds its host shard of the tables, at least one shard. */
+    c.num_hosts = est->H;
+    c.host = est->host;
+    if (c.num_shards % est->H != 0)
+        c.num_shards = (c.num_shards / est->H + 1) * est->H;
     c.batch_size_per_tensor_core = 1;
     if (est->rc.train_batch_size.set) {
         tl_input_plan *plan;
@@ -540,9 +545,9 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
     est->Rl = est->R;
-    if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
-        goto fail;
     if ((st = tl_est_hosts_init(est, o->hosts)) != TL_OK)
+        goto fail;
+    if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
         goto fail;
     if ((st = tl_est_emb_check(est)) != TL_OK)
         goto fail;
