@@ -15,6 +15,13 @@
  * however large the other dimensions. */
 uint64_t tl_ckpt_tensor_bytes(const int64_t *shape, int rank, size_t esize, bool *ok);
 
+struct tl_ckpt_writer;
+
+/* The value of metadata key set on w (tl_ckpt_writer_set_meta), or NULL;
+ * valid until the key is set again or w is destroyed. The manager reads
+ * TL_CKPT_META_TABLE_SHARDS from it. */
+const char *tl_ckpt_writer_meta_get(const struct tl_ckpt_writer *w, const char *key);
+
 /* "[4, 5]" into buf (cap >= 32; cut short with "...]" when it does not fit). */
 void tl_ckpt_format_shape(char *buf, size_t cap, const int64_t *shape, int rank);
 

@@ -267,6 +267,14 @@ tl_status tl_ckpt_writer_add(tl_ckpt_writer *w, const char *name, tl_ckpt_dtype 
     return TL_OK;
 }
 
+const char *tl_ckpt_writer_meta_get(const tl_ckpt_writer *w, const char *key)
+{
+    for (int i = 0; i < w->nmeta; i++)
+        if (strcmp(w->mkey[i], key) == 0)
+            return w->mval[i];
+    return NULL;
+}
+
 tl_status tl_ckpt_writer_set_meta(tl_ckpt_writer *w, const char *key, const char *value)
 {
     if (key == NULL || key[0] == '\0')

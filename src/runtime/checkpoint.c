@@ -51,8 +51,23 @@
  *   "config_sha256"          its SHA-256
  *   "topology"               {"cores_per_replica", "hosts", "replicas"}
  *
- * Embedding tables will join as more named tensors ("<table>" in row shards,
- * "<table>/<slot>"), the same way.
+ * The embedding tables (emb_ckpt.c): on one host "embedding/<table>/
+ * parameters" and "embedding/<table>/<slot>", F32 (vocabulary_size, dim),
+ * in this file. On H > 1 hosts, in H table shard files beside it
+ * (checkpoint.h, "Table shards"), and this file's metadata says so:
+ *
+ *   "table_shards"             H, in decimal
+ *   "table_sharding_strategy"  "DIV_DEFAULT" or "MOD"
+ *
+ * The commit (tl_est_save): every host writes its shard file (atomic and
+ * durable, as every checkpoint file); the hosts agree — one host's failure
+ * fails the save on every host, naming it and its file, and writes no main
+ * file; then host 0 writes this file, the commit marker, and the index. A
+ * kill before this file leaves the previous checkpoint the newest complete
+ * one; shard files no main file commits are removed by the manager's next
+ * save. A restore reads whatever count of shards was saved into the
+ * current hosts' shards (re-sharding), and with several hosts every host
+ * restores the step host 0 chose, or none does.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -328,6 +343,18 @@ tl_status tl_est_save(tl_estimator *est)
     if (est->model_dir == NULL)
         return TL_OK;
     tl_status st;
+    if (est->H > 1 && est->opt.embedding != NULL) {
+        /* Each host's table shard first, durable; then the hosts agree, and
+         * only then host 0 writes the main file, the commit marker. A host
+         * that failed fails the save on every host; the checkpoints before
+         * it stay as they were. */
+        st = tl_est_ckpt_agree(est, tl_est_emb_save_shard(est));
+        if (st != TL_OK) {
+            st = tl_error(st, "the checkpoint of step %lld is not committed (the earlier checkpoints stay): %s",
+                          (long long)est->global_step, tl_last_error());
+            return tl_est_hosts_same(est, st);
+        }
+    }
     if (est->host > 0) {
         /* Host 0 writes the checkpoint; this host sends it the positions
          * of its own input datasets (a merge every host takes part in). */
@@ -492,6 +519,23 @@ static tl_status read_input_positions(const tl_ckpt_reader *r, const char *what,
     return TL_OK;
 }
 
+/* Several hosts, collective: every host's checks passed (else every host
+ * fails with the first failing host's error) and every host restores the
+ * same step as host 0. */
+static tl_status same_checkpoint(tl_estimator *est, tl_status st, int64_t gs, const char *path)
+{
+    if ((st = tl_est_ckpt_agree(est, st)) != TL_OK)
+        return st;
+    int64_t v = gs;
+    if ((st = tl_est_hosts_bcast(est, &v, 1)) != TL_OK)
+        return st;
+    if (v != gs)
+        st = tl_error(TL_EINVAL, "checkpoint %s has global step %lld, and host 0 restores step %lld: every host must "
+                                 "restore the same checkpoint (is model_dir the same directory on every host?)",
+                      path, (long long)gs, (long long)v);
+    return tl_est_ckpt_agree(est, st);
+}
+
 /* Checks every variable, slot and the global step of r against the model
  * and then, only if all fit, loads them: the first pass keeps where each
  * tensor's bytes are, so the second can neither fail nor stop halfway. */
@@ -533,12 +577,17 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
         if (gs < 0)
             st = tl_error(TL_EINVAL, "%s: global_step is %lld; it must be >= 0", what, (long long)gs);
     }
+    tl_est_emb_src *tables = NULL;
     if (st == TL_OK)
-        st = tl_est_emb_restore(est, r, what, false);
+        st = tl_est_emb_restore_check(est, r, path, what, &tables);
     char *input = NULL;
     if (st == TL_OK)
         st = read_input_positions(r, what, &input);
+    if (est->H > 1)
+        st = same_checkpoint(est, st, gs, path);
     if (st != TL_OK) {
+        tl_est_emb_src_free(tables);
+        tl_free(input);
         tl_free(src);
         return st;
     }
@@ -553,9 +602,13 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
             memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
     }
     tl_free(src);
-    if ((st = tl_est_emb_restore(est, r, what, true)) != TL_OK) {
+    st = tl_est_emb_restore(est, tables); /* checked above: only a broken engine fails here */
+    tl_est_emb_src_free(tables);
+    if (est->H > 1)
+        st = tl_est_ckpt_agree(est, st);
+    if (st != TL_OK) {
         tl_free(input);
-        return st; /* checked above: only a broken engine fails here */
+        return st;
     }
     est->global_step = gs;
     const char *spe = tl_ckpt_meta(r, "input_steps_per_epoch");
@@ -620,6 +673,41 @@ static tl_status open_checkpoint(const tl_estimator *est, const char *path, unsi
     return TL_OK;
 }
 
+/* The checkpoint a train resumes from, model_dir's newest complete one.
+ * With several hosts host 0 chooses it and every host opens that step's
+ * file (collective; host 0's error, TL_ENOTFOUND included, on every host). */
+static tl_status open_resume(tl_estimator *est, tl_ckpt_reader **r, char **file)
+{
+    if (est->H == 1)
+        return open_checkpoint(est, NULL, 0, r, file);
+    *r = NULL;
+    *file = NULL;
+    int64_t step = -1;
+    tl_status st = TL_OK;
+    if (est->host == 0 && (st = open_checkpoint(est, NULL, 0, r, file)) == TL_OK) {
+        const char *ms = tl_ckpt_meta(*r, "step");
+        if (ms == NULL || tl_parse_int64(ms, &step) != 0 || step < 0)
+            st = tl_error(TL_EPARSE, "checkpoint %s: no __metadata__ step", *file);
+    }
+    if ((st = tl_est_ckpt_agree(est, st)) == TL_OK && (st = tl_est_hosts_bcast(est, &step, 1)) == TL_OK) {
+        char buf[4096];
+        if (est->host > 0 && (st = tl_ckpt_path(est->model_dir, step, buf, sizeof buf)) == TL_OK &&
+            (st = tl_ckpt_open(buf, 0, r)) == TL_OK && (*file = tl_strdup(buf)) == NULL)
+            st = tl_error_oom();
+        if (st == TL_ENOTFOUND) /* not "no checkpoint": host 0 found it */
+            st = tl_error(TL_EIO, "%s (host 0 resumes from it: model_dir must be one directory shared by every host)",
+                          tl_last_error());
+        st = tl_est_ckpt_agree(est, st);
+    }
+    if (st != TL_OK) {
+        tl_ckpt_close(*r);
+        tl_free(*file);
+        *r = NULL;
+        *file = NULL;
+    }
+    return st;
+}
+
 tl_status tl_estimator_restore(tl_estimator *est, const char *checkpoint_path)
 {
     if (est->broken != TL_OK)
@@ -650,7 +738,7 @@ tl_status tl_est_apply_pending(tl_estimator *est)
         return TL_OK;
     tl_status st = restore_from(est, est->pending, est->pending_path);
     if (st != TL_OK)
-        return st;
+        return tl_est_hosts_same(est, st); /* every host has it (restore_from agrees) */
     tl_ckpt_close(est->pending);
     tl_free(est->pending_path);
     est->pending = NULL;
@@ -747,16 +835,17 @@ tl_status tl_est_train_begin(tl_estimator *est)
     if (!est->initialized && est->model_dir != NULL) {
         tl_ckpt_reader *r;
         char *file;
-        st = open_checkpoint(est, NULL, 0, &r, &file);
+        st = open_resume(est, &r, &file);
         if (st == TL_OK) {
             st = restore_from(est, r, file);
             tl_ckpt_close(r);
             tl_free(file);
             if (st != TL_OK)
-                return st;
+                return tl_est_hosts_same(est, st); /* every host has it (restore_from agrees) */
             est->initialized = true;
         } else if (st != TL_ENOTFOUND) {
-            return st; /* checkpoints, but none valid: never silently start over */
+            /* checkpoints, but none valid: never silently start over */
+            return tl_est_hosts_same(est, st);
         }
     }
     if (!est->initialized) {

@@ -558,19 +558,53 @@ tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, i
  * barrier then keeps step + 1 from reading a table not yet updated. */
 tl_status tl_est_emb_apply(tl_worker *w);
 
-/* Adds every table's parameters and slots to a checkpoint writer (copies
- * held in est->emb_ckpt until tl_est_emb_ckpt_free). Errors: TL_ENOMEM, the
- * writer's. */
+/* ---- emb_ckpt.c: the tables in checkpoints and params_digest ------------- */
+
+/* With one host: adds every table's parameters and slots to the main
+ * file's writer (copies held in est->emb_ckpt until tl_est_emb_ckpt_free).
+ * With several: the main file's metadata names the table shard files
+ * (TL_CKPT_META_TABLE_SHARDS: est->H, and the strategy), which
+ * tl_est_emb_save_shard wrote. Errors: TL_ENOMEM, the writer's. */
 tl_status tl_est_emb_save(tl_estimator *est, tl_ckpt_writer *wr);
 void tl_est_emb_ckpt_free(tl_estimator *est);
 
-/* Checks that r holds every table's tensors (what: "checkpoint FILE" for
- * the messages) and, with load, loads them. Errors: TL_EINVAL naming the
- * tensor. */
-tl_status tl_est_emb_restore(tl_estimator *est, const tl_ckpt_reader *r, const char *what, bool load);
+/* Several hosts, every host, before host 0 writes the main file: writes
+ * this host's shard of every table to its durable shard file of the global
+ * step (tl_ckpt_shard_path). Nothing with one host or no engine. Errors:
+ * the writer's (TL_EIO "cannot write its table shard FILE: ..."),
+ * TL_ENOMEM, the engine's. */
+tl_status tl_est_emb_save_shard(tl_estimator *est);
+
+/* Several hosts, collective: every host passes its status and gets
+ * TL_OK when every host's is, else on every host the first failing host's
+ * status and message, "host h: message". One host: st. Errors: those, the
+ * hosts communicator's, TL_ENOMEM. */
+tl_status tl_est_ckpt_agree(tl_estimator *est, tl_status st);
+
+/* The tables of a checkpoint being restored: the main file's, or its S
+ * table shard files, open and checked. */
+typedef struct tl_est_emb_src tl_est_emb_src;
+
+/* Checks that the checkpoint r (read from path; what: "checkpoint FILE"
+ * for the messages) holds every table: its shard files open and say its
+ * step, every tensor is there, F32, (rows of its shard, dim). *out (NULL
+ * without an engine) is freed with tl_est_emb_src_free. Nothing is loaded.
+ * Errors: TL_EINVAL naming the file and tensor, TL_ENOMEM. */
+tl_status tl_est_emb_restore_check(tl_estimator *est, const tl_ckpt_reader *r, const char *path, const char *what,
+                                   tl_est_emb_src **out);
+
+/* Loads this host's shard of every table (of the current hosts: (H, host),
+ * or (1, 0) on one host) from src, re-sharded from the saved shards when
+ * their count or strategy differ, one table's shard in memory at a time.
+ * Errors: TL_ENOMEM, the engine's. */
+tl_status tl_est_emb_restore(tl_estimator *est, const tl_est_emb_src *src);
+void tl_est_emb_src_free(tl_est_emb_src *src);
 
 /* Adds every table's parameters, in table then id order, to a SHA-256
- * (a SHA2_CTX *) after the dense variables. Errors: TL_ENOMEM. */
+ * (a SHA2_CTX *) after the dense variables: the same bits on every host
+ * and on one process. With several hosts it is collective (each table
+ * gathered in chunks of at most 1M floats over the hosts). Errors:
+ * TL_ENOMEM, the engine's, the hosts communicator's. */
 tl_status tl_est_emb_digest(const tl_estimator *est, void *sha256_ctx);
 
 /* trainer.c: n floats into a SHA-256 (a SHA2_CTX *) as little-endian bits,
