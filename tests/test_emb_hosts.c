@@ -156,8 +156,9 @@ static float *shard_state(tl_emb_engine *eng, int t, int H, int h, int64_t *floa
 
 /* H engines, core c on host c / (C / H): every engine plays every core;
  * each core's host imports the rows the others hold before its
- * activations. */
-static void over_hosts(int H, int shards_per_host, tl_emb_sharding strategy, const result *want)
+ * activations, and its gradients reach the others as per-row sums
+ * (row_grads) or as the activation gradients themselves. */
+static void over_hosts(int H, int shards_per_host, tl_emb_sharding strategy, bool row_grads, const result *want)
 {
     static result again;
     tl_emb_engine *ref = reference(&again, strategy);
@@ -206,9 +207,26 @@ static void over_hosts(int H, int shards_per_host, tl_emb_sharding strategy, con
                               f);
             }
         }
-        for (int h = 0; h < H; h++)
-            for (int c = 0; c < C; c++)
-                cr_assert_eq(tl_emb_send_gradients(eng[h], c, &dd[h][c], x[c].gp, F, NULL, 0), TL_OK);
+        for (int c = 0; c < C; c++) {
+            int mine = c / (C / H);
+            cr_assert_eq(tl_emb_send_gradients(eng[mine], c, &dd[mine][c], x[c].gp, F, NULL, 0), TL_OK);
+            for (int h = 0; h < H; h++) {
+                if (h == mine)
+                    continue;
+                if (!row_grads) { /* every engine sums the core's activation gradients itself */
+                    cr_assert_eq(tl_emb_send_gradients(eng[h], c, &dd[h][c], x[c].gp, F, NULL, 0), TL_OK);
+                    continue;
+                }
+                int64_t n;
+                cr_assert_eq(tl_emb_rows_floats(eng[mine], &dd[mine][c], h, &n), TL_OK);
+                float *buf = malloc((size_t)(n + 1) * sizeof *buf);
+                cr_assert_eq(tl_emb_export_gradients(eng[mine], &dd[mine][c], h, buf, n), TL_OK, "%s",
+                             tl_last_error());
+                cr_assert_eq(tl_emb_send_row_gradients(eng[h], c, &dd[h][c], buf, n, NULL, 0), TL_OK, "%s",
+                             tl_last_error());
+                free(buf);
+            }
+        }
         for (int h = 0; h < H; h++)
             for (int c = 0; c < C; c++)
                 cr_assert_eq(tl_emb_apply_owned(eng[h], c), TL_OK, "%s", tl_last_error());
@@ -233,10 +251,11 @@ Test(emb_hosts, hosts_holding_their_shards_train_the_bits_of_one_engine)
 {
     static result want;
     tl_emb_engine_destroy(reference(&want, TL_EMB_DIV_DEFAULT));
-    over_hosts(2, 1, TL_EMB_DIV_DEFAULT, &want);
-    over_hosts(2, 2, TL_EMB_MOD, &want);
-    over_hosts(4, 1, TL_EMB_DIV_DEFAULT, &want);
-    over_hosts(4, 1, TL_EMB_MOD, &want);
+    over_hosts(2, 1, TL_EMB_DIV_DEFAULT, true, &want);
+    over_hosts(2, 2, TL_EMB_MOD, true, &want);
+    over_hosts(4, 1, TL_EMB_DIV_DEFAULT, true, &want);
+    over_hosts(4, 1, TL_EMB_MOD, true, &want);
+    over_hosts(2, 1, TL_EMB_MOD, false, &want);
 }
 
 Test(emb_hosts, a_host_holds_only_its_rows)
@@ -316,6 +335,16 @@ Test(emb_hosts, rows_out_of_order_are_errors_not_garbage)
     cr_assert(strstr(tl_last_error(), "already has host 1's rows") != NULL, "%s", tl_last_error());
     cr_assert_eq(tl_emb_rows_floats(h0, &d0, 2, &n), TL_EINVAL);
     cr_assert_eq(tl_emb_recv_activations(h0, 0, &d0, outs, F), TL_OK, "%s", tl_last_error());
+    /* Gradients: exported after the send only, in the holder's count. */
+    cr_assert_eq(tl_emb_recv_activations(h1, 0, &d1, NULL, 0), TL_OK);
+    cr_assert_eq(tl_emb_export_gradients(h0, &d0, 1, buf, n), TL_ERUNTIME);
+    cr_assert(strstr(tl_last_error(), "has not sent step 0's gradients") != NULL, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_send_gradients(h0, 0, &d0, x.gp, F, NULL, 0), TL_OK);
+    cr_assert_eq(tl_emb_export_gradients(h0, &d0, 1, buf, n), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_send_row_gradients(h1, 0, &d1, buf, n - 1, NULL, 0), TL_EINVAL);
+    cr_assert_eq(tl_emb_send_row_gradients(h1, 0, &d1, buf, n, NULL, 0), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_send_row_gradients(h1, 0, &d1, buf, n, NULL, 0), TL_ERUNTIME);
+    cr_assert(strstr(tl_last_error(), "already sent") != NULL, "%s", tl_last_error());
     free(buf);
     tl_emb_engine_destroy(h0);
     tl_emb_engine_destroy(h1);

@@ -322,10 +322,17 @@ TL_API tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core);
  *     tl_emb_import_rows(eng, &dd, h, buf_from_h, n);
  *     tl_emb_recv_activations(eng, c, &dd, outputs, F);
  *
- * Each core's gradients reach every engine (the owners among them) as its
- * send on each engine; an engine updates only the rows it holds, each once
- * per step from every core's sums in ascending core order, so the tables
- * are the bits of one engine holding everything.
+ * After its send, a core's per-row gradient sums go to the hosts that hold
+ * the rows, the same way, and each of them sends them there for the core:
+ *
+ *     // on core c's host, for each other host h:
+ *     tl_emb_export_gradients(eng, &dd, h, buf, n);   // n: tl_emb_rows_floats(eng, &dd, h, &n)
+ *     // on host h:
+ *     tl_emb_send_row_gradients(eng, c, &dd_c, buf, n, lrs, n_lr);
+ *
+ * An engine updates only the rows it holds, each once per step from every
+ * core's sums in ascending core order, so the tables are the bits of one
+ * engine holding everything.
  */
 
 /* *floats: the floats of dd's step's unique rows held by `host` (each its
@@ -346,6 +353,20 @@ TL_API tl_status tl_emb_export_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, 
  * stale dedup data, or rows of host imported already. */
 TL_API tl_status tl_emb_import_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, const float *rows,
                                     int64_t floats);
+
+/* Writes the gradient sums of dd's step's unique rows held by `host`, in
+ * the step's order of unique rows (floats as tl_emb_rows_floats), after
+ * the core's send. Errors: TL_EINVAL for another count; TL_ERUNTIME before
+ * the send or for stale dedup data. */
+TL_API tl_status tl_emb_export_gradients(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, float *out,
+                                         int64_t floats);
+
+/* The send of core's dd step on an engine that plays it for another host:
+ * grads are the sums of the step's rows this engine holds, as the core's
+ * host exported them (floats of them). Otherwise as tl_emb_send_gradients:
+ * the same order checks, learning rates and update. */
+TL_API tl_status tl_emb_send_row_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *grads,
+                                           int64_t floats, const float *learning_rates, int n_lr);
 
 /* Applies a pipelined step's pending update now (before a retrieve or a
  * checkpoint). Does nothing when none is pending. */

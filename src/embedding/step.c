@@ -753,8 +753,10 @@ static tl_status gradients_summed(tl_emb_engine *eng, emb_core_step *s, const fl
     return TL_OK;
 }
 
-tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *const *grads, int n,
-                                const float *learning_rates, int n_lr)
+/* The checks of a send of core's dd step, before anything changes: *out its
+ * slot. */
+static tl_status send_check(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *learning_rates,
+                            int n_lr, emb_core_step **out)
 {
     if (eng == NULL)
         return tl_error(TL_EINVAL, "embedding: send_gradients on a NULL engine");
@@ -773,21 +775,22 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     if (state != CS_ACTIVATED && !(s->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY && state == CS_RECEIVED))
         return tl_error(TL_ERUNTIME, "embedding: core %d sent step %lld's gradients before receiving its activations",
                         core, (long long)s->step);
-    if (n != eng->cfg.num_features || grads == NULL)
-        return tl_error(TL_EINVAL, "embedding: expected %d gradients, one per feature (the activations' list), got %d",
-                        eng->cfg.num_features, n);
     if (n_lr < 0 || (n_lr > 0 && learning_rates == NULL))
         return tl_error(TL_EINVAL, "embedding: %d learning rates%s", n_lr, n_lr > 0 ? " but the list is NULL" : "");
-    for (int f = 0; f < n; f++)
-        if (grads[f] == NULL)
-            return tl_error(TL_EINVAL, "embedding: gradient %d (feature \"%s\") is NULL", f, eng->features[f].name);
     for (int i = 0; i < eng->cfg.num_tables; i++) {
         tl_emb_step es;
         if ((st = tl_emb_step_prepare(&eng->tables[i].opt, learning_rates, n_lr, &es)) != TL_OK)
             return tl_error(st, "table \"%s\": %s", eng->tables[i].name, tl_last_error());
     }
-    if ((st = gradients_summed(eng, s, grads)) != TL_OK)
-        return st;
+    *out = s;
+    return TL_OK;
+}
+
+/* The send of s, its gradients summed: counted, and the step applied when
+ * it is the last (without owner apply). */
+static tl_status send_commit(tl_emb_engine *eng, emb_core_step *s, const float *learning_rates, int n_lr)
+{
+    tl_status st;
     pthread_mutex_lock(&eng->mu);
     emb_step_rec *r = &eng->recs[s->step % EMB_RING];
     if (r->sent == 0 && n_lr > 0) {
@@ -823,6 +826,87 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     }
     pthread_mutex_unlock(&eng->mu);
     return TL_OK;
+}
+
+tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *const *grads, int n,
+                                const float *learning_rates, int n_lr)
+{
+    emb_core_step *s;
+    tl_status st = send_check(eng, core, dd, learning_rates, n_lr, &s);
+    if (st != TL_OK)
+        return st;
+    if (n != eng->cfg.num_features || grads == NULL)
+        return tl_error(TL_EINVAL, "embedding: expected %d gradients, one per feature (the activations' list), got %d",
+                        eng->cfg.num_features, n);
+    for (int f = 0; f < n; f++)
+        if (grads[f] == NULL)
+            return tl_error(TL_EINVAL, "embedding: gradient %d (feature \"%s\") is NULL", f, eng->features[f].name);
+    if ((st = gradients_summed(eng, s, grads)) != TL_OK)
+        return st;
+    return send_commit(eng, s, learning_rates, n_lr);
+}
+
+tl_status tl_emb_export_gradients(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, float *out, int64_t floats)
+{
+    emb_core_step *s;
+    int64_t n;
+    tl_status st = rows_of(eng, dd, host, &s, &n);
+    if (st != TL_OK)
+        return st;
+    pthread_mutex_lock(&eng->mu);
+    bool sent = s->state == CS_SENT;
+    pthread_mutex_unlock(&eng->mu);
+    if (!sent || s->u_goff.p == NULL)
+        return tl_error(TL_ERUNTIME, "embedding: core %d has not sent step %lld's gradients: nothing to export",
+                        dd->core, (long long)dd->step);
+    if (floats != n || (n > 0 && out == NULL))
+        return tl_error(TL_EINVAL, "embedding: core %d's step %lld has %lld floats of rows on host %d; the export was "
+                                   "given room for %lld", dd->core, (long long)dd->step, (long long)n, host,
+                        (long long)floats);
+    const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
+    const int64_t *goff = s->u_goff.p;
+    const float *g = s->grad.p;
+    for (int64_t u = 0; u < s->n_unique; u++) {
+        if (eng->cfg.num_hosts > 1 && uh[u] != host)
+            continue;
+        int D = eng->tables[ut[u]].dim;
+        memcpy(out, g + goff[u], (size_t)D * sizeof *out);
+        out += D;
+    }
+    return TL_OK;
+}
+
+tl_status tl_emb_send_row_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup *dd, const float *grads,
+                                    int64_t floats, const float *learning_rates, int n_lr)
+{
+    emb_core_step *s;
+    tl_status st = send_check(eng, core, dd, learning_rates, n_lr, &s);
+    int64_t n;
+    if (st != TL_OK || (st = rows_of(eng, dd, eng->cfg.host, &s, &n)) != TL_OK)
+        return st;
+    if (floats != n || (n > 0 && grads == NULL))
+        return tl_error(TL_EINVAL, "embedding: core %d's step %lld has %lld floats of rows on this host; %lld "
+                                   "gradients were given", core, (long long)dd->step, (long long)n, (long long)floats);
+    /* The held rows' sums as given; the others' are never read (each
+     * engine updates the rows it holds). */
+    const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
+    if ((st = emb_reserve(&s->u_goff, (size_t)(s->n_unique + 1) * sizeof(int64_t))) != TL_OK)
+        return st;
+    int64_t *goff = s->u_goff.p;
+    goff[0] = 0;
+    for (int64_t u = 0; u < s->n_unique; u++)
+        goff[u + 1] = goff[u] + eng->tables[ut[u]].dim;
+    if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
+        return st;
+    float *g = s->grad.p;
+    for (int64_t u = 0; u < s->n_unique; u++) {
+        if (eng->cfg.num_hosts > 1 && uh[u] != eng->cfg.host)
+            continue;
+        int D = eng->tables[ut[u]].dim;
+        memcpy(g + goff[u], grads, (size_t)D * sizeof *g);
+        grads += D;
+    }
+    return send_commit(eng, s, learning_rates, n_lr);
 }
 
 tl_status tl_emb_flush(tl_emb_engine *eng)

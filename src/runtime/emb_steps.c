@@ -168,15 +168,10 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
         return tl_error_oom();
     if (est->H == 1)
         return TL_OK;
-    e->G = 0;
-    for (int f = 0; f < F; f++)
-        e->G += out_floats(c, f, est->train.batch);
     e->all_ids = tl_malloc((size_t)(est->R * maxb * est->emb_width + 1) * sizeof *e->all_ids);
-    e->my_grads = tl_malloc((size_t)(e->G + 1) * sizeof *e->my_grads);
-    e->all_grads = tl_malloc((size_t)(est->R * e->G + 1) * sizeof *e->all_grads);
     e->rdd = tl_calloc((size_t)est->R, sizeof *e->rdd);
     e->a2a = tl_calloc((size_t)est->R * 4, sizeof *e->a2a);
-    if (e->all_ids == NULL || e->my_grads == NULL || e->all_grads == NULL || e->rdd == NULL || e->a2a == NULL)
+    if (e->all_ids == NULL || e->rdd == NULL || e->a2a == NULL)
         return tl_error_oom();
     return TL_OK;
 }
@@ -186,17 +181,24 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
  * Each host's engine holds its host shard of every table (rows over hosts
  * by the sharding strategy, tpu_embedding.md §8.1) and plays every
  * replica's tensor core: its own replicas' from their batches, the other
- * hosts' replicas' from their ids and activation gradients, gathered from
- * every host each step (all-gather over the replicas' communicator). So
- * each engine knows every replica's unique rows and sees the very sends of
- * the one-process run; it updates the rows it holds, each once per step
- * from every replica's sums in ascending replica order: the tables are the
- * bits of one process, spread over the hosts. Worker j of a host plays the
- * other hosts' replicas q with q % Rl == j, and before a step's activations
- * sends each of them the rows of its step that this host holds, and
- * receives from worker j of each other host the rows of its own replica's
- * step held there (exchange_rows): the owner pushes what it knows a
- * replica reads, with no request. */
+ * hosts' replicas' from their ids, gathered from every host each step
+ * (all-gather over the replicas' communicator). So each engine knows every
+ * replica's unique rows, and which host holds each. Worker j of a host
+ * plays the other hosts' replicas q with q % Rl == j and talks to them
+ * only, by all-to-all over the replicas:
+ *   - before a step's activations, it sends each of them the rows of its
+ *     step that this host holds, and receives from worker j of each other
+ *     host the rows of its own replica's step held there (exchange_rows):
+ *     the holder pushes what it knows a replica reads, with no request;
+ *   - after its replica's send, it sends each other host the replica's
+ *     per-row gradient sums of the rows held there, and receives the sums
+ *     of the replicas it plays for the rows held here, which it sends into
+ *     the engine as theirs (exchange_gradients).
+ * Each engine then updates the rows it holds, each once per step from every
+ * replica's sums in ascending replica order: the tables are the bits of one
+ * process, spread over the hosts. Per step a host receives the rows and
+ * gradients its replicas' steps touch elsewhere and others' touch here,
+ * each unique (row, replica) pair once, as tpu_embedding.md §7.3 has it. */
 
 /* Whether worker w plays replica q as another host's. */
 static bool plays(const tl_worker *w, int q)
@@ -217,8 +219,6 @@ void tl_est_emb_worker_free(tl_worker *w)
     tl_free(e->zeros);
     tl_free(e->lrs);
     tl_free(e->all_ids);
-    tl_free(e->my_grads);
-    tl_free(e->all_grads);
     tl_free(e->rdd);
     tl_free(e->rows_out);
     tl_free(e->rows_in);
@@ -374,6 +374,42 @@ static tl_status exchange_rows(tl_worker *w)
     return st;
 }
 
+/* Several hosts, after this replica's send: its per-row gradient sums to
+ * the hosts that hold the rows, and the sums of the replicas this worker
+ * plays for the rows this host holds, sent there as theirs. The same
+ * all-to-all as exchange_rows, the other way. */
+static tl_status exchange_gradients(tl_worker *w)
+{
+    tl_estimator *est = w->est;
+    tl_emb_engine *eng = est->opt.embedding;
+    tl_est_emb *e = &w->emb;
+    int R = est->R;
+    int64_t *sc = e->a2a, *so = sc + R, *rc = so + R, *ro = rc + R, ns = 0, nr = 0;
+    tl_status st = TL_OK;
+    for (int q = 0; q < R && st == TL_OK; q++) {
+        sc[q] = rc[q] = 0;
+        so[q] = ns;
+        ro[q] = nr;
+        if (plays(w, q) && (st = tl_emb_rows_floats(eng, &e->dd, q / est->Rl, &sc[q])) == TL_OK)
+            st = tl_emb_rows_floats(eng, &e->rdd[q], est->host, &rc[q]);
+        ns += sc[q];
+        nr += rc[q];
+    }
+    if (st != TL_OK || (st = grow(&e->rows_out, &e->rows_out_cap, ns + 1)) != TL_OK ||
+        (st = grow(&e->rows_in, &e->rows_in_cap, nr + 1)) != TL_OK)
+        return st;
+    for (int q = 0; q < R && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_export_gradients(eng, &e->dd, q / est->Rl, e->rows_out + so[q], sc[q]);
+    if (st != TL_OK ||
+        (st = tl_comm_all_to_all_v(est->comm, w->rank, e->rows_out, sc, so, e->rows_in, rc, ro, TL_COMM_F32)) != TL_OK)
+        return st;
+    for (int q = 0; q < R && st == TL_OK; q++)
+        if (plays(w, q))
+            st = tl_emb_send_row_gradients(eng, q, &e->rdd[q], e->rows_in + ro[q], rc[q], e->lrs, e->nlr);
+    return st;
+}
+
 tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl_mode mode)
 {
     tl_estimator *est = w->est;
@@ -430,27 +466,7 @@ tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, i
     tl_status st = tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
     if (st != TL_OK || est->H == 1)
         return st;
-    /* Every replica's activation gradients, from every host. */
-    int64_t at = 0;
-    for (int f = 0; f < F; f++) {
-        int64_t k = out_floats(c, f, m->batch);
-        memcpy(e->my_grads + at, e->grad[f], (size_t)k * sizeof *e->my_grads);
-        at += k;
-    }
-    TL_ASSERT(at == e->G);
-    if ((st = tl_comm_all_gather(est->comm, w->rank, e->my_grads, e->all_grads, e->G, TL_COMM_F32)) != TL_OK)
-        return st;
-    for (int q = 0; q < est->R && st == TL_OK; q++) {
-        if (!plays(w, q))
-            continue;
-        at = q * e->G;
-        for (int f = 0; f < F; f++) {
-            e->grad[f] = e->all_grads + at;
-            at += out_floats(c, f, m->batch);
-        }
-        st = tl_emb_send_gradients(eng, q, &e->rdd[q], e->grad, F, e->lrs, e->nlr);
-    }
-    return st;
+    return exchange_gradients(w);
 }
 
 tl_status tl_est_emb_apply(tl_worker *w)

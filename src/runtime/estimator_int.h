@@ -231,16 +231,14 @@ typedef struct tl_est_emb {
     float *lrs;            /* (nlr) the step's dynamic values */
     int nlr;
     tl_emb_dedup dd;       /* the step's */
-    /* Several hosts (emb_steps.c): every replica's ids and activation
-     * gradients of the step, gathered from every host, and the step's
-     * dedup of each other host's replica this worker plays in the engine. */
+    /* Several hosts (emb_steps.c): every replica's ids of the step,
+     * gathered from every host, and the step's dedup of each other host's
+     * replica this worker plays in the engine. */
     int64_t *all_ids;      /* (R, batch * W) */
-    float *my_grads;       /* (G) this replica's, features one after another */
-    float *all_grads;      /* (R, G) */
-    int64_t G;             /* floats of one replica's activation gradients at the training batch */
     tl_emb_dedup *rdd;     /* (R) */
-    /* The rows the step reads from other hosts: sent to and received from
-     * the same worker of each other host (tl_emb_export_rows / _import_rows). */
+    /* The rows the step reads from other hosts, and the gradients of rows
+     * other hosts hold: sent to and received from the same worker of each
+     * other host. */
     float *rows_out, *rows_in;
     int64_t rows_out_cap, rows_in_cap; /* floats */
     int64_t *a2a;          /* (4 R) the all-to-all's send counts, offsets, receive counts, offsets */
