@@ -108,6 +108,229 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
     free(dir);
 }
 
+/* ---- sharded embedding checkpoints ------------------------------------------ */
+
+/* DLRM saving every 10 steps into dir/m (the at-start save too). */
+#define DLRM_SAVES DLRM " --save_checkpoints_steps=10"
+
+/* The digest of DLRM trained uninterrupted to step 30 on 1 host x 4. */
+static void dlrm_digest_30(char out[65])
+{
+    tc_result r = tc_runf("%s --devices=4", DLRM);
+    digest_of(&r, "uninterrupted 1 x 4", out);
+    tc_done(&r);
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char *p = NULL;
+    cr_assert(asprintf(&p, "%s/%s", dir, name) > 0);
+    struct stat sb;
+    bool there = stat(p, &sb) == 0;
+    free(p);
+    return there;
+}
+
+/* The step a run's summary says it resumed from (-1: none). */
+static json_int_t restored_from(const tc_result *r)
+{
+    json_t *j = tc_json(r);
+    json_t *v = json_object_get(j, "restored_from_step");
+    json_int_t s = json_is_integer(v) ? json_integer_value(v) : -1;
+    json_decref(j);
+    return s;
+}
+
+/* Trains DLRM on `hosts` hosts x `devices` from dir/m (resuming there)
+ * with the extra flags; asserts it passed and returns the result. */
+static tc_result dlrm_on(int hosts, int devices, const char *dir, const char *extra)
+{
+    char launch[2048];
+    if (hosts == 1)
+        return tc_runf("%s --devices=%d --model_dir=%s/m %s", DLRM_SAVES, devices, dir, extra);
+    snprintf(launch, sizeof launch, "-np %d --mca btl tcp,self @tpuloop %s --devices=%d --model_dir=%s/m %s", hosts,
+             DLRM_SAVES, devices, dir, extra);
+    return tc_mpirun(launch, 180);
+}
+
+Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_resumes_on_1_and_on_4_hosts)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    dlrm_digest_30(want);
+    tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    /* The main file: the dense state and where the tables are, no table. */
+    char path[1024], shard[1100];
+    snprintf(path, sizeof path, "%s/m/model.ckpt-20.safetensors", dir);
+    tl_ckpt_reader *main;
+    cr_assert_eq(tl_ckpt_open(path, 0, &main), TL_OK, "%s", tl_last_error());
+    for (int i = 0; i < tl_ckpt_num_tensors(main); i++) {
+        tl_ckpt_tensor_info t;
+        cr_assert_eq(tl_ckpt_tensor(main, i, &t), TL_OK);
+        cr_assert(strncmp(t.name, "embedding/", 10) != 0, "the main file holds table tensor %s", t.name);
+    }
+    cr_assert_not_null(tl_ckpt_meta(main, "global_step"));
+    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDS), "2");
+    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDING), "DIV_DEFAULT");
+    tl_ckpt_close(main);
+    /* Each host's rows of every table, parameters and the Adagrad slot:
+     * C1 (1000 ids) 500 and 500, C2 (583) 292 and 291, C9 (3) 2 and 1. */
+    static const struct { const char *table; int64_t rows[2]; } want_rows[] = {
+        {"C1", {500, 500}}, {"C2", {292, 291}}, {"C9", {2, 1}}};
+    for (int h = 0; h < 2; h++) {
+        cr_assert_eq(tl_ckpt_shard_path(path, h, 2, shard, sizeof shard), TL_OK);
+        tl_ckpt_reader *sr;
+        cr_assert_eq(tl_ckpt_open(shard, 0, &sr), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_ckpt_num_tensors(sr), 26 * 2, "26 tables' parameters and accumulators");
+        char hs[8];
+        snprintf(hs, sizeof hs, "%d", h);
+        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARD), hs);
+        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARDS), "2");
+        cr_assert_str_eq(tl_ckpt_meta(sr, "step"), "20");
+        for (size_t k = 0; k < sizeof want_rows / sizeof *want_rows; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "embedding/%s/parameters", want_rows[k].table);
+            tl_ckpt_tensor_info t;
+            cr_assert_eq(tl_ckpt_find(sr, name, &t), TL_OK, "%s: %s", shard, name);
+            cr_assert(t.dtype == TL_CKPT_F32 && t.rank == 2 && t.shape[0] == want_rows[k].rows[h] &&
+                          t.shape[1] == 16, "%s: %s is [%lld, %lld]", shard, name, (long long)t.shape[0],
+                      (long long)t.shape[1]);
+        }
+        tl_ckpt_close(sr);
+    }
+    /* `tpuloop ckpt` tells where the tables are. */
+    r = tc_runf("ckpt inspect %s/m/model.ckpt-20", dir);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "embedding tables: not in this file but in 2 table shard files") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "model.ckpt-20.tables-00001-of-00002.safetensors: valid") != NULL, "%s", r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt list %s/m", dir);
+    cr_assert(strstr(r.out, "valid (tables in 2 shard files)") != NULL, "%s", r.out);
+    tc_done(&r);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp -r %s/m %s/four && mkdir %s/on4 && mv %s/four %s/on4/m", dir, dir, dir, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    /* On 1 host: the rows of both shards into one table. */
+    r = dlrm_on(1, 4, dir, "--train_steps=10");
+    digest_of(&r, "resumed on 1 host", got);
+    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    /* On 4 hosts: each builds its quarter from the 2 saved halves. */
+    snprintf(path, sizeof path, "%s/on4", dir);
+    r = dlrm_on(4, 1, path, "--train_steps=10");
+    digest_of(&r, "resumed on 4 hosts", got);
+    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    cr_assert(file_exists(path, "m/model.ckpt-30.tables-00003-of-00004.safetensors"));
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, a_1_host_dlrm_checkpoint_resumes_on_2_hosts_as_if_never_stopped)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    dlrm_digest_30(want);
+    tc_result r = dlrm_on(1, 4, dir, "--train_steps=20");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    cr_assert(file_exists(dir, "m/model.ckpt-20.safetensors"));
+    cr_assert(!file_exists(dir, "m/model.ckpt-20.tables-00000-of-00001.safetensors"), "1 host: no shard files");
+    r = dlrm_on(2, 2, dir, "--train_steps=10");
+    digest_of(&r, "resumed on 2 hosts", got);
+    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    cr_assert(file_exists(dir, "m/model.ckpt-30.tables-00001-of-00002.safetensors"));
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_one)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    dlrm_digest_30(want);
+    tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    char gone[1024];
+    snprintf(gone, sizeof gone, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    cr_assert_eq(unlink(gone), 0);
+    /* Step 20 is incomplete: both hosts resume from 10, to 30. */
+    r = dlrm_on(2, 2, dir, "--train_steps=20");
+    digest_of(&r, "resumed past the incomplete checkpoint", got);
+    cr_assert_eq(restored_from(&r), 10, "%s\n%s", r.out, r.err);
+    cr_assert_str_eq(got, want);
+    char warn[1200];
+    snprintf(warn, sizeof warn, "is incomplete: table shard 1 of 2: %s", gone);
+    cr_assert(strstr(r.err, warn) != NULL, "the warning names the file: %s", r.err);
+    cr_assert(strstr(r.err, "falling back to the previous checkpoint") != NULL, "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, a_host_that_cannot_write_its_table_shard_fails_every_host_and_commits_nothing)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    dlrm_digest_30(want);
+    char blocker[1024];
+    snprintf(blocker, sizeof blocker, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", blocker);
+    cr_assert_eq(system(cmd), 0);
+    tc_result r = dlrm_on(2, 2, dir, "");
+    cr_assert_neq(r.status, 0, "%s", r.err);
+    for (int h = 0; h < 2; h++) {
+        char line[1600];
+        snprintf(line, sizeof line,
+                 "error [tpu_worker/host %d of 2]: the checkpoint of step 20 is not committed (the earlier "
+                 "checkpoints stay): host 1: cannot write its table shard %s: ", h, blocker);
+        cr_assert(strstr(r.err, line) != NULL, "host %d names host 1 and its file:\n%s", h, r.err);
+    }
+    cr_assert_str_eq(r.out, "");
+    tc_done(&r);
+    cr_assert(!file_exists(dir, "m/model.ckpt-20.safetensors"), "no main file for step 20");
+    cr_assert(file_exists(dir, "m/model.ckpt-10.safetensors"));
+    /* The cause gone, a rerun resumes from step 10 and trains the same bits. */
+    cr_assert_eq(rmdir(blocker), 0);
+    r = dlrm_on(2, 2, dir, "--train_steps=20");
+    digest_of(&r, "rerun", got);
+    cr_assert_eq(restored_from(&r), 10, "%s\n%s", r.out, r.err);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+Test(mpi_train, retention_deletes_the_table_shards_of_old_checkpoints)
+{
+    char *dir = tc_tmpdir();
+    /* A shard of a save that never committed, left by a killed run. */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/m && echo x > %s/m/model.ckpt-5.tables-00002-of-00004.safetensors", dir,
+             dir);
+    cr_assert_eq(system(cmd), 0);
+    tc_result r = dlrm_on(2, 2, dir, "--train_steps=40 --keep_checkpoint_max=2");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    for (int step = 0; step <= 40; step += 10) {
+        bool kept = step >= 30;
+        char name[128];
+        snprintf(name, sizeof name, "m/model.ckpt-%d.safetensors", step);
+        cr_assert_eq(file_exists(dir, name), kept, "%s", name);
+        for (int h = 0; h < 2; h++) {
+            snprintf(name, sizeof name, "m/model.ckpt-%d.tables-%05d-of-00002.safetensors", step, h);
+            cr_assert_eq(file_exists(dir, name), kept, "%s %s", name, kept ? "missing" : "not deleted");
+        }
+    }
+    cr_assert(!file_exists(dir, "m/model.ckpt-5.tables-00002-of-00004.safetensors"), "the shard of a save that never committed is removed");
+    tc_rmtree(dir);
+    free(dir);
+}
+
 /* BROADCAST: host 0 reads the input and relays each batch (with its
  * embedding ids) to the other host's replicas, and writes the predictions
  * file. run (MLP or DLRM) with flags on 1 x 4 and on 2 x 2: the same
