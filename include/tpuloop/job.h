@@ -70,6 +70,10 @@ typedef struct tl_job_train_start {
     int num_devices;             /* over every host */
     int num_replicas;
     tl_ipl iterations_per_loop;
+    /* The embedding tables and their slots (0 without): all of them, and
+     * the most one host holds (each host holds its shard of every table). */
+    int64_t table_bytes;
+    int64_t host_table_bytes;
 } tl_job_train_start;
 
 /* One evaluation: the estimator's result, and for criteo_synthetic the

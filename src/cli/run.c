@@ -92,10 +92,16 @@ static void on_train_start(const tl_job_train_start *s, void *user)
     char hosts[32] = "";
     if (s->num_hosts > 1)
         snprintf(hosts, sizeof hosts, " (%d hosts)", s->num_hosts);
-    fprintf(stderr, "training %s on %s: %s, batches of %lld on %d device%s%s, iterations_per_loop %lld%s\n",
+    char tables[96] = "";
+    if (s->table_bytes > 0 && s->host_table_bytes < s->table_bytes)
+        snprintf(tables, sizeof tables, "; embedding tables %.2f MiB, at most %.2f MiB per host",
+                 (double)s->table_bytes / 1048576.0, (double)s->host_table_bytes / 1048576.0);
+    else if (s->table_bytes > 0)
+        snprintf(tables, sizeof tables, "; embedding tables %.2f MiB", (double)s->table_bytes / 1048576.0);
+    fprintf(stderr, "training %s on %s: %s, batches of %lld on %d device%s%s, iterations_per_loop %lld%s%s\n",
             s->model_name, what, end, (long long)s->global_batch_size, s->num_devices, s->num_devices == 1 ? "" : "s",
             hosts, (long long)s->iterations_per_loop.value,
-            s->iterations_per_loop.unit == TL_IPL_COUNT ? " steps" : " s");
+            s->iterations_per_loop.unit == TL_IPL_COUNT ? " steps" : " s", tables);
 }
 
 /* num_hosts is the number of processes the launcher started (1 without

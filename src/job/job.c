@@ -252,6 +252,17 @@ tl_status tl_job_train(tl_job *job, tl_job_train_result *res)
     }
     job->train_input.finite = epochs > 0;
     if (job->opt.on_train_start != NULL && tl_job_host0(job)) {
+        /* Host 0 holds the most rows (DIV and MOD give the first hosts the
+         * remainder); the whole is what one host would hold. */
+        tl_emb_engine *eng = tl_estimator_embedding(job->est);
+        int64_t table_bytes = 0, per_id = 0;
+        if (eng != NULL) {
+            tl_emb_config whole = *tl_emb_engine_config(eng);
+            whole.num_hosts = 1;
+            whole.host = 0;
+            whole.num_shards = 1;
+            (void)tl_emb_config_bytes(&whole, &table_bytes, &per_id); /* the engine's own config: valid */
+        }
         tl_job_train_start s = {.model_name = r->model.model_name,
                                 .dataset = r->input.dataset,
                                 .examples = job->file_input ? -1 : job->train.num_examples,
@@ -262,7 +273,9 @@ tl_status tl_job_train(tl_job *job, tl_job_train_result *res)
                                 .num_hosts = (int)r->num_hosts,
                                 .num_devices = (int)((r->devices ? r->devices : tl_available_cpus()) * r->num_hosts),
                                 .num_replicas = 0,
-                                .iterations_per_loop = r->tpu.iterations_per_loop};
+                                .iterations_per_loop = r->tpu.iterations_per_loop,
+                                .table_bytes = table_bytes,
+                                .host_table_bytes = tl_emb_table_bytes(eng)};
         job->opt.on_train_start(&s, job->opt.user);
     }
     tl_status st = job->file_input ? tl_estimator_train_input(job->est, &job->train_input, &res->train)
