@@ -29,6 +29,21 @@ Test(cli_embedding, config_reports_tables_and_memory)
     cr_assert_eq(json_integer_value(json_object_get(e, "workspace_bytes_at_one_id_per_bag")), per_id * 64 * 2);
     /* the section is kept in the run config */
     cr_assert(json_is_object(json_object_get(json_object_get(j, "run_config"), "embedding")));
+    cr_assert_null(json_object_get(e, "table_bytes_per_host"), "one host holds everything");
+    json_decref(j);
+    tc_done(&r);
+
+    /* Hosts as processes each hold their shard: host 0 of 3 the most, by DIV
+     * 334 of the 1000 user rows and 100 of the 300 item rows. */
+    r = tc_run(NULL, "config --json --num_hosts=3 --per_host_input_for_training=BROADCAST --embedding='{\"tables\": "
+                     "[{\"name\": \"user\", \"vocabulary_size\": 1000, \"dim\": 16}, {\"name\": \"item\", "
+                     "\"vocabulary_size\": 300, \"dim\": 8}], \"features\": [{\"name\": \"u\", \"table\": "
+                     "\"user\"}, {\"name\": \"i\", \"table\": \"item\"}], \"optimizer\": {\"type\": "
+                     "\"adagrad\", \"learning_rate\": 0.1}}'");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    e = json_object_get(j, "embedding");
+    cr_assert_eq(json_integer_value(json_object_get(e, "table_bytes_per_host")), 334 * 16 * 4 * 2 + 100 * 8 * 4 * 2);
     json_decref(j);
     tc_done(&r);
 

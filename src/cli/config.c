@@ -248,6 +248,16 @@ static tl_status embedding_info(const tl_run_config *r, json_t **out)
     json_object_set_new(e, "tables", tables);
     json_object_set_new(e, "num_features", json_integer(c->num_features));
     json_object_set_new(e, "table_bytes", json_integer(table_bytes));
+    if (r->num_hosts > 1) {
+        /* Each host (process) holds its shard of every table; host 0 the most. */
+        tl_emb_config host0 = *c;
+        host0.num_hosts = (int)r->num_hosts;
+        host0.host = 0;
+        host0.num_shards = (int)r->num_hosts;
+        int64_t hb = table_bytes, unused;
+        if (tl_emb_config_bytes(&host0, &hb, &unused) == TL_OK)
+            json_object_set_new(e, "table_bytes_per_host", json_integer(hb));
+    }
     json_object_set_new(e, "workspace_bytes_per_id", json_integer(per_id));
     json_object_set_new(e, "workspace_bytes_at_one_id_per_bag", json_integer(per_id * step_ids));
     tl_emb_spec_destroy(spec);
@@ -377,9 +387,14 @@ int cli_config(int argc, char **argv)
                        (double)json_integer_value(json_object_get(t, "bytes")) / 1048576.0);
                 print_optimizer_text(json_object_get(t, "optimizer_parameters"));
             }
-            printf("  tables and slots %.1f MiB; per-step workspace at most %lld bytes per id (%.1f MiB at one id "
+            json_t *per_host = json_object_get(emb, "table_bytes_per_host");
+            char hosts[64] = "";
+            if (per_host != NULL)
+                snprintf(hosts, sizeof hosts, " (at most %.1f MiB per host)",
+                         (double)json_integer_value(per_host) / 1048576.0);
+            printf("  tables and slots %.1f MiB%s; per-step workspace at most %lld bytes per id (%.1f MiB at one id "
                    "per bag)\n",
-                   (double)json_integer_value(json_object_get(emb, "table_bytes")) / 1048576.0,
+                   (double)json_integer_value(json_object_get(emb, "table_bytes")) / 1048576.0, hosts,
                    (long long)json_integer_value(json_object_get(emb, "workspace_bytes_per_id")),
                    (double)json_integer_value(json_object_get(emb, "workspace_bytes_at_one_id_per_bag")) / 1048576.0);
         }
