@@ -159,7 +159,8 @@ static int train(int argc, char **argv, bool tae)
      * training is done and saved; `tpuloop evaluate` would fail the same). */
     bool evaluate = !tae && !tr->stopped && r->eval_batch_size.set && (r->eval_steps.set || !r->use_tpu || !r->eval_on_tpu);
     if (evaluate && tl_estimator_check_mode(tl_job_estimator(run.job), TL_MODE_EVAL) != TL_OK) {
-        fprintf(stderr, "warning: not evaluating after training: %s\n", tl_last_error());
+        if (cli_host0()) /* every host decides the same */
+            fprintf(stderr, "warning: not evaluating after training: %s\n", tl_last_error());
         evaluate = false;
     }
     if (evaluate) {
