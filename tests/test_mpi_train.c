@@ -94,7 +94,7 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
         json_decref(j);
         tc_done(&r);
     }
-    /* 2 hosts to step 20 (the tables in host 0's checkpoint), then 1 host. */
+    /* 2 hosts to step 20 (the tables in their 2 shard files), then 1 host. */
     char launch[1024];
     snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/m", DLRM, dir);
     r = tc_mpirun(launch, 180);
@@ -159,6 +159,7 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     dlrm_digest_30(want);
     tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
     cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *trained = tc_json(&r);
     tc_done(&r);
     /* The main file: the dense state and where the tables are, no table. */
     char path[1024], shard[1100];
@@ -183,7 +184,7 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
         tl_ckpt_reader *sr;
         cr_assert_eq(tl_ckpt_open(shard, 0, &sr), TL_OK, "%s", tl_last_error());
         cr_assert_eq(tl_ckpt_num_tensors(sr), 26 * 2, "26 tables' parameters and accumulators");
-        char hs[8];
+        char hs[16];
         snprintf(hs, sizeof hs, "%d", h);
         cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARD), hs);
         cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARDS), "2");
@@ -208,6 +209,29 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     r = tc_runf("ckpt list %s/m", dir);
     cr_assert(strstr(r.out, "valid (tables in 2 shard files)") != NULL, "%s", r.out);
     tc_done(&r);
+    /* Evaluating the checkpoint on 1 host and on 2: the training run's
+     * evaluation and parameters. */
+    static const char *const EVAL = "evaluate examples/dlrm_synthetic.json --synthetic_examples=8192 "
+                                    "--synthetic_eval_examples=1024 --train_batch_size=64 --eval_batch_size=64 "
+                                    "--eval_steps=2 --per_host_input_for_training=PER_HOST_V2";
+    for (int hosts = 1; hosts <= 2; hosts++) {
+        char launch[2048];
+        snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --model_dir=%s/m --checkpoint=%s", EVAL, dir,
+                 path);
+        r = hosts == 1 ? tc_runf("%s --devices=4 --model_dir=%s/m --checkpoint=%s", EVAL, dir, path)
+                       : tc_mpirun(launch, 120);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        json_t *ev = tc_json(&r);
+        json_t *te = json_object_get(trained, "eval");
+        cr_assert(json_equal(json_object_get(ev, "auc"), json_object_get(te, "auc")) &&
+                      json_equal(json_object_get(ev, "loss"), json_object_get(te, "loss")),
+                  "evaluated on %d host(s): %s\ntrained: %s", hosts, r.out, json_dumps(te, 0));
+        cr_assert(json_equal(json_object_get(ev, "params_digest"), json_object_get(trained, "params_digest")),
+                  "%s", r.out);
+        json_decref(ev);
+        tc_done(&r);
+    }
+    json_decref(trained);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp -r %s/m %s/four && mkdir %s/on4 && mv %s/four %s/on4/m", dir, dir, dir, dir, dir);
     cr_assert_eq(system(cmd), 0);
@@ -267,6 +291,60 @@ Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_o
     snprintf(warn, sizeof warn, "is incomplete: table shard 1 of 2: %s", gone);
     cr_assert(strstr(r.err, warn) != NULL, "the warning names the file: %s", r.err);
     cr_assert(strstr(r.err, "falling back to the previous checkpoint") != NULL, "%s", r.err);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* Rewrites shard file `file` with table C1's parameters one row short
+ * (everything else, the metadata included, as it was). */
+static void shorten_c1(const char *file)
+{
+    tl_ckpt_reader *r;
+    cr_assert_eq(tl_ckpt_open(file, 0, &r), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer *w;
+    cr_assert_eq(tl_ckpt_writer_create(&w), TL_OK);
+    for (int i = 0; i < tl_ckpt_num_tensors(r); i++) {
+        tl_ckpt_tensor_info t;
+        cr_assert_eq(tl_ckpt_tensor(r, i, &t), TL_OK);
+        int64_t shape[2] = {t.shape[0], t.shape[1]};
+        if (strcmp(t.name, "embedding/C1/parameters") == 0)
+            shape[0]--;
+        cr_assert_eq(tl_ckpt_writer_add(w, t.name, t.dtype, shape, t.rank, t.data), TL_OK);
+    }
+    for (int i = 0; i < tl_ckpt_num_meta(r); i++) {
+        const char *k, *v;
+        tl_ckpt_meta_at(r, i, &k, &v);
+        if (strcmp(k, "format") != 0 && strcmp(k, "format_version") != 0 && strcmp(k, "crc32c") != 0 &&
+            strcmp(k, "header_crc32c") != 0)
+            cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
+    }
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.short", file);
+    cr_assert_eq(tl_ckpt_writer_write(w, tmp), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_ckpt_close(r);
+    cr_assert_eq(rename(tmp, file), 0);
+}
+
+Test(mpi_train, a_table_shard_whose_tensor_does_not_fit_fails_the_restore_naming_the_file_and_tensor)
+{
+    char *dir = tc_tmpdir();
+    tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    shorten_c1(file);
+    /* The files are whole, so step 20 is the one to resume from; it does
+     * not fit the tables: nothing loads, the run fails saying where. */
+    r = dlrm_on(1, 4, dir, "--train_steps=10");
+    cr_assert_neq(r.status, 0, "%s", r.out);
+    char want[1400];
+    snprintf(want, sizeof want, "%s: embedding tensor 'embedding/C1/parameters' is F32 [499, 16], not float32 "
+                                "[500, 16]", file);
+    cr_assert(strstr(r.err, want) != NULL, "%s", r.err);
+    cr_assert_str_eq(r.out, "");
     tc_done(&r);
     tc_rmtree(dir);
     free(dir);

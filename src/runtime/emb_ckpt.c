@@ -300,33 +300,41 @@ static tl_status check_tensors(const tl_emb_config *c, const tl_est_emb_src *src
         return tl_error_oom();
     tl_status st = TL_OK;
     for (int s = 0; s < src->S && st == TL_OK; s++) {
-        const char *file = path;
-        if (!src->in_main && (st = tl_ckpt_shard_path(path, s, src->S, sp, cap)) == TL_OK)
+        const char *sep = "", *file = ""; /* the file, when not the main one what names */
+        if (!src->in_main && (st = tl_ckpt_shard_path(path, s, src->S, sp, cap)) == TL_OK) {
+            sep = ": ";
             file = sp;
+        }
         for (int t = 0; t < c->num_tables && st == TL_OK; t++) {
             int n = table_tensors(c, t);
             int64_t V = c->tables[t].vocabulary_size, dim = c->tables[t].dim;
             int64_t rows = tl_emb_shard_rows(V, src->S, s);
+            char where[160];
+            if (src->in_main)
+                snprintf(where, sizeof where, "table \"%s\"", c->tables[t].name);
+            else
+                snprintf(where, sizeof where, "table \"%s\": its table shard %d of %d holds %lld of its %lld rows",
+                         c->tables[t].name, s, src->S, (long long)rows, (long long)V);
             for (int k = 0; k < n && st == TL_OK; k++) {
                 char *name = tensor_name(c, t, k);
                 tl_ckpt_tensor_info ti;
-                char where[64] = "";
-                if (!src->in_main)
-                    snprintf(where, sizeof where, " (table shard %d of %d: rows %lld)", s, src->S, (long long)rows);
                 if (name == NULL)
                     st = tl_error_oom();
                 else if (tl_ckpt_find(src->rd[s], name, &ti) != TL_OK)
-                    st = tl_error(TL_EINVAL, "%s: %s: embedding tensor '%s' is missing (table \"%s\" with "
-                                             "optimizer %s has %d tensors of [%lld, %lld]%s)", what, file, name,
-                                  c->tables[t].name, tl_emb_algorithm_name(c->tables[t].optimizer->algorithm), n,
-                                  (long long)rows, (long long)dim, where);
-                else if (ti.dtype != TL_CKPT_F32 || ti.rank != 2 || ti.shape[0] != rows || ti.shape[1] != dim)
-                    st = tl_error(TL_EINVAL, "%s: %s: embedding tensor '%s' is %s %s[%lld, %lld], not float32 "
-                                             "[%lld, %lld] (the table's shape%s)", what, file, name,
-                                  tl_ckpt_dtype_name(ti.dtype), ti.rank == 2 ? "" : "of another rank ",
-                                  ti.rank >= 1 ? (long long)ti.shape[0] : 0LL,
-                                  ti.rank >= 2 ? (long long)ti.shape[1] : 0LL, (long long)rows, (long long)dim,
-                                  where);
+                    st = tl_error(TL_EINVAL, "%s%s%s: embedding tensor '%s' is missing (%s; with optimizer %s it "
+                                             "has %d tensors of [%lld, %lld])", what, sep, file, name, where,
+                                  tl_emb_algorithm_name(c->tables[t].optimizer->algorithm), n, (long long)rows,
+                                  (long long)dim);
+                else if (ti.dtype != TL_CKPT_F32 || ti.rank != 2 || ti.shape[0] != rows || ti.shape[1] != dim) {
+                    char got[96];
+                    if (ti.rank == 2)
+                        snprintf(got, sizeof got, "[%lld, %lld]", (long long)ti.shape[0], (long long)ti.shape[1]);
+                    else
+                        snprintf(got, sizeof got, "of rank %d", ti.rank);
+                    st = tl_error(TL_EINVAL, "%s%s%s: embedding tensor '%s' is %s %s, not float32 [%lld, %lld] (%s)",
+                                  what, sep, file, name, tl_ckpt_dtype_name(ti.dtype), got, (long long)rows,
+                                  (long long)dim, where);
+                }
                 tl_free(name);
             }
         }
