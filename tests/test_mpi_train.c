@@ -282,6 +282,10 @@ Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_o
     char gone[1024];
     snprintf(gone, sizeof gone, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
     cr_assert_eq(unlink(gone), 0);
+    r = tc_runf("ckpt list %s/m", dir);
+    cr_assert(strstr(r.out, "INVALID: checkpoint") != NULL && strstr(r.out, "is incomplete: table shard 1 of 2") &&
+                  strstr(r.out, "a resume restores step 10") != NULL, "%s", r.out);
+    tc_done(&r);
     /* Step 20 is incomplete: both hosts resume from 10, to 30. */
     r = dlrm_on(2, 2, dir, "--train_steps=20");
     digest_of(&r, "resumed past the incomplete checkpoint", got);
