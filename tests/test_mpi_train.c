@@ -300,6 +300,52 @@ Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_o
     free(dir);
 }
 
+Test(mpi_train, a_mod_sharded_checkpoint_resumes_on_4_hosts_and_as_div_default_on_2)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    dlrm_digest_30(want);
+    /* The example with MOD sharding over hosts. */
+    json_error_t je;
+    json_t *cfg = json_load_file("examples/dlrm_synthetic.json", 0, &je);
+    cr_assert_not_null(cfg, "%s", je.text);
+    json_object_set_new(json_object_get(cfg, "embedding"), "sharding_strategy", json_string("mod"));
+    char mod[1024], launch[3072];
+    snprintf(mod, sizeof mod, "%s/dlrm_mod.json", dir);
+    cr_assert_eq(json_dump_file(cfg, mod, 0), 0);
+    json_decref(cfg);
+    /* DLRM_SAVES with the MOD file in place of the example. */
+    const char *flags = strstr(DLRM_SAVES, "--synthetic_examples");
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop train %s %s --devices=2 --train_steps=20 --model_dir=%s/m", mod,
+             flags, dir);
+    tc_result r = tc_mpirun(launch, 180);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/m/model.ckpt-20.safetensors", dir);
+    tl_ckpt_reader *main;
+    cr_assert_eq(tl_ckpt_open(path, 0, &main), TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDING), "MOD");
+    tl_ckpt_close(main);
+    char cmd[3072];
+    snprintf(cmd, sizeof cmd, "mkdir %s/on4 && cp -r %s/m %s/on4/m", dir, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(launch, sizeof launch, "-np 4 --mca btl tcp,self @tpuloop train %s %s --devices=1 --train_steps=10 "
+             "--model_dir=%s/on4/m", mod, flags, dir);
+    r = tc_mpirun(launch, 180);
+    digest_of(&r, "MOD on 4 hosts", got);
+    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    /* The same checkpoint into DIV_DEFAULT shards of 2 hosts. */
+    r = dlrm_on(2, 2, dir, "--train_steps=10");
+    digest_of(&r, "DIV_DEFAULT on 2 hosts", got);
+    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
+    cr_assert_str_eq(got, want);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
+
 /* Rewrites shard file `file` with table C1's parameters one row short
  * (everything else, the metadata included, as it was). */
 static void shorten_c1(const char *file)
