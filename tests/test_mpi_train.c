@@ -346,6 +346,42 @@ Test(mpi_train, a_mod_sharded_checkpoint_resumes_on_4_hosts_and_as_div_default_o
     free(dir);
 }
 
+/* params_digest gathers each table over the hosts in chunks of 1M floats:
+ * a table of 70001 x 16 (two chunks, shards of uneven rows) digests as on
+ * one process, with DIV_DEFAULT and with MOD sharding. */
+Test(mpi_train, params_digest_over_hosts_gathers_a_table_larger_than_one_chunk)
+{
+    char *dir = tc_tmpdir(), want[65], got[65];
+    static const char *const strategies[] = {"div_default", "mod"};
+    const char *flags = strstr(DLRM, "--synthetic_examples");
+    for (int k = 0; k < 2; k++) {
+        json_error_t je;
+        json_t *cfg = json_load_file("examples/dlrm_synthetic.json", 0, &je);
+        cr_assert_not_null(cfg, "%s", je.text);
+        json_t *emb = json_object_get(cfg, "embedding");
+        json_object_set_new(json_array_get(json_object_get(emb, "tables"), 0), "vocabulary_size",
+                            json_integer(70001));
+        json_object_set_new(emb, "sharding_strategy", json_string(strategies[k]));
+        char file[1024], launch[3072];
+        snprintf(file, sizeof file, "%s/big_%s.json", dir, strategies[k]);
+        cr_assert_eq(json_dump_file(cfg, file, 0), 0);
+        json_decref(cfg);
+        if (k == 0) {
+            tc_result r = tc_runf("train %s %s --train_steps=10 --devices=4", file, flags);
+            digest_of(&r, "1 x 4", want);
+            tc_done(&r);
+        }
+        snprintf(launch, sizeof launch, "-np %d --mca btl tcp,self @tpuloop train %s %s --train_steps=10 --devices=%d",
+                 k == 0 ? 2 : 4, file, flags, k == 0 ? 2 : 1);
+        tc_result r = tc_mpirun(launch, 180);
+        digest_of(&r, launch, got);
+        cr_assert_str_eq(got, want, "%s", strategies[k]);
+        tc_done(&r);
+    }
+    tc_rmtree(dir);
+    free(dir);
+}
+
 /* Rewrites shard file `file` with table C1's parameters one row short
  * (everything else, the metadata included, as it was). */
 static void shorten_c1(const char *file)
