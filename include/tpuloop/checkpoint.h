@@ -315,9 +315,10 @@ TL_API tl_status tl_ckpt_shard_path(const char *ckpt_path, int shard, int num_sh
  * (tl_ckpt_open with flags: every bound and checksum) and says the main
  * file's step, its shard number and S. Every file is closed again.
  * Errors (the checkpoint is incomplete): TL_EPARSE "checkpoint FILE is
- * incomplete: table shard 1 of 2, SHARD_FILE: ..." with the shard reader's
- * reason (a missing file, a checksum) or the metadata that disagrees, or
- * a "table_shards" value that is not a number in [1, 99999]; TL_ENOMEM.
+ * incomplete: table shard 1 of 2: SHARD_FILE: ..." with the shard reader's
+ * reason (a missing file, a checksum) or the metadata that disagrees
+ * ("__metadata__ step is \"299\", the checkpoint needs \"300\""), or a
+ * "table_shards" value that is not a number in [1, 99999]; TL_ENOMEM.
  */
 TL_API tl_status tl_ckpt_check_shards(const char *ckpt_path, const tl_ckpt_reader *r, unsigned flags,
                                       int *num_shards);

@@ -130,7 +130,7 @@ static tl_status shard_meta_is(const tl_ckpt_reader *sr, const char *key, const 
     const char *got = tl_ckpt_meta(sr, key);
     if (got != NULL && strcmp(got, want) == 0)
         return TL_OK;
-    return tl_error(TL_EPARSE, "checkpoint %s is incomplete: table shard %d of %d, %s: __metadata__ %s is %s%.64s%s, "
+    return tl_error(TL_EPARSE, "checkpoint %s is incomplete: table shard %d of %d: %s: __metadata__ %s is %s%.64s%s, "
                                "the checkpoint needs \"%.64s\" (a shard of another save)", main, s, n, sp, key,
                     got ? "\"" : "", got ? got : "missing", got ? "\"" : "", want);
 }
