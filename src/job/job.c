@@ -181,6 +181,33 @@ tl_status tl_job_params_digest(const tl_job *job, char hex[65])
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
+/* The step of dir's newest complete checkpoint. Over several hosts host 0
+ * looks (reading every table shard once) and tells the others, so every
+ * host restores the same one. */
+static tl_status latest_checkpoint(tl_job *job, const char *dir, int64_t *step)
+{
+    tl_comm *hosts = job->opt.hosts;
+    int64_t v[2] = {TL_OK, -1};
+    if (tl_job_host0(job)) {
+        tl_ckpt_reader *rd;
+        tl_status st = tl_ckpt_latest_valid(dir, 0, &rd, &v[1]);
+        if (st == TL_OK)
+            tl_ckpt_close(rd);
+        v[0] = st;
+    }
+    if (hosts != NULL && tl_comm_processes(hosts) > 1) {
+        tl_status st = tl_comm_broadcast(hosts, tl_comm_first_rank(hosts), v, 2, TL_COMM_I64, 0);
+        if (st != TL_OK)
+            return st;
+    }
+    *step = v[1];
+    if (v[0] == TL_OK || tl_job_host0(job))
+        return (tl_status)v[0]; /* host 0's own error is set */
+    if (v[0] == TL_ENOTFOUND)
+        return TL_ENOTFOUND;
+    return tl_error((tl_status)v[0], "host 0 found no checkpoint to restore in %s (its message says why)", dir);
+}
+
 tl_status tl_job_restore(tl_job *job, const char *checkpoint, char *used, size_t cap, int64_t *step)
 {
     const char *dir = job->r->model_dir;
@@ -202,13 +229,11 @@ tl_status tl_job_restore(tl_job *job, const char *checkpoint, char *used, size_t
         /* The job looks the checkpoint up itself, rather than letting the
          * estimator do it, to tell which file and step it restores (the
          * estimator loads them only when the model is traced). */
-        tl_ckpt_reader *rd;
-        tl_status st = tl_ckpt_latest_valid(dir, 0, &rd, step);
+        tl_status st = latest_checkpoint(job, dir, step);
         if (st == TL_ENOTFOUND)
             return tl_error(TL_ENOTFOUND, "Could not find trained model in model_dir: %s.", dir);
         if (st != TL_OK)
             return st;
-        tl_ckpt_close(rd);
         if ((st = tl_ckpt_path(dir, *step, used, cap)) != TL_OK)
             return st;
     }
