@@ -153,9 +153,22 @@ static tc_result dlrm_on(int hosts, int devices, const char *dir, const char *ex
     return tc_mpirun(launch, 180);
 }
 
+/* Resumes dir/m from step `from` on `hosts` x `devices` for 10 steps:
+ * the run must end with want's bits, as if never stopped. */
+static void resumes_as_never_stopped(int hosts, int devices, const char *dir, int64_t from, const char *want,
+                                     const char *what)
+{
+    char got[65];
+    tc_result r = dlrm_on(hosts, devices, dir, "--train_steps=10");
+    digest_of(&r, what, got);
+    cr_assert_eq(restored_from(&r), from, "%s: %s", what, r.out);
+    cr_assert_str_eq(got, want, "%s", what);
+    tc_done(&r);
+}
+
 Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_resumes_on_1_and_on_4_hosts)
 {
-    char *dir = tc_tmpdir(), want[65], got[65];
+    char *dir = tc_tmpdir(), want[65];
     dlrm_digest_30(want);
     tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -236,18 +249,10 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     snprintf(cmd, sizeof cmd, "cp -r %s/m %s/four && mkdir %s/on4 && mv %s/four %s/on4/m", dir, dir, dir, dir, dir);
     cr_assert_eq(system(cmd), 0);
     /* On 1 host: the rows of both shards into one table. */
-    r = dlrm_on(1, 4, dir, "--train_steps=10");
-    digest_of(&r, "resumed on 1 host", got);
-    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
-    cr_assert_str_eq(got, want);
-    tc_done(&r);
+    resumes_as_never_stopped(1, 4, dir, 20, want, "resumed on 1 host");
     /* On 4 hosts: each builds its quarter from the 2 saved halves. */
     snprintf(path, sizeof path, "%s/on4", dir);
-    r = dlrm_on(4, 1, path, "--train_steps=10");
-    digest_of(&r, "resumed on 4 hosts", got);
-    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
-    cr_assert_str_eq(got, want);
-    tc_done(&r);
+    resumes_as_never_stopped(4, 1, path, 20, want, "resumed on 4 hosts");
     cr_assert(file_exists(path, "m/model.ckpt-30.tables-00003-of-00004.safetensors"));
     tc_rmtree(dir);
     free(dir);
@@ -255,18 +260,14 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
 
 Test(mpi_train, a_1_host_dlrm_checkpoint_resumes_on_2_hosts_as_if_never_stopped)
 {
-    char *dir = tc_tmpdir(), want[65], got[65];
+    char *dir = tc_tmpdir(), want[65];
     dlrm_digest_30(want);
     tc_result r = dlrm_on(1, 4, dir, "--train_steps=20");
     cr_assert_eq(r.status, 0, "%s", r.err);
     tc_done(&r);
     cr_assert(file_exists(dir, "m/model.ckpt-20.safetensors"));
     cr_assert(!file_exists(dir, "m/model.ckpt-20.tables-00000-of-00001.safetensors"), "1 host: no shard files");
-    r = dlrm_on(2, 2, dir, "--train_steps=10");
-    digest_of(&r, "resumed on 2 hosts", got);
-    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
-    cr_assert_str_eq(got, want);
-    tc_done(&r);
+    resumes_as_never_stopped(2, 2, dir, 20, want, "resumed on 2 hosts");
     cr_assert(file_exists(dir, "m/model.ckpt-30.tables-00001-of-00002.safetensors"));
     tc_rmtree(dir);
     free(dir);
@@ -337,11 +338,7 @@ Test(mpi_train, a_mod_sharded_checkpoint_resumes_on_4_hosts_and_as_div_default_o
     cr_assert_str_eq(got, want);
     tc_done(&r);
     /* The same checkpoint into DIV_DEFAULT shards of 2 hosts. */
-    r = dlrm_on(2, 2, dir, "--train_steps=10");
-    digest_of(&r, "DIV_DEFAULT on 2 hosts", got);
-    cr_assert_eq(restored_from(&r), 20, "%s", r.out);
-    cr_assert_str_eq(got, want);
-    tc_done(&r);
+    resumes_as_never_stopped(2, 2, dir, 20, want, "DIV_DEFAULT on 2 hosts");
     tc_rmtree(dir);
     free(dir);
 }

@@ -728,9 +728,8 @@ TL_VECTOR_CLONES static int64_t gradient_feature(float *restrict g, const int64_
     return next_new;
 }
 
-/* The step's gradients per unique row on the core (s->grad): Σ gain ·
- * dL/d(out), occurrences in order. */
-static tl_status gradients_summed(tl_emb_engine *eng, emb_core_step *s, const float *const *grads)
+/* Room for the step's gradient per unique row: row u's at goff[u]. */
+static tl_status gradient_room(const tl_emb_engine *eng, emb_core_step *s)
 {
     const int32_t *ut = s->u_table.p;
     tl_status st;
@@ -740,8 +739,17 @@ static tl_status gradients_summed(tl_emb_engine *eng, emb_core_step *s, const fl
     goff[0] = 0;
     for (int64_t u = 0; u < s->n_unique; u++)
         goff[u + 1] = goff[u] + eng->tables[ut[u]].dim;
-    if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
+    return emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float));
+}
+
+/* The step's gradients per unique row on the core (s->grad): Σ gain ·
+ * dL/d(out), occurrences in order. */
+static tl_status gradients_summed(tl_emb_engine *eng, emb_core_step *s, const float *const *grads)
+{
+    tl_status st = gradient_room(eng, s);
+    if (st != TL_OK)
         return st;
+    const int64_t *goff = s->u_goff.p;
     float *g = s->grad.p;
     const int64_t *off = s->feat_off.p;
     const int32_t *pair = emb_occ(s, eng->cfg.num_tables);
@@ -889,15 +897,10 @@ tl_status tl_emb_send_row_gradients(tl_emb_engine *eng, int core, const tl_emb_d
                                    "gradients were given", core, (long long)dd->step, (long long)n, (long long)floats);
     /* The held rows' sums as given; the others' are never read (each
      * engine updates the rows it holds). */
+    if ((st = gradient_room(eng, s)) != TL_OK)
+        return st;
     const int32_t *ut = s->u_table.p, *uh = s->u_host.p;
-    if ((st = emb_reserve(&s->u_goff, (size_t)(s->n_unique + 1) * sizeof(int64_t))) != TL_OK)
-        return st;
-    int64_t *goff = s->u_goff.p;
-    goff[0] = 0;
-    for (int64_t u = 0; u < s->n_unique; u++)
-        goff[u + 1] = goff[u] + eng->tables[ut[u]].dim;
-    if ((st = emb_reserve(&s->grad, (size_t)(goff[s->n_unique] + 1) * sizeof(float))) != TL_OK)
-        return st;
+    const int64_t *goff = s->u_goff.p;
     float *g = s->grad.p;
     for (int64_t u = 0; u < s->n_unique; u++) {
         if (eng->cfg.num_hosts > 1 && uh[u] != eng->cfg.host)

@@ -188,12 +188,12 @@ tl_status tl_est_emb_worker_init(tl_estimator *est, tl_worker *w)
  * only, by all-to-all over the replicas:
  *   - before a step's activations, it sends each of them the rows of its
  *     step that this host holds, and receives from worker j of each other
- *     host the rows of its own replica's step held there (exchange_rows):
+ *     host the rows of its own replica's step held there (exchange, ROWS):
  *     the holder pushes what it knows a replica reads, with no request;
  *   - after its replica's send, it sends each other host the replica's
  *     per-row gradient sums of the rows held there, and receives the sums
  *     of the replicas it plays for the rows held here, which it sends into
- *     the engine as theirs (exchange_gradients).
+ *     the engine as theirs (exchange, GRADIENTS).
  * Each engine then updates the rows it holds, each once per step from every
  * replica's sums in ascending replica order: the tables are the bits of one
  * process, spread over the hosts. Per step a host receives the rows and
@@ -338,47 +338,20 @@ static tl_status grow(float **b, int64_t *cap, int64_t n)
     return TL_OK;
 }
 
-/* Several hosts, after every played replica's recv_dedup: the rows each
- * replica's step reads from other hosts (see above). One all-to-all over
- * the replicas per step, in which worker j of each host talks only to
- * worker j of the others: the replicas q it plays are exactly those. */
-static tl_status exchange_rows(tl_worker *w)
-{
-    tl_estimator *est = w->est;
-    tl_emb_engine *eng = est->opt.embedding;
-    tl_est_emb *e = &w->emb;
-    int R = est->R;
-    int64_t *sc = e->a2a, *so = sc + R, *rc = so + R, *ro = rc + R, ns = 0, nr = 0;
-    tl_status st = TL_OK;
-    for (int q = 0; q < R && st == TL_OK; q++) {
-        sc[q] = rc[q] = 0;
-        so[q] = ns;
-        ro[q] = nr;
-        if (plays(w, q) && (st = tl_emb_rows_floats(eng, &e->rdd[q], est->host, &sc[q])) == TL_OK)
-            st = tl_emb_rows_floats(eng, &e->dd, q / est->Rl, &rc[q]);
-        ns += sc[q];
-        nr += rc[q];
-    }
-    if (st != TL_OK || (st = grow(&e->rows_out, &e->rows_out_cap, ns + 1)) != TL_OK ||
-        (st = grow(&e->rows_in, &e->rows_in_cap, nr + 1)) != TL_OK)
-        return st;
-    for (int q = 0; q < R && st == TL_OK; q++)
-        if (plays(w, q))
-            st = tl_emb_export_rows(eng, &e->rdd[q], e->rows_out + so[q], sc[q]);
-    if (st != TL_OK ||
-        (st = tl_comm_all_to_all_v(est->comm, w->rank, e->rows_out, sc, so, e->rows_in, rc, ro, TL_COMM_F32)) != TL_OK)
-        return st;
-    for (int q = 0; q < R && st == TL_OK; q++)
-        if (plays(w, q))
-            st = tl_emb_import_rows(eng, &e->dd, q / est->Rl, e->rows_in + ro[q], rc[q]);
-    return st;
-}
+/* What exchange() moves. */
+typedef enum { ROWS, GRADIENTS } exchanged;
 
-/* Several hosts, after this replica's send: its per-row gradient sums to
- * the hosts that hold the rows, and the sums of the replicas this worker
- * plays for the rows this host holds, sent there as theirs. The same
- * all-to-all as exchange_rows, the other way. */
-static tl_status exchange_gradients(tl_worker *w)
+/* Several hosts: one all-to-all over the replicas, in which worker j of each
+ * host talks only to worker j of the others (the replicas q it plays are
+ * exactly those), of
+ *   ROWS, after every played replica's recv_dedup: to each played replica
+ *     the rows of its step this host holds; from each, the rows of this
+ *     worker's replica's step held on that replica's host;
+ *   GRADIENTS, after this replica's send: to each played replica's host
+ *     this replica's per-row gradient sums of the rows held there; from
+ *     each, that replica's sums of the rows held here, sent into the engine
+ *     as its. */
+static tl_status exchange(tl_worker *w, exchanged what)
 {
     tl_estimator *est = w->est;
     tl_emb_engine *eng = est->opt.embedding;
@@ -390,8 +363,10 @@ static tl_status exchange_gradients(tl_worker *w)
         sc[q] = rc[q] = 0;
         so[q] = ns;
         ro[q] = nr;
-        if (plays(w, q) && (st = tl_emb_rows_floats(eng, &e->dd, q / est->Rl, &sc[q])) == TL_OK)
-            st = tl_emb_rows_floats(eng, &e->rdd[q], est->host, &rc[q]);
+        /* Its step's rows held here, and this replica's held on its host. */
+        int64_t *theirs = what == ROWS ? &sc[q] : &rc[q], *mine = what == ROWS ? &rc[q] : &sc[q];
+        if (plays(w, q) && (st = tl_emb_rows_floats(eng, &e->rdd[q], est->host, theirs)) == TL_OK)
+            st = tl_emb_rows_floats(eng, &e->dd, q / est->Rl, mine);
         ns += sc[q];
         nr += rc[q];
     }
@@ -400,13 +375,16 @@ static tl_status exchange_gradients(tl_worker *w)
         return st;
     for (int q = 0; q < R && st == TL_OK; q++)
         if (plays(w, q))
-            st = tl_emb_export_gradients(eng, &e->dd, q / est->Rl, e->rows_out + so[q], sc[q]);
+            st = what == ROWS ? tl_emb_export_rows(eng, &e->rdd[q], e->rows_out + so[q], sc[q])
+                              : tl_emb_export_gradients(eng, &e->dd, q / est->Rl, e->rows_out + so[q], sc[q]);
     if (st != TL_OK ||
         (st = tl_comm_all_to_all_v(est->comm, w->rank, e->rows_out, sc, so, e->rows_in, rc, ro, TL_COMM_F32)) != TL_OK)
         return st;
     for (int q = 0; q < R && st == TL_OK; q++)
         if (plays(w, q))
-            st = tl_emb_send_row_gradients(eng, q, &e->rdd[q], e->rows_in + ro[q], rc[q], e->lrs, e->nlr);
+            st = what == ROWS ? tl_emb_import_rows(eng, &e->dd, q / est->Rl, e->rows_in + ro[q], rc[q])
+                              : tl_emb_send_row_gradients(eng, q, &e->rdd[q], e->rows_in + ro[q], rc[q], e->lrs,
+                                                          e->nlr);
     return st;
 }
 
@@ -427,7 +405,7 @@ tl_status tl_est_emb_forward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, tl
     for (int q = 0; q < est->R && est->H > 1 && st == TL_OK; q++)
         if (plays(w, q))
             st = tl_emb_recv_dedup(eng, q, &e->rdd[q]);
-    if (st != TL_OK || (est->H > 1 && (st = exchange_rows(w)) != TL_OK))
+    if (st != TL_OK || (est->H > 1 && (st = exchange(w, ROWS)) != TL_OK))
         return st;
     for (int f = 0; f < F; f++)
         e->out[f] = m->emb_leaf[f] != TL_T_INVALID ? tl_exec_value(m->p, x, m->emb_leaf[f]) : e->scratch;
@@ -466,7 +444,7 @@ tl_status tl_est_emb_backward(tl_worker *w, const tl_mode_prog *m, tl_exec *x, i
     tl_status st = tl_emb_send_gradients(eng, w->rank, &e->dd, e->grad, F, e->lrs, e->nlr);
     if (st != TL_OK || est->H == 1)
         return st;
-    return exchange_gradients(w);
+    return exchange(w, GRADIENTS);
 }
 
 tl_status tl_est_emb_apply(tl_worker *w)
