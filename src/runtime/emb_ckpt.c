@@ -5,10 +5,9 @@
  *   "embedding/<table>/parameters", "embedding/<table>/<slot>"
  *                                  F32 (vocabulary_size, dim)
  *
- * Several hosts: host h holds (or, while the engine still holds every row,
- * reads and writes) only its host shard of each table — the ids that
- * tl_emb_shard_of(sharding_strategy, V, H, id) gives to h, in their local
- * order. Each host writes its shard to its own file, the same tensors with
+ * Several hosts: host h's engine holds only its host shard of each table
+ * (emb_steps.c), the ids that tl_emb_shard_of(sharding_strategy, V, H, id)
+ * gives to h, in their local order. Each host writes its shard to its own file, the same tensors with
  * rows (rows of shard h, dim), beside the main file (checkpoint.h, "Table
  * shards"); host 0 commits the main file once every host's is durable. A
  * restore re-shards: each host builds the rows of its shard of the current
