@@ -7,8 +7,9 @@
  * What a user relies on: 1 host x 4 devices, 2 x 2 and 4 x 1 train the same
  * bits; each host runs exactly its own input_fn invocations of the mode's
  * plan (spec tpu_estimator.md §4.1) and no other; a checkpoint written by 2
- * hosts resumes on 1 and on 4 as if never stopped; one host's failure ends
- * every host with a message naming it.
+ * hosts — each host's file holding its shard of the tables and its own
+ * input positions — resumes on 1 and on 4 as if never stopped; one host's
+ * failure ends every host with a message naming it.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -94,7 +95,7 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
         json_decref(j);
         tc_done(&r);
     }
-    /* 2 hosts to step 20 (the tables in their 2 shard files), then 1 host. */
+    /* 2 hosts to step 20 (the tables in their 2 host files), then 1 host. */
     char launch[1024];
     snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/m", DLRM, dir);
     r = tc_mpirun(launch, 180);
@@ -108,7 +109,7 @@ Test(mpi_train, dlrm_trains_the_same_tables_on_1x4_2x2_and_4x1_and_resumes_on_an
     free(dir);
 }
 
-/* ---- sharded embedding checkpoints ------------------------------------------ */
+/* ---- checkpoints of several hosts: tables in host files -------------------- */
 
 /* DLRM saving every 10 steps into dir/m (the at-start save too). */
 #define DLRM_SAVES DLRM " --save_checkpoints_steps=10"
@@ -166,7 +167,7 @@ static void resumes_as_never_stopped(int hosts, int devices, const char *dir, in
     tc_done(&r);
 }
 
-Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_resumes_on_1_and_on_4_hosts)
+Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_host_files_and_resumes_on_1_and_on_4_hosts)
 {
     char *dir = tc_tmpdir(), want[65];
     dlrm_digest_30(want);
@@ -185,7 +186,7 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
         cr_assert(strncmp(t.name, "embedding/", 10) != 0, "the main file holds table tensor %s", t.name);
     }
     cr_assert_not_null(tl_ckpt_meta(main, "global_step"));
-    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDS), "2");
+    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_HOST_FILES), "2");
     cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDING), "DIV_DEFAULT");
     tl_ckpt_close(main);
     /* Each host's rows of every table, parameters and the Adagrad slot:
@@ -193,14 +194,15 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     static const struct { const char *table; int64_t rows[2]; } want_rows[] = {
         {"C1", {500, 500}}, {"C2", {292, 291}}, {"C9", {2, 1}}};
     for (int h = 0; h < 2; h++) {
-        cr_assert_eq(tl_ckpt_shard_path(path, h, 2, shard, sizeof shard), TL_OK);
+        cr_assert_eq(tl_ckpt_host_path(path, h, 2, shard, sizeof shard), TL_OK);
         tl_ckpt_reader *sr;
         cr_assert_eq(tl_ckpt_open(shard, 0, &sr), TL_OK, "%s", tl_last_error());
-        cr_assert_eq(tl_ckpt_num_tensors(sr), 26 * 2, "26 tables' parameters and accumulators");
+        cr_assert_eq(tl_ckpt_num_tensors(sr), 26 * 2, "26 tables' parameters and accumulators (the input is in "
+                     "memory: no positions)");
         char hs[16];
         snprintf(hs, sizeof hs, "%d", h);
-        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARD), hs);
-        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARDS), "2");
+        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_HOST_FILE), hs);
+        cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_HOST_FILES), "2");
         cr_assert_str_eq(tl_ckpt_meta(sr, "step"), "20");
         for (size_t k = 0; k < sizeof want_rows / sizeof *want_rows; k++) {
             char name[64];
@@ -216,11 +218,12 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     /* `tpuloop ckpt` tells where the tables are. */
     r = tc_runf("ckpt inspect %s/m/model.ckpt-20", dir);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "embedding tables: not in this file but in 2 table shard files") != NULL, "%s", r.out);
-    cr_assert(strstr(r.out, "model.ckpt-20.tables-00001-of-00002.safetensors: valid") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "2 host files, each with its host's shard of the embedding tables and input "
+                            "positions") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "model.ckpt-20.host-00001-of-00002.safetensors: valid") != NULL, "%s", r.out);
     tc_done(&r);
     r = tc_runf("ckpt list %s/m", dir);
-    cr_assert(strstr(r.out, "valid (tables in 2 shard files)") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "valid (with 2 host files)") != NULL, "%s", r.out);
     tc_done(&r);
     /* Evaluating the checkpoint on 1 host and on 2: the training run's
      * evaluation and parameters. */
@@ -253,7 +256,7 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_shard_files_and_r
     /* On 4 hosts: each builds its quarter from the 2 saved halves. */
     snprintf(path, sizeof path, "%s/on4", dir);
     resumes_as_never_stopped(4, 1, path, 20, want, "resumed on 4 hosts");
-    cr_assert(file_exists(path, "m/model.ckpt-30.tables-00003-of-00004.safetensors"));
+    cr_assert(file_exists(path, "m/model.ckpt-30.host-00003-of-00004.safetensors"));
     tc_rmtree(dir);
     free(dir);
 }
@@ -266,14 +269,14 @@ Test(mpi_train, a_1_host_dlrm_checkpoint_resumes_on_2_hosts_as_if_never_stopped)
     cr_assert_eq(r.status, 0, "%s", r.err);
     tc_done(&r);
     cr_assert(file_exists(dir, "m/model.ckpt-20.safetensors"));
-    cr_assert(!file_exists(dir, "m/model.ckpt-20.tables-00000-of-00001.safetensors"), "1 host: no shard files");
+    cr_assert(!file_exists(dir, "m/model.ckpt-20.host-00000-of-00001.safetensors"), "1 host: no host files");
     resumes_as_never_stopped(2, 2, dir, 20, want, "resumed on 2 hosts");
-    cr_assert(file_exists(dir, "m/model.ckpt-30.tables-00001-of-00002.safetensors"));
+    cr_assert(file_exists(dir, "m/model.ckpt-30.host-00001-of-00002.safetensors"));
     tc_rmtree(dir);
     free(dir);
 }
 
-Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_one)
+Test(mpi_train, a_checkpoint_missing_a_host_file_is_skipped_for_the_previous_one)
 {
     char *dir = tc_tmpdir(), want[65], got[65];
     dlrm_digest_30(want);
@@ -281,10 +284,10 @@ Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_o
     cr_assert_eq(r.status, 0, "%s", r.err);
     tc_done(&r);
     char gone[1024];
-    snprintf(gone, sizeof gone, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    snprintf(gone, sizeof gone, "%s/m/model.ckpt-20.host-00001-of-00002.safetensors", dir);
     cr_assert_eq(unlink(gone), 0);
     r = tc_runf("ckpt list %s/m", dir);
-    cr_assert(strstr(r.out, "INVALID: checkpoint") != NULL && strstr(r.out, "is incomplete: table shard 1 of 2") &&
+    cr_assert(strstr(r.out, "INVALID: checkpoint") != NULL && strstr(r.out, "is incomplete: host file 1 of 2") &&
                   strstr(r.out, "a resume restores step 10") != NULL, "%s", r.out);
     tc_done(&r);
     /* Step 20 is incomplete: both hosts resume from 10, to 30. */
@@ -293,7 +296,7 @@ Test(mpi_train, a_checkpoint_missing_a_table_shard_is_skipped_for_the_previous_o
     cr_assert_eq(restored_from(&r), 10, "%s\n%s", r.out, r.err);
     cr_assert_str_eq(got, want);
     char warn[1200];
-    snprintf(warn, sizeof warn, "is incomplete: table shard 1 of 2: %s", gone);
+    snprintf(warn, sizeof warn, "is incomplete: host file 1 of 2: %s", gone);
     cr_assert(strstr(r.err, warn) != NULL, "the warning names the file: %s", r.err);
     cr_assert(strstr(r.err, "falling back to the previous checkpoint") != NULL, "%s", r.err);
     tc_done(&r);
@@ -379,7 +382,7 @@ Test(mpi_train, params_digest_over_hosts_gathers_a_table_larger_than_one_chunk)
     free(dir);
 }
 
-/* Rewrites shard file `file` with table C1's parameters one row short
+/* Rewrites host file `file` with table C1's parameters one row short
  * (everything else, the metadata included, as it was). */
 static void shorten_c1(const char *file)
 {
@@ -410,14 +413,14 @@ static void shorten_c1(const char *file)
     cr_assert_eq(rename(tmp, file), 0);
 }
 
-Test(mpi_train, a_table_shard_whose_tensor_does_not_fit_fails_the_restore_naming_the_file_and_tensor)
+Test(mpi_train, a_host_file_whose_table_tensor_does_not_fit_fails_the_restore_naming_the_file_and_tensor)
 {
     char *dir = tc_tmpdir();
     tc_result r = dlrm_on(2, 2, dir, "--train_steps=20");
     cr_assert_eq(r.status, 0, "%s", r.err);
     tc_done(&r);
     char file[1024];
-    snprintf(file, sizeof file, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    snprintf(file, sizeof file, "%s/m/model.ckpt-20.host-00001-of-00002.safetensors", dir);
     shorten_c1(file);
     /* The files are whole, so step 20 is the one to resume from; it does
      * not fit the tables: nothing loads, the run fails saying where. */
@@ -433,12 +436,12 @@ Test(mpi_train, a_table_shard_whose_tensor_does_not_fit_fails_the_restore_naming
     free(dir);
 }
 
-Test(mpi_train, a_host_that_cannot_write_its_table_shard_fails_every_host_and_commits_nothing)
+Test(mpi_train, a_host_that_cannot_write_its_host_file_fails_every_host_and_commits_nothing)
 {
     char *dir = tc_tmpdir(), want[65], got[65];
     dlrm_digest_30(want);
     char blocker[1024];
-    snprintf(blocker, sizeof blocker, "%s/m/model.ckpt-20.tables-00001-of-00002.safetensors", dir);
+    snprintf(blocker, sizeof blocker, "%s/m/model.ckpt-20.host-00001-of-00002.safetensors", dir);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "mkdir -p %s", blocker);
     cr_assert_eq(system(cmd), 0);
@@ -448,7 +451,7 @@ Test(mpi_train, a_host_that_cannot_write_its_table_shard_fails_every_host_and_co
         char line[1600];
         snprintf(line, sizeof line,
                  "error [tpu_worker/host %d of 2]: the checkpoint of step 20 is not committed (the earlier "
-                 "checkpoints stay): host 1: cannot write its table shard %s: ", h, blocker);
+                 "checkpoints stay): host 1: cannot write its host file %s: ", h, blocker);
         cr_assert(strstr(r.err, line) != NULL, "host %d names host 1 and its file:\n%s", h, r.err);
     }
     cr_assert_str_eq(r.out, "");
@@ -466,12 +469,12 @@ Test(mpi_train, a_host_that_cannot_write_its_table_shard_fails_every_host_and_co
     free(dir);
 }
 
-Test(mpi_train, retention_deletes_the_table_shards_of_old_checkpoints)
+Test(mpi_train, retention_deletes_the_host_files_of_old_checkpoints)
 {
     char *dir = tc_tmpdir();
-    /* A shard of a save that never committed, left by a killed run. */
+    /* A host file of a save that never committed, left by a killed run. */
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/m && echo x > %s/m/model.ckpt-5.tables-00002-of-00004.safetensors", dir,
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/m && echo x > %s/m/model.ckpt-5.host-00002-of-00004.safetensors", dir,
              dir);
     cr_assert_eq(system(cmd), 0);
     tc_result r = dlrm_on(2, 2, dir, "--train_steps=40 --keep_checkpoint_max=2");
@@ -483,11 +486,12 @@ Test(mpi_train, retention_deletes_the_table_shards_of_old_checkpoints)
         snprintf(name, sizeof name, "m/model.ckpt-%d.safetensors", step);
         cr_assert_eq(file_exists(dir, name), kept, "%s", name);
         for (int h = 0; h < 2; h++) {
-            snprintf(name, sizeof name, "m/model.ckpt-%d.tables-%05d-of-00002.safetensors", step, h);
+            snprintf(name, sizeof name, "m/model.ckpt-%d.host-%05d-of-00002.safetensors", step, h);
             cr_assert_eq(file_exists(dir, name), kept, "%s %s", name, kept ? "missing" : "not deleted");
         }
     }
-    cr_assert(!file_exists(dir, "m/model.ckpt-5.tables-00002-of-00004.safetensors"), "the shard of a save that never committed is removed");
+    cr_assert(!file_exists(dir, "m/model.ckpt-5.host-00002-of-00004.safetensors"),
+              "the host file of a save that never committed is removed");
     tc_rmtree(dir);
     free(dir);
 }
@@ -756,18 +760,121 @@ Test(mpi_train, files_read_per_replica_train_the_same_bits_to_the_end_of_the_inp
     free(dir);
 }
 
+/* The JSON array a checkpoint file's "input_datasets" holds; NULL when it
+ * has no such tensor. */
+static json_t *positions_of(const char *file)
+{
+    tl_ckpt_reader *r;
+    cr_assert_eq(tl_ckpt_open(file, 0, &r), TL_OK, "%s", tl_last_error());
+    tl_ckpt_tensor_info t;
+    json_t *j = NULL;
+    if (tl_ckpt_find(r, "input_datasets", &t) == TL_OK) {
+        cr_assert(t.dtype == TL_CKPT_U8 && t.rank == 1, "%s", file);
+        json_error_t je;
+        j = json_loadb(t.data, (size_t)t.bytes, 0, &je);
+        cr_assert(json_is_array(j), "%s: %s", file, je.text);
+    }
+    tl_ckpt_close(r);
+    return j;
+}
+
+/* The checkpoint of step in model_dir dir, written by H > 1 hosts of the
+ * MLP on 4 replicas reading PER_SHARD_V1 (invocation i is replica i's):
+ * the main file names H host files and holds no positions and no tables;
+ * host file h holds only the positions of its own invocations, [h * 4 / H,
+ * (h + 1) * 4 / H), null for the others — so each invocation's is in one
+ * file. */
+static void positions_in_host_files(const char *dir, int step, int H)
+{
+    char path[1024], file[1100], count[16];
+    snprintf(path, sizeof path, "%s/model.ckpt-%d.safetensors", dir, step);
+    tl_ckpt_reader *main;
+    cr_assert_eq(tl_ckpt_open(path, 0, &main), TL_OK, "%s", tl_last_error());
+    tl_ckpt_tensor_info t;
+    cr_assert_neq(tl_ckpt_find(main, "input_datasets", &t), TL_OK, "%s: the main file of %d hosts holds positions",
+                  path, H);
+    snprintf(count, sizeof count, "%d", H);
+    cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_HOST_FILES), count);
+    cr_assert_null(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDING), "the MLP has no tables");
+    tl_ckpt_close(main);
+    for (int h = 0; h < H; h++) {
+        cr_assert_eq(tl_ckpt_host_path(path, h, H, file, sizeof file), TL_OK);
+        tl_ckpt_reader *r;
+        cr_assert_eq(tl_ckpt_open(file, 0, &r), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_ckpt_num_tensors(r), 1, "%s: its positions alone", file);
+        char hs[16];
+        snprintf(hs, sizeof hs, "%d", h);
+        cr_assert_str_eq(tl_ckpt_meta(r, TL_CKPT_META_HOST_FILE), hs);
+        cr_assert_str_eq(tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES), count);
+        tl_ckpt_close(r);
+        json_t *pos = positions_of(file);
+        cr_assert_not_null(pos, "%s has no input_datasets", file);
+        cr_assert_eq(json_array_size(pos), 4, "%s: one element per invocation", file);
+        for (int i = 0; i < 4; i++) {
+            json_t *e = json_array_get(pos, (size_t)i);
+            bool mine = i / (4 / H) == h;
+            cr_assert(mine ? json_is_object(e) : json_is_null(e), "%s: invocation %d is %s's, yet it is %s", file, i,
+                      mine ? "this host" : "another host", json_is_null(e) ? "null" : "a position");
+        }
+        json_decref(pos);
+    }
+}
+
+/* Rewrites checkpoint file `file` with text as its "input_datasets"
+ * (everything else, the metadata included, as it was). */
+static void rewrite_positions(const char *file, const char *text)
+{
+    tl_ckpt_reader *r;
+    cr_assert_eq(tl_ckpt_open(file, 0, &r), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer *w;
+    cr_assert_eq(tl_ckpt_writer_create(&w), TL_OK);
+    for (int i = 0; i < tl_ckpt_num_tensors(r); i++) {
+        tl_ckpt_tensor_info t;
+        cr_assert_eq(tl_ckpt_tensor(r, i, &t), TL_OK);
+        if (strcmp(t.name, "input_datasets") == 0) {
+            int64_t len = (int64_t)strlen(text);
+            cr_assert_eq(tl_ckpt_writer_add(w, t.name, TL_CKPT_U8, &len, 1, text), TL_OK);
+        } else {
+            cr_assert_eq(tl_ckpt_writer_add(w, t.name, t.dtype, t.shape, t.rank, t.data), TL_OK);
+        }
+    }
+    for (int i = 0; i < tl_ckpt_num_meta(r); i++) {
+        const char *k, *v;
+        tl_ckpt_meta_at(r, i, &k, &v);
+        if (strcmp(k, "format") != 0 && strcmp(k, "format_version") != 0 && strcmp(k, "crc32c") != 0 &&
+            strcmp(k, "header_crc32c") != 0)
+            cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
+    }
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.new", file);
+    cr_assert_eq(tl_ckpt_writer_write(w, tmp), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_ckpt_close(r);
+    cr_assert_eq(rename(tmp, file), 0);
+}
+
 Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stopped)
 {
     char *dir = tfrecord_shards();
-    char flags[2048], launch[2600], want[65], got[65];
+    char flags[2048], launch[2600], want[65], got[65], path[1024];
     snprintf(flags, sizeof flags, FILES_FLAGS " --epochs=null --save_checkpoints_steps=10", dir);
     tc_result r = tc_runf("%s --devices=4 --train_steps=30", flags);
     digest_of(&r, "uninterrupted", want);
     tc_done(&r);
-    /* 2 hosts to step 20; the checkpoint holds every host's input positions. */
+    /* 2 hosts to step 20: each host's file holds its own input positions. */
     snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/two", flags, dir);
     r = tc_mpirun(launch, 120);
     cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    snprintf(path, sizeof path, "%s/two", dir);
+    for (int step = 0; step <= 20; step += 10)
+        positions_in_host_files(path, step, 2);
+    r = tc_runf("ckpt inspect %s/two/model.ckpt-20", dir);
+    cr_assert(strstr(r.out, "2 host files, each with its host's input positions") != NULL &&
+                  strstr(r.out, "model.ckpt-20.host-00001-of-00002.safetensors: valid") != NULL, "%s", r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/two/model.ckpt-20 --tensor=input_datasets", dir);
+    cr_assert(r.status != 0 && strstr(r.err, "input positions are in its 2 host files") != NULL, "%s", r.err);
     tc_done(&r);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "cp -r %s/two %s/two_copy", dir, dir);
@@ -777,12 +884,63 @@ Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stoppe
     cr_assert_str_eq(got, want);
     cr_assert(strstr(r.err, "will not repeat") == NULL, "the replicas are the same: %s", r.err);
     tc_done(&r);
+    /* One host's checkpoint holds every position itself, as before. */
+    snprintf(path, sizeof path, "%s/two/model.ckpt-30.safetensors", dir);
+    json_t *pos = positions_of(path);
+    cr_assert(json_array_size(pos) == 4 && json_is_object(json_array_get(pos, 0)) &&
+              json_is_object(json_array_get(pos, 3)), "%s", path);
+    json_decref(pos);
+    snprintf(path, sizeof path, "two/model.ckpt-30.host-00000-of-00001.safetensors");
+    cr_assert(!file_exists(dir, path), "1 host: no host files");
     snprintf(launch, sizeof launch, "-np 4 @tpuloop %s --devices=1 --train_steps=10 --model_dir=%s/two_copy", flags,
              dir);
     r = tc_mpirun(launch, 120);
     digest_of(&r, "resumed on 4 hosts", got);
     cr_assert_str_eq(got, want);
     tc_done(&r);
+    snprintf(path, sizeof path, "%s/two_copy", dir);
+    positions_in_host_files(path, 30, 4);
+    tc_rmtree(dir);
+    free(dir);
+}
+
+/* Each invocation's position is in exactly one host file; a checkpoint
+ * where it is in two or in none, or whose host file has another count of
+ * invocations, does not resume, and the error names the files. */
+Test(mpi_train, a_position_in_two_host_files_or_in_none_fails_the_resume_naming_the_files)
+{
+    char *dir = tfrecord_shards();
+    char flags[2048], launch[2600], main[1024], f0[1100], f1[1100];
+    snprintf(flags, sizeof flags, FILES_FLAGS " --epochs=null --save_checkpoints_steps=10", dir);
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=10 --model_dir=%s/m", flags, dir);
+    tc_result r = tc_mpirun(launch, 120);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tc_done(&r);
+    snprintf(main, sizeof main, "%s/m/model.ckpt-10.safetensors", dir);
+    cr_assert_eq(tl_ckpt_host_path(main, 0, 2, f0, sizeof f0), TL_OK);
+    cr_assert_eq(tl_ckpt_host_path(main, 1, 2, f1, sizeof f1), TL_OK);
+    json_t *p0 = positions_of(f0);
+    char *own0 = json_dumps(p0, JSON_COMPACT);
+    json_decref(p0);
+    char twice[4400], none[4400], short_[4400];
+    snprintf(twice, sizeof twice, "checkpoint %s: input dataset 0 of 4 has a position in several host files (%s, %s)",
+             main, f0, f1);
+    snprintf(none, sizeof none, "checkpoint %s: input dataset 2 of 4 has no position in any of its host files, each "
+             "null (%s, %s)", main, f0, f1);
+    snprintf(short_, sizeof short_, "checkpoint %s: host file %s holds the positions of 1 input datasets; this "
+             "input plan has 4 invocations", main, f1);
+    const struct {
+        const char *text, *error;
+    } cases[] = {{own0, twice}, {"[null, null, null, null]", none}, {"[null]", short_}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        rewrite_positions(f1, cases[c].text);
+        r = tc_runf("%s --devices=4 --train_steps=10 --model_dir=%s/m", flags, dir);
+        cr_assert_neq(r.status, 0, "case %zu: %s", c, r.out);
+        cr_assert(strstr(r.err, cases[c].error) != NULL, "case %zu: the error lacks\n%s\n%s", c, cases[c].error,
+                  r.err);
+        tc_done(&r);
+    }
+    free(own0);
     tc_rmtree(dir);
     free(dir);
 }

@@ -269,59 +269,71 @@ TL_API unsigned tl_ckpt_checksums(const tl_ckpt_reader *r);
 #define TL_CKPT_SUFFIX ".safetensors"
 
 /*
- * Table shards. A checkpoint written by H > 1 hosts keeps its embedding
- * tables out of the main file: host h writes its own rows to
+ * Host files. A checkpoint written by H > 1 hosts has one file per host
+ * beside the main file: host h writes
  *
- *     model.ckpt-<step>.tables-<h>-of-<H>.safetensors     (h, H: 5 digits)
+ *     model.ckpt-<step>.host-<h>-of-<H>.safetensors     (h, H: 5 digits)
  *
- * (TensorFlow's model.ckpt-<step>.data-00000-of-00002 in spirit), a
- * tpuloop checkpoint file of its own with the metadata
+ * (TensorFlow's model.ckpt-<step>.data-00000-of-00002 in spirit) at every
+ * save, a tpuloop checkpoint file of its own that holds what only host h
+ * has:
+ *     "embedding/<table>/..."    its shard of every embedding table (when
+ *                                the model has tables), F32 (rows, dim)
+ *     "input_datasets"           U8 [bytes], when training reads input_fn
+ *                                datasets: the JSON array of one element
+ *                                per invocation of the training plan,
+ *                                host h's own invocations' tl_dataset_save
+ *                                texts and null for every other host's
+ * with the metadata
  *     "step"                     the step, as the main file's
- *     "table_shard"              h, in decimal
- *     "table_shards"             H
- *     "table_sharding_strategy"  "DIV_DEFAULT" or "MOD": which ids are host
- *                                h's (tpu_embedding.md §8.1)
+ *     "host_file"                h, in decimal
+ *     "host_files"               H
+ *     "table_sharding_strategy"  "DIV_DEFAULT" or "MOD", with tables only:
+ *                                which ids are host h's (tpu_embedding.md
+ *                                §8.1)
  * Host 0 writes the main file model.ckpt-<step>.safetensors last, once
- * every host's shard file is durable, with "table_shards" and
- * "table_sharding_strategy" in its metadata: the main file is the commit
- * marker. A main file whose "table_shards" is S is complete only with its
- * S shard files, each valid and saying the same step, shard and count; a
- * main file without the key holds its tables itself (one host). Shard
- * files are never listed as checkpoints (tl_ckpt_list) and never in the
- * index; the manager deletes them with their checkpoint.
+ * every host's file is durable, with "host_files" (and, with tables,
+ * "table_sharding_strategy") in its metadata: the main file is the commit
+ * marker. A main file whose "host_files" is S is complete only with its S
+ * host files, each valid and saying the same step, host number and count
+ * (and strategy); a main file without the key was written by one host and
+ * holds everything itself. Host files are never listed as checkpoints
+ * (tl_ckpt_list) and never in the index; the manager deletes them with
+ * their checkpoint.
  */
-#define TL_CKPT_TABLES_INFIX ".tables-"
-#define TL_CKPT_META_TABLE_SHARDS "table_shards"
-#define TL_CKPT_META_TABLE_SHARD "table_shard"
+#define TL_CKPT_HOST_INFIX ".host-"
+#define TL_CKPT_META_HOST_FILES "host_files"
+#define TL_CKPT_META_HOST_FILE "host_file"
 #define TL_CKPT_META_TABLE_SHARDING "table_sharding_strategy"
-#define TL_CKPT_MAX_TABLE_SHARDS 99999
+#define TL_CKPT_MAX_HOST_FILES 99999
 
 /* Writes "<model_dir>/model.ckpt-<step>.safetensors" into buf (cap bytes).
  * Errors: TL_EINVAL for a negative step or a buffer too small. */
 TL_API tl_status tl_ckpt_path(const char *model_dir, int64_t step, char *buf, size_t cap);
 
-/* Writes the path of table shard `shard` of num_shards of the checkpoint
- * file ckpt_path ("<dir>/model.ckpt-200.safetensors", or its prefix without
- * ".safetensors") into buf: "<dir>/model.ckpt-200.tables-00001-of-00002
- * .safetensors". Errors: TL_EINVAL for num_shards outside [1,
- * TL_CKPT_MAX_TABLE_SHARDS], shard outside [0, num_shards), or a buffer
- * too small. */
-TL_API tl_status tl_ckpt_shard_path(const char *ckpt_path, int shard, int num_shards, char *buf, size_t cap);
+/* Writes the path of host file `host` of num_hosts of the checkpoint file
+ * ckpt_path ("<dir>/model.ckpt-200.safetensors", or its prefix without
+ * ".safetensors") into buf: "<dir>/model.ckpt-200.host-00001-of-00002
+ * .safetensors". Errors: TL_EINVAL for num_hosts outside [1,
+ * TL_CKPT_MAX_HOST_FILES], host outside [0, num_hosts), or a buffer too
+ * small. */
+TL_API tl_status tl_ckpt_host_path(const char *ckpt_path, int host, int num_hosts, char *buf, size_t cap);
 
 /*
- * The table shards of the open checkpoint r (read from ckpt_path): 0 in
- * *num_shards when its tables are in the file itself (no "table_shards"
- * metadata), else S after checking that each of the S shard files opens
- * (tl_ckpt_open with flags: every bound and checksum) and says the main
- * file's step, its shard number and S. Every file is closed again.
+ * The host files of the open checkpoint r (read from ckpt_path): 0 in
+ * *num_files when it was written by one host (no "host_files" metadata),
+ * else S after checking that each of the S host files opens (tl_ckpt_open
+ * with flags: every bound and checksum) and says the main file's step,
+ * its host number, S and the main file's table_sharding_strategy. Every
+ * file is closed again.
  * Errors (the checkpoint is incomplete): TL_EPARSE "checkpoint FILE is
- * incomplete: table shard 1 of 2: SHARD_FILE: ..." with the shard reader's
- * reason (a missing file, a checksum) or the metadata that disagrees
- * ("__metadata__ step is \"299\", the checkpoint needs \"300\""), or a
- * "table_shards" value that is not a number in [1, 99999]; TL_ENOMEM.
+ * incomplete: host file 1 of 2: HOST_FILE: ..." with the host file
+ * reader's reason (a missing file, a checksum) or the metadata that
+ * disagrees ("__metadata__ step is \"299\", the checkpoint needs \"300\""),
+ * or a "host_files" value that is not a number in [1, 99999]; TL_ENOMEM.
  */
-TL_API tl_status tl_ckpt_check_shards(const char *ckpt_path, const tl_ckpt_reader *r, unsigned flags,
-                                      int *num_shards);
+TL_API tl_status tl_ckpt_check_host_files(const char *ckpt_path, const tl_ckpt_reader *r, unsigned flags,
+                                          int *num_files);
 
 /* TensorFlow's CheckpointState. Paths as written in the file. */
 typedef struct tl_ckpt_state {
@@ -371,7 +383,7 @@ TL_API void tl_ckpt_free_steps(int64_t *steps);
  * checkpoints and every model.ckpt-<step>.safetensors in the directory,
  * tried newest step first. One that does not open (truncated, bit-flipped,
  * a metadata "step" that disagrees with its name, ...) or is incomplete (a
- * table shard file missing or corrupt: tl_ckpt_check_shards) is skipped
+ * host file missing or corrupt: tl_ckpt_check_host_files) is skipped
  * with a warning naming the file and why. On success *out is an open reader and
  * *step its step. flags as tl_ckpt_open.
  * Errors: TL_ENOTFOUND when model_dir does not exist or holds no checkpoint
@@ -440,12 +452,12 @@ TL_API void tl_ckpt_manager_destroy(tl_ckpt_manager *m);
  * (N lowered between runs) stays that long there; here it shrinks to N at
  * once. Deleting happens only after the new checkpoint and index are
  * durable, and a failed delete is a warning.
- * Table shards: a deleted checkpoint's shard files go with it (main file
- * first). After the commit, shard files that no main file commits are
+ * Host files: a deleted checkpoint's host files go with it (main file
+ * first). After the commit, host files that no main file commits are
  * deleted too: those of steps without a main file (a save that never
  * committed) and those of this step with another count than w's
- * "table_shards" metadata (none when w has none). The caller writes the
- * shard files before this call and writes no other ones during it.
+ * "host_files" metadata (none when w has none). The caller writes the
+ * host files before this call and writes no other ones during it.
  * A failed save leaves the directory as it was (or with a valid new
  * checkpoint that the index does not list yet) and makes the manager
  * sticky-failed: every later save returns the same status ("an earlier save

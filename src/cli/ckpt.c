@@ -8,8 +8,8 @@
  * directory, not the index, is the authority — see tl_ckpt_latest_valid).
  *
  * inspect is TensorFlow's inspect_checkpoint: the metadata, the checksums,
- * every tensor's name, dtype and shape, the table shard files of a
- * checkpoint written by several hosts (checkpoint.h), and with --tensor=NAME its values —
+ * every tensor's name, dtype and shape, the host files of a checkpoint
+ * written by several hosts (checkpoint.h), and with --tensor=NAME its values —
  * summarised (the first ones, min, max, mean) unless --all_values; a U8
  * vector of text (the input pipeline's position) as text too. It takes a
  * file or TensorFlow's checkpoint prefix (model_dir/model.ckpt-200).
@@ -91,7 +91,7 @@ typedef struct ckpt_row {
     bool in_index;    /* all_model_checkpoint_paths lists it */
     bool latest;      /* model_checkpoint_path names it */
     double timestamp; /* when written (the index's, else the mtime); NAN unknown */
-    int shards;       /* its table shard files (several hosts wrote it); 0: tables, if any, inside */
+    int host_files;   /* its host files (several hosts wrote it); 0: one host's, everything inside */
 } ckpt_row;
 
 typedef struct ckpt_table {
@@ -173,10 +173,10 @@ static tl_status check_row(const char *dir, ckpt_row *row)
             char msg[256];
             snprintf(msg, sizeof msg, "__metadata__ step '%.64s' but the file name says %s", ms, want);
             row->error = strdup(msg);
-        } else if ((st = tl_ckpt_check_shards(path, r, 0, &row->shards)) == TL_OK) {
+        } else if ((st = tl_ckpt_check_host_files(path, r, 0, &row->host_files)) == TL_OK) {
             row->valid = true;
         } else if (st != TL_ENOMEM) {
-            row->error = strdup(tl_last_error()); /* incomplete: names the shard file */
+            row->error = strdup(tl_last_error()); /* incomplete: names the host file */
         } else {
             tl_ckpt_close(r);
             return st;
@@ -253,11 +253,11 @@ static void print_list_text(const char *dir, const ckpt_table *t, const tl_ckpt_
             snprintf(bytes, sizeof bytes, "%lld", (long long)r->bytes);
         else
             snprintf(bytes, sizeof bytes, "-");
-        char shards[64] = "";
-        if (r->valid && r->shards > 0)
-            snprintf(shards, sizeof shards, " (tables in %d shard file%s)", r->shards, r->shards == 1 ? "" : "s");
+        char hosts[64] = "";
+        if (r->valid && r->host_files > 0)
+            snprintf(hosts, sizeof hosts, " (with %d host file%s)", r->host_files, r->host_files == 1 ? "" : "s");
         printf("  %10lld  %-36s %12s  %-19s  %s%s%s%s%s\n", (long long)r->step, file, bytes, when,
-               r->valid ? "valid" : "INVALID: ", r->valid ? shards : r->error,
+               r->valid ? "valid" : "INVALID: ", r->valid ? hosts : r->error,
                r->latest ? "; latest in the index" : "",
                cs != NULL && !r->in_index && !r->latest ? "; not in the index" : "",
                r == resume ? "; a resume loads this one" : "");
@@ -285,7 +285,7 @@ static json_t *list_json(const char *dir, const ckpt_table *t, const tl_ckpt_sta
         json_object_set_new(o, "error", r->error ? json_string(r->error) : json_null());
         json_object_set_new(o, "in_index", json_boolean(r->in_index));
         json_object_set_new(o, "latest", json_boolean(r->latest));
-        json_object_set_new(o, "table_shards", json_integer(r->shards));
+        json_object_set_new(o, "host_files", json_integer(r->host_files));
         json_array_append_new(rows, o);
     }
     json_t *root = json_object();
@@ -609,30 +609,30 @@ static const char *checksum_status(const tl_ckpt_reader *r, unsigned bit)
     return tl_ckpt_checksums(r) & bit ? "verified" : "absent";
 }
 
-/* The table shard files a checkpoint of several hosts names (checkpoint.h,
- * "Table shards"): each one's path, and whether it opens and is that
- * checkpoint's; NULL for a checkpoint without any. The count is n. */
-typedef struct shard_file {
+/* The host files a checkpoint of several hosts names (checkpoint.h, "Host
+ * files"): each one's path, and whether it opens and is that checkpoint's;
+ * NULL for a checkpoint without any. The count is n. */
+typedef struct host_file {
     char path[4200];
     bool valid;
     char *error; /* malloc'd; NULL when valid */
-} shard_file;
+} host_file;
 
-static shard_file *table_shards(const char *path, const tl_ckpt_reader *r, int *n)
+static host_file *host_files(const char *path, const tl_ckpt_reader *r, int *n)
 {
     *n = 0;
-    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDS);
+    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES);
     char *end;
     errno = 0;
     long v = ms != NULL ? strtol(ms, &end, 10) : 0;
-    if (ms == NULL || errno != 0 || *end != '\0' || v < 1 || v > TL_CKPT_MAX_TABLE_SHARDS)
+    if (ms == NULL || errno != 0 || *end != '\0' || v < 1 || v > TL_CKPT_MAX_HOST_FILES)
         return NULL;
-    shard_file *f = calloc((size_t)v, sizeof *f);
+    host_file *f = calloc((size_t)v, sizeof *f);
     if (f == NULL)
         return NULL;
     const char *step = tl_ckpt_meta(r, "step");
     for (int s = 0; s < (int)v; s++) {
-        if (tl_ckpt_shard_path(path, s, (int)v, f[s].path, sizeof f[s].path) != TL_OK) {
+        if (tl_ckpt_host_path(path, s, (int)v, f[s].path, sizeof f[s].path) != TL_OK) {
             f[s].error = strdup(tl_last_error());
             continue;
         }
@@ -641,13 +641,13 @@ static shard_file *table_shards(const char *path, const tl_ckpt_reader *r, int *
             f[s].error = strdup(without_path(tl_last_error(), f[s].path));
             continue;
         }
-        const char *ss = tl_ckpt_meta(sr, "step"), *sh = tl_ckpt_meta(sr, TL_CKPT_META_TABLE_SHARD);
+        const char *ss = tl_ckpt_meta(sr, "step"), *sh = tl_ckpt_meta(sr, TL_CKPT_META_HOST_FILE);
         char want[24];
         snprintf(want, sizeof want, "%d", s);
         if (step != NULL && (ss == NULL || strcmp(ss, step) != 0))
             f[s].error = strdup("its step is not the checkpoint's");
         else if (sh == NULL || strcmp(sh, want) != 0)
-            f[s].error = strdup("its __metadata__ table_shard is not its number");
+            f[s].error = strdup("its __metadata__ " TL_CKPT_META_HOST_FILE " is not its number");
         else
             f[s].valid = true;
         tl_ckpt_close(sr);
@@ -656,7 +656,7 @@ static shard_file *table_shards(const char *path, const tl_ckpt_reader *r, int *
     return f;
 }
 
-static void free_shards(shard_file *f, int n)
+static void free_host_files(host_file *f, int n)
 {
     for (int s = 0; f != NULL && s < n; s++)
         free(f[s].error);
@@ -693,16 +693,17 @@ static void print_inspect_text(const char *path, const tl_ckpt_reader *r, int64_
         shape_text(&t, shape, sizeof shape);
         printf("    %s (%s) %s%s\n", t.name, tl_ckpt_dtype_name(t.dtype), shape, is_text(&t) ? " text" : "");
     }
-    int ns;
-    shard_file *f = table_shards(path, r, &ns);
-    if (ns > 0) {
-        printf("  embedding tables: not in this file but in %d table shard file%s (`tpuloop ckpt inspect` each):\n",
-               ns, ns == 1 ? "" : "s");
-        for (int s = 0; s < ns; s++)
+    int nh;
+    host_file *f = host_files(path, r, &nh);
+    if (nh > 0) {
+        bool tables = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDING) != NULL;
+        printf("  %d host file%s, each with its host's %sinput positions (`tpuloop ckpt inspect` each):\n", nh,
+               nh == 1 ? "" : "s", tables ? "shard of the embedding tables and " : "");
+        for (int s = 0; s < nh; s++)
             printf("    %s: %s%s\n", f[s].path, f[s].valid ? "valid" : "INVALID: ",
                    f[s].valid ? "" : f[s].error ? f[s].error : "out of memory");
     }
-    free_shards(f, ns);
+    free_host_files(f, nh);
 }
 
 static json_t *inspect_json(const char *path, const tl_ckpt_reader *r, int64_t file_bytes)
@@ -733,14 +734,14 @@ static json_t *inspect_json(const char *path, const tl_ckpt_reader *r, int64_t f
                         json_pack("{s:s, s:s}", "data", checksum_status(r, 1), "header", checksum_status(r, 2)));
     json_object_set_new(root, "metadata", meta);
     json_object_set_new(root, "tensors", tensors);
-    int ns;
-    shard_file *f = table_shards(path, r, &ns);
-    json_t *shards = json_array();
-    for (int i = 0; i < ns; i++)
-        json_array_append_new(shards, json_pack("{s:s, s:b, s:o}", "path", f[i].path, "valid", f[i].valid, "error",
-                                                f[i].error ? json_string(f[i].error) : json_null()));
-    free_shards(f, ns);
-    json_object_set_new(root, "table_shards", shards);
+    int nh;
+    host_file *f = host_files(path, r, &nh);
+    json_t *files = json_array();
+    for (int i = 0; i < nh; i++)
+        json_array_append_new(files, json_pack("{s:s, s:b, s:o}", "path", f[i].path, "valid", f[i].valid, "error",
+                                               f[i].error ? json_string(f[i].error) : json_null()));
+    free_host_files(f, nh);
+    json_object_set_new(root, "host_files", files);
     return root;
 }
 
@@ -776,10 +777,10 @@ static int ckpt_inspect(int argc, char **argv)
     int64_t file_bytes = stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
     tl_ckpt_tensor_info t;
     if (a.tensor != NULL && (st = tl_ckpt_find(r, a.tensor, &t)) != TL_OK) {
-        const char *ms = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDS);
-        if (ms != NULL && strncmp(a.tensor, "embedding/", 10) == 0)
-            tl_error(st, "%s (this checkpoint's embedding tables are in its %s table shard files: inspect those)",
-                     tl_last_error(), ms);
+        const char *ms = tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES);
+        if (ms != NULL && (strncmp(a.tensor, "embedding/", 10) == 0 || strcmp(a.tensor, "input_datasets") == 0))
+            tl_error(st, "%s (this checkpoint's %s are in its %s host files: inspect those)", tl_last_error(),
+                     a.tensor[0] == 'e' ? "embedding tables" : "input positions", ms);
         rc = cli_fail_runtime(st);
     } else if (a.json) {
         json_t *root = inspect_json(path, r, file_bytes);

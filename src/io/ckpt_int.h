@@ -19,7 +19,7 @@ struct tl_ckpt_writer;
 
 /* The value of metadata key set on w (tl_ckpt_writer_set_meta), or NULL;
  * valid until the key is set again or w is destroyed. The manager reads
- * TL_CKPT_META_TABLE_SHARDS from it. */
+ * TL_CKPT_META_HOST_FILES from it. */
 const char *tl_ckpt_writer_meta_get(const struct tl_ckpt_writer *w, const char *key);
 
 /* "[4, 5]" into buf (cap >= 32; cut short with "...]" when it does not fit). */

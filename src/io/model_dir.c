@@ -86,12 +86,12 @@ static bool small_number(const char **s, int *v)
     return true;
 }
 
-/* "model.ckpt-<step>.tables-<shard>-of-<count>.safetensors" */
-static bool shard_file_step(const char *name, int64_t *step, int *shard, int *count)
+/* "model.ckpt-<step>.host-<host>-of-<count>.safetensors" */
+static bool host_file_step(const char *name, int64_t *step, int *host, int *count)
 {
     if (strncmp(name, NAME_HEAD, sizeof NAME_HEAD - 1) != 0)
         return false;
-    const char *p = name + sizeof NAME_HEAD - 1, *infix = strstr(p, TL_CKPT_TABLES_INFIX);
+    const char *p = name + sizeof NAME_HEAD - 1, *infix = strstr(p, TL_CKPT_HOST_INFIX);
     if (infix == NULL || infix == p || (size_t)(infix - p) > 18)
         return false;
     char digits[20];
@@ -99,52 +99,52 @@ static bool shard_file_step(const char *name, int64_t *step, int *shard, int *co
     digits[infix - p] = '\0';
     if (!digits_then(digits, "", step))
         return false;
-    p = infix + sizeof TL_CKPT_TABLES_INFIX - 1;
-    if (!small_number(&p, shard) || strncmp(p, "-of-", 4) != 0)
+    p = infix + sizeof TL_CKPT_HOST_INFIX - 1;
+    if (!small_number(&p, host) || strncmp(p, "-of-", 4) != 0)
         return false;
     p += 4;
-    return small_number(&p, count) && strcmp(p, TL_CKPT_SUFFIX) == 0 && *shard < *count;
+    return small_number(&p, count) && strcmp(p, TL_CKPT_SUFFIX) == 0 && *host < *count;
 }
 
-tl_status tl_ckpt_shard_path(const char *ckpt_path, int shard, int num_shards, char *buf, size_t cap)
+tl_status tl_ckpt_host_path(const char *ckpt_path, int host, int num_hosts, char *buf, size_t cap)
 {
-    if (num_shards < 1 || num_shards > TL_CKPT_MAX_TABLE_SHARDS)
-        return tl_error(TL_EINVAL, "table shards: the count must be in [1, %d], got %d", TL_CKPT_MAX_TABLE_SHARDS,
-                        num_shards);
-    if (shard < 0 || shard >= num_shards)
-        return tl_error(TL_EINVAL, "table shard %d of %d: must be in [0, %d)", shard, num_shards, num_shards);
+    if (num_hosts < 1 || num_hosts > TL_CKPT_MAX_HOST_FILES)
+        return tl_error(TL_EINVAL, "host files: the count must be in [1, %d], got %d", TL_CKPT_MAX_HOST_FILES,
+                        num_hosts);
+    if (host < 0 || host >= num_hosts)
+        return tl_error(TL_EINVAL, "host file %d of %d: must be in [0, %d)", host, num_hosts, num_hosts);
     size_t n = strlen(ckpt_path), sn = sizeof TL_CKPT_SUFFIX - 1;
     if (n >= sn && strcmp(ckpt_path + n - sn, TL_CKPT_SUFFIX) == 0)
         n -= sn;
-    int len = snprintf(buf, cap, "%.*s" TL_CKPT_TABLES_INFIX "%05d-of-%05d" TL_CKPT_SUFFIX, (int)n, ckpt_path, shard,
-                       num_shards);
+    int len = snprintf(buf, cap, "%.*s" TL_CKPT_HOST_INFIX "%05d-of-%05d" TL_CKPT_SUFFIX, (int)n, ckpt_path, host,
+                       num_hosts);
     if (len < 0 || (size_t)len >= cap)
-        return tl_error(TL_EINVAL, "table shard path: a buffer of %zu bytes is too small for %d", cap, len + 1);
+        return tl_error(TL_EINVAL, "host file path: a buffer of %zu bytes is too small for %d", cap, len + 1);
     return TL_OK;
 }
 
-/* Metadata key of shard file sr (path sp) must read want; else the error. */
-static tl_status shard_meta_is(const tl_ckpt_reader *sr, const char *key, const char *want, const char *main,
-                               int s, int n, const char *sp)
+/* Metadata key of host file hr (path hp) must read want; else the error. */
+static tl_status host_meta_is(const tl_ckpt_reader *hr, const char *key, const char *want, const char *main,
+                              int s, int n, const char *hp)
 {
-    const char *got = tl_ckpt_meta(sr, key);
+    const char *got = tl_ckpt_meta(hr, key);
     if (got != NULL && strcmp(got, want) == 0)
         return TL_OK;
-    return tl_error(TL_EPARSE, "checkpoint %s is incomplete: table shard %d of %d: %s: __metadata__ %s is %s%.64s%s, "
-                               "the checkpoint needs \"%.64s\" (a shard of another save)", main, s, n, sp, key,
+    return tl_error(TL_EPARSE, "checkpoint %s is incomplete: host file %d of %d: %s: __metadata__ %s is %s%.64s%s, "
+                               "the checkpoint needs \"%.64s\" (a host file of another save)", main, s, n, hp, key,
                     got ? "\"" : "", got ? got : "missing", got ? "\"" : "", want);
 }
 
-tl_status tl_ckpt_check_shards(const char *ckpt_path, const tl_ckpt_reader *r, unsigned flags, int *num_shards)
+tl_status tl_ckpt_check_host_files(const char *ckpt_path, const tl_ckpt_reader *r, unsigned flags, int *num_files)
 {
-    *num_shards = 0;
-    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDS);
+    *num_files = 0;
+    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES);
     if (ms == NULL)
         return TL_OK;
     int64_t n;
-    if (tl_parse_int64(ms, &n) != 0 || n < 1 || n > TL_CKPT_MAX_TABLE_SHARDS)
-        return tl_error(TL_EPARSE, "checkpoint %s: __metadata__ " TL_CKPT_META_TABLE_SHARDS " is \"%.64s\"; it must be "
-                                   "a count of table shard files in [1, %d]", ckpt_path, ms, TL_CKPT_MAX_TABLE_SHARDS);
+    if (tl_parse_int64(ms, &n) != 0 || n < 1 || n > TL_CKPT_MAX_HOST_FILES)
+        return tl_error(TL_EPARSE, "checkpoint %s: __metadata__ " TL_CKPT_META_HOST_FILES " is \"%.64s\"; it must be "
+                                   "a count of host files in [1, %d]", ckpt_path, ms, TL_CKPT_MAX_HOST_FILES);
     const char *step = tl_ckpt_meta(r, "step"), *strategy = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDING);
     size_t cap = strlen(ckpt_path) + 64;
     char *sp = tl_malloc(cap);
@@ -152,29 +152,29 @@ tl_status tl_ckpt_check_shards(const char *ckpt_path, const tl_ckpt_reader *r, u
         return tl_error_oom();
     tl_status st = TL_OK;
     for (int s = 0; s < (int)n && st == TL_OK; s++) {
-        if ((st = tl_ckpt_shard_path(ckpt_path, s, (int)n, sp, cap)) != TL_OK)
+        if ((st = tl_ckpt_host_path(ckpt_path, s, (int)n, sp, cap)) != TL_OK)
             break;
         tl_ckpt_reader *sr;
         if ((st = tl_ckpt_open(sp, flags, &sr)) != TL_OK) {
             if (st != TL_ENOMEM)
-                st = tl_error(TL_EPARSE, "checkpoint %s is incomplete: table shard %d of %d: %s", ckpt_path, s,
+                st = tl_error(TL_EPARSE, "checkpoint %s is incomplete: host file %d of %d: %s", ckpt_path, s,
                               (int)n, tl_last_error());
             break;
         }
         char num[24];
         snprintf(num, sizeof num, "%d", s);
-        st = shard_meta_is(sr, TL_CKPT_META_TABLE_SHARD, num, ckpt_path, s, (int)n, sp);
+        st = host_meta_is(sr, TL_CKPT_META_HOST_FILE, num, ckpt_path, s, (int)n, sp);
         if (st == TL_OK)
-            st = shard_meta_is(sr, TL_CKPT_META_TABLE_SHARDS, ms, ckpt_path, s, (int)n, sp);
+            st = host_meta_is(sr, TL_CKPT_META_HOST_FILES, ms, ckpt_path, s, (int)n, sp);
         if (st == TL_OK && step != NULL)
-            st = shard_meta_is(sr, "step", step, ckpt_path, s, (int)n, sp);
+            st = host_meta_is(sr, "step", step, ckpt_path, s, (int)n, sp);
         if (st == TL_OK && strategy != NULL)
-            st = shard_meta_is(sr, TL_CKPT_META_TABLE_SHARDING, strategy, ckpt_path, s, (int)n, sp);
+            st = host_meta_is(sr, TL_CKPT_META_TABLE_SHARDING, strategy, ckpt_path, s, (int)n, sp);
         tl_ckpt_close(sr);
     }
     tl_free(sp);
     if (st == TL_OK)
-        *num_shards = (int)n;
+        *num_files = (int)n;
     return st;
 }
 
@@ -199,11 +199,11 @@ static bool stale_temp(const char *name)
         return false;
     memcpy(head, name, base);
     head[base] = '\0';
-    int shard, count;
-    /* A shard's too: the manager looks only while no host writes one (the
-     * estimator creates it after every host's shard of its first save). */
+    int host, count;
+    /* A host file's too: the manager looks only while no host writes one
+     * (the estimator creates it after every host's file of its first save). */
     if (strcmp(head, TL_CKPT_INDEX_NAME) != 0 && strcmp(head, "config.json") != 0 && !file_step(head, &step) &&
-        !shard_file_step(head, &step, &shard, &count))
+        !host_file_step(head, &step, &host, &count))
         return false;
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
@@ -313,8 +313,8 @@ tl_status tl_ckpt_latest_valid(const char *model_dir, unsigned flags, tl_ckpt_re
                 r = NULL;
             }
         }
-        int shards;
-        if (st == TL_OK && (st = tl_ckpt_check_shards(path, r, flags, &shards)) != TL_OK) {
+        int files;
+        if (st == TL_OK && (st = tl_ckpt_check_host_files(path, r, flags, &files)) != TL_OK) {
             tl_ckpt_close(r);
             r = NULL;
         }
@@ -569,22 +569,22 @@ static tl_status fail(tl_ckpt_manager *m, tl_status st)
     return st;
 }
 
-/* Deletes table shard files of dir: with only_step >= 0, every one of that
- * step (its checkpoint was retired); else those no main file commits —
- * step's with another count than count, and any step's without a main
- * file (a save that never committed). A failed delete is a warning. */
-static void remove_shards(const char *dir, int64_t only_step, int64_t step, int count)
+/* Deletes host files of dir: with only_step >= 0, every one of that step
+ * (its checkpoint was retired); else those no main file commits — step's
+ * with another count than count, and any step's without a main file (a
+ * save that never committed). A failed delete is a warning. */
+static void remove_host_files(const char *dir, int64_t only_step, int64_t step, int count)
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
-        tl_log(TL_LOG_WARN, "model_dir %s: cannot list to remove table shards: %s", dir, strerror(errno));
+        tl_log(TL_LOG_WARN, "model_dir %s: cannot list to remove host files: %s", dir, strerror(errno));
         return;
     }
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         int64_t s;
-        int shard, n;
-        if (!shard_file_step(de->d_name, &s, &shard, &n))
+        int host, n;
+        if (!host_file_step(de->d_name, &s, &host, &n))
             continue;
         bool drop;
         const char *why;
@@ -593,12 +593,12 @@ static void remove_shards(const char *dir, int64_t only_step, int64_t step, int 
             why = "its checkpoint was deleted";
         } else if (s == step) {
             drop = n != count;
-            why = "a shard of another save of this step";
+            why = "a host file of another save of this step";
         } else {
             char *main = ckpt_file(dir, s);
             struct stat sb;
             drop = main != NULL && stat(main, &sb) != 0 && errno == ENOENT;
-            why = "a shard of a save that never committed";
+            why = "a host file of a save that never committed";
             tl_free(main);
         }
         if (!drop)
@@ -608,7 +608,7 @@ static void remove_shards(const char *dir, int64_t only_step, int64_t step, int 
         if (st == TL_OK && only_step < 0)
             tl_log(TL_LOG_INFO, "removed %s: %s", p, why);
         else if (st != TL_OK && st != TL_ENOTFOUND)
-            tl_log(TL_LOG_WARN, "%s (ignored: the table shard stays on disk)", tl_last_error());
+            tl_log(TL_LOG_WARN, "%s (ignored: the host file stays on disk)", tl_last_error());
         tl_free(p);
     }
     closedir(d);
@@ -652,9 +652,9 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
     tl_status st = tl_ckpt_writer_set_meta(w, "step", sbuf);
     if (st != TL_OK)
         return st;
-    const char *ms = tl_ckpt_writer_meta_get(w, TL_CKPT_META_TABLE_SHARDS);
+    const char *ms = tl_ckpt_writer_meta_get(w, TL_CKPT_META_HOST_FILES);
     int64_t v;
-    int shards = ms != NULL && tl_parse_int64(ms, &v) == 0 && v > 0 && v <= TL_CKPT_MAX_TABLE_SHARDS ? (int)v : 0;
+    int hosts = ms != NULL && tl_parse_int64(ms, &v) == 0 && v > 0 && v <= TL_CKPT_MAX_HOST_FILES ? (int)v : 0;
     char *path = ckpt_file(m->dir, step);
     if (path == NULL)
         return tl_error_oom();
@@ -717,11 +717,11 @@ tl_status tl_ckpt_manager_save(tl_ckpt_manager *m, tl_ckpt_writer *w, int64_t st
         tl_status dst = p ? tl_io_unlink(p) : tl_error_oom();
         if (dst != TL_OK && dst != TL_ENOTFOUND)
             tl_log(TL_LOG_WARN, "%s (ignored: the checkpoint stays on disk)", tl_last_error());
-        else /* the main file first: a crash between leaves shards of no checkpoint, removed later */
-            remove_shards(m->dir, next.steps[i], -1, 0);
+        else /* the main file first: a crash between leaves host files of no checkpoint, removed later */
+            remove_host_files(m->dir, next.steps[i], -1, 0);
         tl_free(p);
     }
-    remove_shards(m->dir, -1, step, shards);
+    remove_host_files(m->dir, -1, step, hosts);
     /* What the index lists is what m now reports. */
     memcpy(listed, next.steps + drop, (size_t)(next.n - drop) * sizeof *listed);
     tl_free(m->listed);

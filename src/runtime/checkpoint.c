@@ -17,13 +17,15 @@
  *                      "<var>/RMSProp_1" (mg) and "<var>/RMSProp_2" (momentum)
  *   "global_step"      I64 scalar
  *   "input_datasets"   U8 [bytes], only when training reads input_fn
- *                      datasets: where each invocation's dataset stands
- *                      (file, offset, shuffle buffer, epoch), as the JSON
- *                      array of their tl_dataset_save texts. It is a tensor,
- *                      not metadata, because a shuffle buffer can be larger
- *                      than a header may be (100 MB); checkpoints of earlier
- *                      versions carry it as the metadata key of that name,
- *                      and restore still reads that.
+ *                      datasets and one host wrote the checkpoint: where
+ *                      each invocation's dataset stands (file, offset,
+ *                      shuffle buffer, epoch), as the JSON array of their
+ *                      tl_dataset_save texts. It is a tensor, not metadata,
+ *                      because a shuffle buffer can be larger than a header
+ *                      may be (100 MB); checkpoints of earlier versions
+ *                      carry it as the metadata key of that name, and
+ *                      restore still reads that. Several hosts' positions
+ *                      are in their host files (below).
  *
  * and in __metadata__, besides what the writer and the manager fill in
  * (format, checksums, "step"):
@@ -53,21 +55,27 @@
  *
  * The embedding tables (emb_ckpt.c): on one host "embedding/<table>/
  * parameters" and "embedding/<table>/<slot>", F32 (vocabulary_size, dim),
- * in this file. On H > 1 hosts, in H table shard files beside it
- * (checkpoint.h, "Table shards"), and this file's metadata says so:
+ * in this file.
  *
- *   "table_shards"             H, in decimal
- *   "table_sharding_strategy"  "DIV_DEFAULT" or "MOD"
+ * On H > 1 hosts every host writes its host file beside this one at every
+ * save (checkpoint.h, "Host files"): its shard of the tables, and its own
+ * invocations' input positions ("input_datasets", null for the other
+ * hosts' invocations), so no host ever holds another's shuffle buffers.
+ * This file then holds neither, and its metadata says so:
  *
- * The commit (tl_est_save): every host writes its shard file (atomic and
+ *   "host_files"               H, in decimal
+ *   "table_sharding_strategy"  "DIV_DEFAULT" or "MOD", with tables only
+ *
+ * The commit (tl_est_save): every host writes its host file (atomic and
  * durable, as every checkpoint file); the hosts agree — one host's failure
  * fails the save on every host, naming it and its file, and writes no main
  * file; then host 0 writes this file, the commit marker, and the index. A
  * kill before this file leaves the previous checkpoint the newest complete
- * one; shard files no main file commits are removed by the manager's next
+ * one; host files no main file commits are removed by the manager's next
  * save. A restore reads whatever count of shards was saved into the
- * current hosts' shards (re-sharding), and with several hosts every host
- * restores the step host 0 chose, or none does.
+ * current hosts' shards (re-sharding) and each invocation's position from
+ * the one host file that holds it, whatever host runs it now; with several
+ * hosts every host restores the step host 0 chose, or none does.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -273,6 +281,7 @@ void tl_est_state_free(tl_estimator *est)
     tl_free(est->identity_json);
     tl_free(est->topology_json);
     tl_free(est->restored_input);
+    tl_free(est->restored_path);
     tl_free(est->ckpt_input);
     tl_ckpt_lock_release(est->lock);
 }
@@ -325,6 +334,8 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
+    if (st == TL_OK && est->H > 1) /* the tables and the positions are in the host files */
+        return set_meta_int(w, TL_CKPT_META_HOST_FILES, est->H);
     /* The positions can be as large as the shuffle buffers they hold, so
      * they are a tensor: a header is limited to 100 MB, and a tensor is
      * under the same checksum and the same atomic commit. */
@@ -338,30 +349,65 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
     return st;
 }
 
+/* Several hosts, every host: this host's file of the checkpoint of the
+ * global step (checkpoint.h, "Host files"), durable — its shard of the
+ * tables and its own invocations' input positions. */
+static tl_status save_host_file(tl_estimator *est)
+{
+    char main[4096], path[4200];
+    tl_status st = tl_ckpt_path(est->model_dir, est->global_step, main, sizeof main);
+    if (st == TL_OK)
+        st = tl_ckpt_host_path(main, est->host, est->H, path, sizeof path);
+    if (st == TL_OK)
+        st = tl_io_make_dirs(est->model_dir, "model_dir");
+    if (st != TL_OK)
+        return st;
+    tl_ckpt_writer *w;
+    if ((st = tl_ckpt_writer_create(&w)) != TL_OK)
+        return st;
+    char *positions = NULL; /* borrowed by the writer until it is written */
+    st = tl_est_emb_save_host(est, w);
+    if (st == TL_OK && (st = tl_infeed_save_positions(est, est->global_step, &positions)) == TL_OK &&
+        positions != NULL) {
+        int64_t len = (int64_t)strlen(positions);
+        st = tl_ckpt_writer_add(w, TL_EST_INPUT_TENSOR, TL_CKPT_U8, &len, 1, positions);
+    }
+    if (st == TL_OK)
+        st = set_meta_int(w, "step", est->global_step);
+    if (st == TL_OK)
+        st = set_meta_int(w, "global_step", est->global_step);
+    if (st == TL_OK)
+        st = set_meta_int(w, TL_CKPT_META_HOST_FILE, est->host);
+    if (st == TL_OK)
+        st = set_meta_int(w, TL_CKPT_META_HOST_FILES, est->H);
+    if (st == TL_OK)
+        st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
+    if (st == TL_OK && (st = tl_ckpt_writer_write(w, path)) != TL_OK)
+        st = tl_error(st, "cannot write its host file %s: %s", path, tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_est_emb_ckpt_free(est);
+    tl_free(positions);
+    return st;
+}
+
 tl_status tl_est_save(tl_estimator *est)
 {
     if (est->model_dir == NULL)
         return TL_OK;
     tl_status st;
-    if (est->H > 1 && est->opt.embedding != NULL) {
-        /* Each host's table shard first, durable; then the hosts agree, and
-         * only then host 0 writes the main file, the commit marker. A host
-         * that failed fails the save on every host; the checkpoints before
-         * it stay as they were. */
-        st = tl_est_ckpt_agree(est, tl_est_emb_save_shard(est));
+    if (est->H > 1) {
+        /* Each host's file first, durable; then the hosts agree, and only
+         * then host 0 writes the main file, the commit marker. A host that
+         * failed fails the save on every host; the checkpoints before it
+         * stay as they were. */
+        st = tl_est_ckpt_agree(est, save_host_file(est));
         if (st != TL_OK) {
             st = tl_error(st, "the checkpoint of step %lld is not committed (the earlier checkpoints stay): %s",
                           (long long)est->global_step, tl_last_error());
             return tl_est_hosts_same(est, st);
         }
-    }
-    if (est->host > 0) {
-        /* Host 0 writes the checkpoint; this host sends it the positions
-         * of its own input datasets (a merge every host takes part in). */
-        st = tl_infeed_save_positions(est, est->global_step, &est->ckpt_input);
-        tl_free(est->ckpt_input);
-        est->ckpt_input = NULL;
-        return st;
+        if (est->host > 0)
+            return TL_OK;
     }
     if (est->ckpt == NULL) {
         tl_ckpt_manager_options o;
@@ -580,14 +626,28 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     tl_est_emb_src *tables = NULL;
     if (st == TL_OK)
         st = tl_est_emb_restore_check(est, r, path, what, &tables);
-    char *input = NULL;
-    if (st == TL_OK)
+    /* One host's checkpoint holds the positions; several hosts' have them
+     * in their host files, read when the datasets are open (the plan then
+     * says which invocations this host runs). */
+    char *input = NULL, *where = NULL;
+    int host_files = 0;
+    const char *mh = tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES);
+    int64_t nh;
+    if (st == TL_OK && mh != NULL && (tl_parse_int64(mh, &nh) != 0 || nh < 1 || nh > TL_CKPT_MAX_HOST_FILES))
+        st = tl_error(TL_EINVAL, "%s: __metadata__ " TL_CKPT_META_HOST_FILES " is \"%.64s\"; it must be a count of "
+                                 "host files in [1, %d]", what, mh, TL_CKPT_MAX_HOST_FILES);
+    else if (st == TL_OK && mh != NULL)
+        host_files = (int)nh;
+    else if (st == TL_OK)
         st = read_input_positions(r, what, &input);
+    if (st == TL_OK && (where = tl_strdup(path)) == NULL)
+        st = tl_error_oom();
     if (est->H > 1)
         st = same_checkpoint(est, st, gs, path);
     if (st != TL_OK) {
         tl_est_emb_src_free(tables);
         tl_free(input);
+        tl_free(where);
         tl_free(src);
         return st;
     }
@@ -608,6 +668,7 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
         st = tl_est_ckpt_agree(est, st);
     if (st != TL_OK) {
         tl_free(input);
+        tl_free(where);
         return st;
     }
     est->global_step = gs;
@@ -615,7 +676,10 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     int64_t v;
     est->restored_steps_per_epoch = spe != NULL && tl_parse_int64(spe, &v) == 0 ? v : 0;
     tl_free(est->restored_input);
+    tl_free(est->restored_path);
     est->restored_input = input;
+    est->restored_path = where;
+    est->restored_host_files = host_files;
     est->restored_pending = true;
     warn_identity(est, r, path);
     tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);
@@ -873,18 +937,147 @@ tl_status tl_est_train_begin(tl_estimator *est)
     return TL_OK;
 }
 
+/* The positions of a checkpoint of S host files (main: its main file) for
+ * this host's invocations: each host file's "input_datasets", a JSON array
+ * of one element per invocation, of which exactly one file's is not null.
+ * Every host checks every invocation, so all reach the same verdict. */
+static tl_status restore_host_positions(tl_estimator *est, const char *main, int S)
+{
+    const tl_input_plan *plan = est->infeed.plan[TL_MODE_TRAIN];
+    size_t cap = strlen(main) + 64;
+    char *what = tl_asprintf("checkpoint %s", main);
+    char *hp = tl_malloc(cap);
+    tl_ckpt_reader **rd = tl_calloc((size_t)S, sizeof *rd);
+    tl_infeed_text **el = tl_calloc((size_t)S, sizeof *el);
+    tl_infeed_text *pick = NULL;
+    int n = -1, with = 0, without = -1;
+    tl_status st = what && hp && rd && el ? TL_OK : tl_error_oom();
+    char step[24];
+    snprintf(step, sizeof step, "%lld", (long long)est->global_step);
+    for (int s = 0; s < S && st == TL_OK; s++) {
+        char num[24], count[24], fwhat[4400];
+        snprintf(num, sizeof num, "%d", s);
+        snprintf(count, sizeof count, "%d", S);
+        if ((st = tl_ckpt_host_path(main, s, S, hp, cap)) != TL_OK)
+            break;
+        snprintf(fwhat, sizeof fwhat, "%s: host file %s", what, hp);
+        if ((st = tl_ckpt_open(hp, 0, &rd[s])) != TL_OK) {
+            if (st != TL_ENOMEM)
+                st = tl_error(TL_EINVAL, "%s: host file %d of %d: %s", what, s, S, tl_last_error());
+            break;
+        }
+        static const char *const keys[] = {TL_CKPT_META_HOST_FILE, TL_CKPT_META_HOST_FILES, "step"};
+        const char *want[] = {num, count, step};
+        for (int k = 0; k < 3 && st == TL_OK; k++) {
+            const char *got = tl_ckpt_meta(rd[s], keys[k]);
+            if (got == NULL || strcmp(got, want[k]) != 0)
+                st = tl_error(TL_EINVAL, "%s: __metadata__ %s is %.64s, the checkpoint needs %s (a host file of "
+                                         "another save)", fwhat, keys[k], got ? got : "missing", want[k]);
+        }
+        tl_ckpt_tensor_info t;
+        if (st != TL_OK)
+            break;
+        if (tl_ckpt_find(rd[s], TL_EST_INPUT_TENSOR, &t) != TL_OK) {
+            tl_clear_error();
+            if (without < 0)
+                without = s;
+            continue;
+        }
+        with++;
+        if (t.dtype != TL_CKPT_U8 || t.rank != 1)
+            st = tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' is %s of rank %d; the input positions are "
+                                     "U8 [bytes]", fwhat, tl_ckpt_dtype_name(t.dtype), t.rank);
+        else if (t.bytes > 0 && memchr(t.data, '\0', (size_t)t.bytes) != NULL)
+            st = tl_error(TL_EINVAL, "%s: tensor '" TL_EST_INPUT_TENSOR "' holds a NUL byte; the input positions "
+                                     "are JSON text", fwhat);
+        int count_s;
+        if (st == TL_OK &&
+            (st = tl_infeed_split_positions(t.data, (size_t)t.bytes, fwhat, &el[s], &count_s)) == TL_OK &&
+            count_s != plan->input_fn_calls)
+            st = tl_error(TL_EINVAL, "%s holds the positions of %d input datasets; this input plan has %d invocations "
+                                     "(the deployment or topology changed)", fwhat, count_s, plan->input_fn_calls);
+        n = plan->input_fn_calls;
+    }
+    if (st == TL_OK && with > 0 && without >= 0 && tl_ckpt_host_path(main, without, S, hp, cap) == TL_OK)
+        st = tl_error(TL_EINVAL, "%s: host file %s has no tensor '" TL_EST_INPUT_TENSOR "', and %d other host file%s "
+                                 "of the checkpoint %s: every host of a run that reads input datasets saves its "
+                                 "positions", what, hp, with, with == 1 ? "" : "s", with == 1 ? "has" : "have");
+    if (st == TL_OK && with == 0) {
+        tl_log(TL_LOG_WARN, "the restored checkpoint holds no input dataset positions: the input starts from the "
+                            "beginning of its datasets");
+    } else if (st == TL_OK) {
+        if ((pick = tl_calloc((size_t)n + 1, sizeof *pick)) == NULL)
+            st = tl_error_oom();
+        for (int i = 0; i < n && st == TL_OK; i++) {
+            int first = -1, holders = 0;
+            for (int s = 0; s < S; s++)
+                if (el[s][i].p != NULL && holders++ == 0)
+                    first = s;
+            if (holders == 1) {
+                if (tl_est_local_call(est, &plan->calls[i]))
+                    pick[i] = el[first][i];
+                continue;
+            }
+            tl_strbuf sb = {0};
+            for (int s = 0; s < S; s++)
+                if ((holders == 0 || el[s][i].p != NULL) && tl_ckpt_host_path(main, s, S, hp, cap) == TL_OK)
+                    tl_strbuf_appendf(&sb, "%s%s", sb.len ? ", " : "", hp);
+            st = tl_error(TL_EINVAL, "%s: input dataset %d of %d has %s (%s); exactly one host file holds each "
+                                     "invocation's position", what, i, n,
+                          holders == 0 ? "no position in any of its host files, each null" : "a position in several "
+                                                                                             "host files",
+                          sb.data != NULL ? sb.data : "out of memory");
+            tl_strbuf_free(&sb);
+        }
+        if (st == TL_OK)
+            st = tl_infeed_restore_positions(est, what, pick, n);
+    }
+    for (int s = 0; rd != NULL && s < S; s++) {
+        tl_ckpt_close(rd[s]);
+        tl_free(el[s]);
+    }
+    tl_free(pick);
+    tl_free(el);
+    tl_free(rd);
+    tl_free(hp);
+    tl_free(what);
+    return st;
+}
+
+/* The positions of a checkpoint that holds them itself (one host's). */
+static tl_status restore_main_positions(tl_estimator *est, const char *main, const char *json)
+{
+    char *what = tl_asprintf("checkpoint %s", main);
+    if (what == NULL)
+        return tl_error_oom();
+    tl_infeed_text *el;
+    int n;
+    tl_status st = tl_infeed_split_positions(json, strlen(json), what, &el, &n);
+    if (st == TL_OK) {
+        st = tl_infeed_restore_positions(est, what, el, n);
+        tl_free(el);
+    }
+    tl_free(what);
+    return st;
+}
+
 tl_status tl_est_restore_input(tl_estimator *est)
 {
     if (!est->restored_pending)
         return TL_OK;
     est->restored_pending = false;
     tl_status st = TL_OK;
-    if (est->restored_input != NULL)
-        st = tl_infeed_restore_positions(est, est->restored_input);
+    if (est->restored_host_files > 0)
+        st = restore_host_positions(est, est->restored_path, est->restored_host_files);
+    else if (est->restored_input != NULL)
+        st = restore_main_positions(est, est->restored_path, est->restored_input);
     else
         tl_log(TL_LOG_WARN, "the restored checkpoint holds no input dataset positions: the input starts from the "
                             "beginning of its datasets");
     tl_free(est->restored_input);
+    tl_free(est->restored_path);
     est->restored_input = NULL;
+    est->restored_path = NULL;
+    est->restored_host_files = 0;
     return st;
 }

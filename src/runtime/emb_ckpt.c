@@ -7,12 +7,12 @@
  *
  * Several hosts: host h's engine holds only its host shard of each table
  * (emb_steps.c), the ids that tl_emb_shard_of(sharding_strategy, V, H, id)
- * gives to h, in their local order. Each host writes its shard to its own file, the same tensors with
- * rows (rows of shard h, dim), beside the main file (checkpoint.h, "Table
- * shards"); host 0 commits the main file once every host's is durable. A
- * restore re-shards: each host builds the rows of its shard of the current
- * H from the S saved shards (or the main file's whole tables), whatever S
- * and H are, one table at a time. params_digest gathers each table in
+ * gives to h, in their local order. Each host writes its shard to its own
+ * host file, the same tensors with rows (rows of shard h, dim), beside the
+ * main file (checkpoint.h, "Host files"); host 0 commits the main file
+ * once every host's is durable. A restore re-shards: each host builds the
+ * rows of its shard of the current H from the S saved shards (or the main
+ * file's whole tables), whatever S and H are, one table at a time. params_digest gathers each table in
  * bounded chunks of ids, as one process hashes it.
  *
  * A host shard of a small table may be empty (V < H): its tensors are
@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../io/file.h"
 #include "estimator_int.h"
 
 /* Floats of one chunk of the digest's gather (a multiple of whole rows). */
@@ -164,65 +163,27 @@ static tl_status add_own_rows(tl_estimator *est, tl_ckpt_writer *w)
     return st;
 }
 
+static tl_status set_strategy(const tl_estimator *est, tl_ckpt_writer *w)
+{
+    const tl_emb_config *c = tl_emb_engine_config(est->opt.embedding);
+    return tl_ckpt_writer_set_meta(w, TL_CKPT_META_TABLE_SHARDING, strategy_name(c->sharding_strategy));
+}
+
 tl_status tl_est_emb_save(tl_estimator *est, tl_ckpt_writer *wr)
 {
-    tl_emb_engine *eng = est->opt.embedding;
-    if (eng == NULL)
+    if (est->opt.embedding == NULL)
         return TL_OK;
-    if (est->H == 1)
-        return add_own_rows(est, wr);
-    /* The tables are in the hosts' shard files: the main file says how many. */
-    char n[24];
-    snprintf(n, sizeof n, "%d", est->H);
-    tl_status st = tl_ckpt_writer_set_meta(wr, TL_CKPT_META_TABLE_SHARDS, n);
-    if (st == TL_OK)
-        st = tl_ckpt_writer_set_meta(wr, TL_CKPT_META_TABLE_SHARDING,
-                                     strategy_name(tl_emb_engine_config(eng)->sharding_strategy));
-    return st;
+    /* Several hosts: the tables are in the host files; the main file says
+     * how they are split (checkpoint.c sets the count). */
+    return est->H == 1 ? add_own_rows(est, wr) : set_strategy(est, wr);
 }
 
-static tl_status set_meta_int(tl_ckpt_writer *w, const char *key, int64_t v)
+tl_status tl_est_emb_save_host(tl_estimator *est, tl_ckpt_writer *w)
 {
-    char buf[24];
-    snprintf(buf, sizeof buf, "%lld", (long long)v);
-    return tl_ckpt_writer_set_meta(w, key, buf);
-}
-
-tl_status tl_est_emb_save_shard(tl_estimator *est)
-{
-    tl_emb_engine *eng = est->opt.embedding;
-    if (eng == NULL || est->H == 1)
+    if (est->opt.embedding == NULL || est->H == 1)
         return TL_OK;
-    char main[4096], path[4200];
-    tl_status st = tl_ckpt_path(est->model_dir, est->global_step, main, sizeof main);
-    if (st == TL_OK)
-        st = tl_ckpt_shard_path(main, est->host, est->H, path, sizeof path);
-    if (st == TL_OK)
-        st = tl_io_make_dirs(est->model_dir, "model_dir");
-    if (st != TL_OK)
-        return st;
-    tl_ckpt_writer *w;
-    if ((st = tl_ckpt_writer_create(&w)) != TL_OK)
-        return st;
-    st = add_own_rows(est, w);
-    if (st == TL_OK)
-        st = set_meta_int(w, "step", est->global_step);
-    if (st == TL_OK)
-        st = set_meta_int(w, "global_step", est->global_step);
-    if (st == TL_OK)
-        st = set_meta_int(w, TL_CKPT_META_TABLE_SHARD, est->host);
-    if (st == TL_OK)
-        st = set_meta_int(w, TL_CKPT_META_TABLE_SHARDS, est->H);
-    if (st == TL_OK)
-        st = tl_ckpt_writer_set_meta(w, TL_CKPT_META_TABLE_SHARDING,
-                                     strategy_name(tl_emb_engine_config(eng)->sharding_strategy));
-    if (st == TL_OK)
-        st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
-    if (st == TL_OK && (st = tl_ckpt_writer_write(w, path)) != TL_OK)
-        st = tl_error(st, "cannot write its table shard %s: %s", path, tl_last_error());
-    tl_ckpt_writer_destroy(w);
-    tl_est_emb_ckpt_free(est);
-    return st;
+    tl_status st = add_own_rows(est, w);
+    return st == TL_OK ? set_strategy(est, w) : st;
 }
 
 /* ---- restoring ------------------------------------------------------------- */
@@ -231,8 +192,8 @@ struct tl_est_emb_src {
     int S;                      /* saved shards (1 when the main file holds the tables) */
     bool in_main;               /* the tables are the main file's */
     tl_emb_sharding strategy;   /* the saved shards' */
-    const tl_ckpt_reader **rd;  /* (S) the shard files, or the main file */
-    tl_ckpt_reader **own;       /* (S) the shard files this opened; NULL entries for none */
+    const tl_ckpt_reader **rd;  /* (S) the host files, or the main file */
+    tl_ckpt_reader **own;       /* (S) the host files this opened; NULL entries for none */
 };
 
 void tl_est_emb_src_free(tl_est_emb_src *src)
@@ -246,19 +207,19 @@ void tl_est_emb_src_free(tl_est_emb_src *src)
     tl_free(src);
 }
 
-/* Shard file sr (path sp) says key = want. */
-static tl_status shard_says(const tl_ckpt_reader *sr, const char *sp, const char *what, const char *key,
-                            const char *want)
+/* Host file hr (path hp) says key = want. */
+static tl_status host_says(const tl_ckpt_reader *hr, const char *hp, const char *what, const char *key,
+                           const char *want)
 {
-    const char *got = tl_ckpt_meta(sr, key);
+    const char *got = tl_ckpt_meta(hr, key);
     if (got != NULL && strcmp(got, want) == 0)
         return TL_OK;
-    return tl_error(TL_EINVAL, "%s: table shard %s: __metadata__ %s is %.64s, the checkpoint needs %.64s", what, sp,
+    return tl_error(TL_EINVAL, "%s: host file %s: __metadata__ %s is %.64s, the checkpoint needs %.64s", what, hp,
                     key, got ? got : "missing", want);
 }
 
-/* Opens the S shard files of the checkpoint at path into src. */
-static tl_status open_shards(tl_est_emb_src *src, const tl_ckpt_reader *r, const char *path, const char *what)
+/* Opens the S host files of the checkpoint at path into src. */
+static tl_status open_host_files(tl_est_emb_src *src, const tl_ckpt_reader *r, const char *path, const char *what)
 {
     const char *step = tl_ckpt_meta(r, "step");
     size_t cap = strlen(path) + 64;
@@ -269,20 +230,20 @@ static tl_status open_shards(tl_est_emb_src *src, const tl_ckpt_reader *r, const
     snprintf(count, sizeof count, "%d", src->S);
     tl_status st = TL_OK;
     for (int s = 0; s < src->S && st == TL_OK; s++) {
-        if ((st = tl_ckpt_shard_path(path, s, src->S, sp, cap)) != TL_OK)
+        if ((st = tl_ckpt_host_path(path, s, src->S, sp, cap)) != TL_OK)
             break;
         if ((st = tl_ckpt_open(sp, 0, &src->own[s])) != TL_OK) {
             if (st != TL_ENOMEM)
-                st = tl_error(TL_EINVAL, "%s: table shard %d of %d: %s", what, s, src->S, tl_last_error());
+                st = tl_error(TL_EINVAL, "%s: host file %d of %d: %s", what, s, src->S, tl_last_error());
             break;
         }
         src->rd[s] = src->own[s];
         snprintf(num, sizeof num, "%d", s);
-        st = shard_says(src->own[s], sp, what, TL_CKPT_META_TABLE_SHARD, num);
+        st = host_says(src->own[s], sp, what, TL_CKPT_META_HOST_FILE, num);
         if (st == TL_OK)
-            st = shard_says(src->own[s], sp, what, TL_CKPT_META_TABLE_SHARDS, count);
+            st = host_says(src->own[s], sp, what, TL_CKPT_META_HOST_FILES, count);
         if (st == TL_OK && step != NULL)
-            st = shard_says(src->own[s], sp, what, "step", step);
+            st = host_says(src->own[s], sp, what, "step", step);
     }
     tl_free(sp);
     return st;
@@ -300,7 +261,7 @@ static tl_status check_tensors(const tl_emb_config *c, const tl_est_emb_src *src
     tl_status st = TL_OK;
     for (int s = 0; s < src->S && st == TL_OK; s++) {
         const char *sep = "", *file = ""; /* the file, when not the main one what names */
-        if (!src->in_main && (st = tl_ckpt_shard_path(path, s, src->S, sp, cap)) == TL_OK) {
+        if (!src->in_main && (st = tl_ckpt_host_path(path, s, src->S, sp, cap)) == TL_OK) {
             sep = ": ";
             file = sp;
         }
@@ -312,8 +273,8 @@ static tl_status check_tensors(const tl_emb_config *c, const tl_est_emb_src *src
             if (src->in_main)
                 snprintf(where, sizeof where, "table \"%s\"", c->tables[t].name);
             else
-                snprintf(where, sizeof where, "table \"%s\": its table shard %d of %d holds %lld of its %lld rows",
-                         c->tables[t].name, s, src->S, (long long)rows, (long long)V);
+                snprintf(where, sizeof where, "table \"%s\": its shard in host file %d of %d holds %lld of its "
+                         "%lld rows", c->tables[t].name, s, src->S, (long long)rows, (long long)V);
             for (int k = 0; k < n && st == TL_OK; k++) {
                 char *name = tensor_name(c, t, k);
                 tl_ckpt_tensor_info ti;
@@ -356,13 +317,17 @@ tl_status tl_est_emb_restore_check(tl_estimator *est, const tl_ckpt_reader *r, c
     src->S = 1;
     src->in_main = true;
     tl_status st = TL_OK;
-    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDS);
+    const char *ms = tl_ckpt_meta(r, TL_CKPT_META_HOST_FILES);
     if (ms != NULL) {
         int64_t S;
         const char *strategy = tl_ckpt_meta(r, TL_CKPT_META_TABLE_SHARDING);
-        if (tl_parse_int64(ms, &S) != 0 || S < 1 || S > TL_CKPT_MAX_TABLE_SHARDS)
-            st = tl_error(TL_EINVAL, "%s: __metadata__ " TL_CKPT_META_TABLE_SHARDS " is \"%.64s\"; it must be a "
-                                     "count of table shard files in [1, %d]", what, ms, TL_CKPT_MAX_TABLE_SHARDS);
+        if (tl_parse_int64(ms, &S) != 0 || S < 1 || S > TL_CKPT_MAX_HOST_FILES)
+            st = tl_error(TL_EINVAL, "%s: __metadata__ " TL_CKPT_META_HOST_FILES " is \"%.64s\"; it must be a "
+                                     "count of host files in [1, %d]", what, ms, TL_CKPT_MAX_HOST_FILES);
+        else if (strategy == NULL)
+            st = tl_error(TL_EINVAL, "%s holds no embedding tables (its __metadata__ has no "
+                                     TL_CKPT_META_TABLE_SHARDING ": a model without tables wrote it); this model "
+                                     "has %d", what, c->num_tables);
         else if (!strategy_parse(strategy, &src->strategy))
             st = tl_error(TL_EINVAL, "%s: __metadata__ " TL_CKPT_META_TABLE_SHARDING " is %.64s; it must be "
                                      "DIV_DEFAULT or MOD", what, strategy ? strategy : "missing");
@@ -380,7 +345,7 @@ tl_status tl_est_emb_restore_check(tl_estimator *est, const tl_ckpt_reader *r, c
     if (st == TL_OK && src->in_main)
         src->rd[0] = r;
     else if (st == TL_OK)
-        st = open_shards(src, r, path, what);
+        st = open_host_files(src, r, path, what);
     if (st == TL_OK)
         st = check_tensors(c, src, path, what);
     if (st != TL_OK) {

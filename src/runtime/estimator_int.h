@@ -51,8 +51,10 @@
 typedef enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_STOP } tl_cmd_kind;
 
 /* The checkpoint tensor (U8, [bytes]) of the input datasets' positions:
- * tl_infeed_save_positions' JSON text. Checkpoints of earlier versions hold
- * the same text as a metadata key of this name. */
+ * tl_infeed_save_positions' JSON text, in the main file of one host's
+ * checkpoint and in each host file of several hosts' (checkpoint.h, "Host
+ * files"). Checkpoints of earlier versions hold the same text as a
+ * metadata key of this name in the main file. */
 #define TL_EST_INPUT_TENSOR "input_datasets"
 
 typedef struct tl_worker tl_worker;
@@ -188,7 +190,12 @@ struct tl_estimator {
     tl_ckpt_reader *pending;   /* a restore asked for before the model was traced */
     char *pending_path;
     int64_t restored_steps_per_epoch; /* the last restored checkpoint's, or 0 */
-    char *restored_input;      /* its input positions (JSON text), until the datasets take them; NULL when none */
+    /* Its input positions, until the datasets take them: the main file's
+     * (JSON text; NULL when none), or those of its host files (a checkpoint
+     * of several hosts; 0 host files: one host's). */
+    char *restored_input;
+    char *restored_path;       /* its main file, while restored_pending */
+    int restored_host_files;
     bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
     tl_ckpt_lock *lock;        /* model_dir's, taken by the first train, released by destroy */
     tl_ckpt_manager *ckpt;     /* made at the first save */
@@ -437,15 +444,34 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
 /* Destroys mode's datasets (after its tl_infeed_stop). */
 void tl_infeed_close_datasets(tl_estimator *est, tl_mode mode);
 
-/* The training datasets' positions as one JSON array (tl_free it), once the
- * feed has produced every step below step and is held there; NULL *json for
- * in-memory data. Errors: the datasets', TL_ENOMEM. */
+/* This host's training datasets' positions as one JSON array (tl_free
+ * it), one element per invocation of the plan: its tl_dataset_save text, or
+ * null for an invocation another host runs. Once the feed has produced
+ * every step below step and is held there. NULL *json for in-memory data.
+ * Errors: the datasets', TL_ENOMEM. */
 tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json);
 
-/* Restores positions saved by tl_infeed_save_positions into the open
- * training datasets, before the feed starts. Errors: TL_EINVAL when the count or a
- * dataset's state does not match (named), TL_EPARSE for bad JSON. */
-tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json);
+/* One element of a positions array: its bytes [p, p + len), or p NULL for
+ * a JSON null (another host's invocation). */
+typedef struct tl_infeed_text {
+    const char *p;
+    size_t len;
+} tl_infeed_text;
+
+/* Splits the positions array text (bytes long; no NUL needed) into its
+ * elements: *elems (tl_free it) holds *count of them, pointing into text.
+ * what names the text in messages ("checkpoint FILE"). Errors: TL_EPARSE
+ * "WHAT: input_datasets is not a JSON array: WHY (at byte N)", TL_ENOMEM. */
+tl_status tl_infeed_split_positions(const char *text, size_t bytes, const char *what, tl_infeed_text **elems,
+                                    int *count);
+
+/* Restores the open training datasets from texts[i], the saved position of
+ * invocation i of n (p NULL for one this host does not run), before the
+ * feed starts. what names the source ("checkpoint FILE"). Errors: TL_EINVAL
+ * when n is not the plan's count of invocations ("WHAT holds the positions
+ * of 2 input datasets; this input plan has 4 invocations"), when a dataset
+ * of this host has no text, or a dataset's state does not match (named). */
+tl_status tl_infeed_restore_positions(tl_estimator *est, const char *what, const tl_infeed_text *texts, int n);
 
 /* Starts the input thread of cmd for count steps from first (train: global
  * steps; eval: eval steps from 0; predict: batches from 0 until the input
@@ -560,18 +586,17 @@ tl_status tl_est_emb_apply(tl_worker *w);
 
 /* With one host: adds every table's parameters and slots to the main
  * file's writer (copies held in est->emb_ckpt until tl_est_emb_ckpt_free).
- * With several: the main file's metadata names the table shard files
- * (TL_CKPT_META_TABLE_SHARDS: est->H, and the strategy), which
- * tl_est_emb_save_shard wrote. Errors: TL_ENOMEM, the writer's. */
+ * With several: the main file's metadata says the tables' sharding
+ * strategy; the tables are in the host files (tl_est_emb_save_host).
+ * Nothing without an engine. Errors: TL_ENOMEM, the writer's. */
 tl_status tl_est_emb_save(tl_estimator *est, tl_ckpt_writer *wr);
 void tl_est_emb_ckpt_free(tl_estimator *est);
 
-/* Several hosts, every host, before host 0 writes the main file: writes
- * this host's shard of every table to its durable shard file of the global
- * step (tl_ckpt_shard_path). Nothing with one host or no engine. Errors:
- * the writer's (TL_EIO "cannot write its table shard FILE: ..."),
- * TL_ENOMEM, the engine's. */
-tl_status tl_est_emb_save_shard(tl_estimator *est);
+/* Several hosts: adds this host's shard of every table and the sharding
+ * strategy to the writer of its host file (copies held in est->emb_ckpt
+ * until tl_est_emb_ckpt_free). Nothing with one host or no engine.
+ * Errors: TL_ENOMEM, the engine's, the writer's. */
+tl_status tl_est_emb_save_host(tl_estimator *est, tl_ckpt_writer *w);
 
 /* Several hosts, collective: every host passes its status and gets
  * TL_OK when every host's is, else on every host the first failing host's
@@ -580,11 +605,11 @@ tl_status tl_est_emb_save_shard(tl_estimator *est);
 tl_status tl_est_ckpt_agree(tl_estimator *est, tl_status st);
 
 /* The tables of a checkpoint being restored: the main file's, or its S
- * table shard files, open and checked. */
+ * host files, open and checked. */
 typedef struct tl_est_emb_src tl_est_emb_src;
 
 /* Checks that the checkpoint r (read from path; what: "checkpoint FILE"
- * for the messages) holds every table: its shard files open and say its
+ * for the messages) holds every table: its host files open and say its
  * step, every tensor is there, F32, (rows of its shard, dim). *out (NULL
  * without an engine) is freed with tl_est_emb_src_free. Nothing is loaded.
  * Errors: TL_EINVAL naming the file and tensor, TL_ENOMEM. */

@@ -578,50 +578,14 @@ tl_status tl_infeed_open_datasets(tl_estimator *est, tl_mode mode, const tl_inpu
     return TL_OK;
 }
 
-/* texts[i] of the invocations of every host, from those of this host
- * (the others NULL): the lengths first, then the bytes, each text in whole
- * int64 words, merged over the hosts (hosts.c). */
-static tl_status merge_texts(tl_estimator *est, char **texts, int n)
-{
-    if (est->H == 1)
-        return TL_OK;
-    int64_t *len = tl_calloc((size_t)n + 1, sizeof *len);
-    if (len == NULL)
-        return tl_error_oom();
-    for (int i = 0; i < n; i++)
-        len[i] = texts[i] != NULL ? (int64_t)strlen(texts[i]) : 0;
-    tl_status st = tl_est_hosts_merge(est, len, n);
-    int64_t words = 0;
-    for (int i = 0; i < n; i++)
-        words += (len[i] + 7) / 8;
-    int64_t *buf = st == TL_OK ? tl_calloc((size_t)words + 1, sizeof *buf) : NULL;
-    if (st == TL_OK && buf == NULL)
-        st = tl_error_oom();
-    int64_t at = 0;
-    for (int i = 0; i < n && st == TL_OK; i++) {
-        if (texts[i] != NULL)
-            memcpy(buf + at, texts[i], (size_t)len[i]);
-        at += (len[i] + 7) / 8;
-    }
-    if (st == TL_OK)
-        st = tl_est_hosts_merge(est, buf, words);
-    at = 0;
-    for (int i = 0; i < n && st == TL_OK; i++) {
-        if (texts[i] == NULL && (texts[i] = tl_strndup((const char *)(buf + at), (size_t)len[i])) == NULL)
-            st = tl_error_oom();
-        at += (len[i] + 7) / 8;
-    }
-    tl_free(buf);
-    tl_free(len);
-    return st;
-}
-
 /* The positions are one JSON array of the datasets' tl_dataset_save texts,
  * joined and split as text: with a large shuffle buffer a text is megabytes,
  * and parsing it only to write it out again cost seconds. tl_dataset_restore
- * parses each element in full. */
+ * parses each element in full. Each host saves only its own invocations'
+ * datasets (the others' are not open here): null stands for the others. */
 tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
 {
+    static const char null_text[] = "null";
     tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
     *json = NULL;
     if (f->ds == NULL)
@@ -631,16 +595,12 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
         tl_feed_wait_produced(train, step);
     char **texts = tl_calloc((size_t)f->ncalls + 1, sizeof *texts);
     tl_status st = texts != NULL ? TL_OK : tl_error_oom();
-    /* Each host saves its own invocations' datasets (the others' are not
-     * open here) and the hosts merge the texts. */
     for (int i = 0; i < f->ncalls && st == TL_OK; i++)
         if (f->ds[i].ds != NULL)
             st = tl_dataset_save(f->ds[i].ds, &texts[i]);
-    if (st == TL_OK)
-        st = merge_texts(est, texts, f->ncalls);
     size_t total = 2 + (size_t)f->ncalls;
     for (int i = 0; i < f->ncalls && st == TL_OK; i++)
-        total += strlen(texts[i]);
+        total += texts[i] != NULL ? strlen(texts[i]) : sizeof null_text - 1;
     char *out = st == TL_OK ? tl_malloc(total + 1) : NULL;
     if (st == TL_OK && out == NULL)
         st = tl_error_oom();
@@ -650,8 +610,9 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
         for (int i = 0; i < f->ncalls; i++) {
             if (i > 0)
                 *p++ = ',';
-            size_t n = strlen(texts[i]);
-            memcpy(p, texts[i], n);
+            const char *t = texts[i] != NULL ? texts[i] : null_text;
+            size_t n = strlen(t);
+            memcpy(p, t, n);
             p += n;
         }
         *p++ = ']';
@@ -664,32 +625,32 @@ tl_status tl_infeed_save_positions(tl_estimator *est, int64_t step, char **json)
     return st;
 }
 
-static const char *skip_json_space(const char *p)
+static const char *skip_json_space(const char *p, const char *end)
 {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
         p++;
     return p;
 }
 
 /* Where the JSON value starting at p ends: past its closing bracket or
- * quote, or at the ',' or ']' after a bare scalar; NULL when the text ends
- * first. It follows strings and bracket depth only, as finding the
- * element's extent needs no more. */
-static const char *json_value_end(const char *p)
+ * quote, or at the ',' or ']' after a bare scalar; NULL when the text
+ * (which ends at end) ends first. It follows strings and bracket depth
+ * only, as finding the element's extent needs no more. */
+static const char *json_value_end(const char *p, const char *end)
 {
     int depth = 0;
-    for (;;) {
+    for (; p < end; p++) {
         switch (*p) {
         case '\0':
             return NULL;
         case '"':
-            for (p++;;) {
-                p += strcspn(p, "\"\\");
-                if (*p == '"')
+            for (p++;; p++) {
+                while (p < end && *p != '"' && *p != '\\' && *p != '\0')
+                    p++;
+                if (p < end && *p == '"')
                     break;
-                if (*p == '\0' || *++p == '\0')
+                if (p >= end || *p == '\0' || ++p >= end || *p == '\0')
                     return NULL;
-                p++;
             }
             if (depth == 0)
                 return p + 1;
@@ -712,65 +673,92 @@ static const char *json_value_end(const char *p)
         default:
             break;
         }
-        p++;
     }
+    return NULL;
 }
 
-tl_status tl_infeed_restore_positions(tl_estimator *est, const char *json)
+/* Whether [p, p + len) is the JSON null, give or take trailing space. */
+static bool is_null(const char *p, size_t len)
 {
-    tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
-    /* First the elements' extents, so that a wrong count is refused before
-     * any dataset moves. */
-    const char **start = tl_calloc((size_t)f->ncalls + 1, sizeof *start);
-    size_t *len = tl_calloc((size_t)f->ncalls + 1, sizeof *len);
-    tl_status st = start != NULL && len != NULL ? TL_OK : tl_error_oom();
-    const char *p = skip_json_space(json);
-    const char *bad = NULL;
-    size_t count = 0;
-    if (st == TL_OK && *p != '[')
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t' || p[len - 1] == '\n' || p[len - 1] == '\r'))
+        len--;
+    return len == 4 && memcmp(p, "null", 4) == 0;
+}
+
+tl_status tl_infeed_split_positions(const char *text, size_t bytes, const char *what, tl_infeed_text **elems,
+                                    int *count)
+{
+    *elems = NULL;
+    *count = 0;
+    const char *end = text + bytes, *p = skip_json_space(text, end), *bad = NULL;
+    tl_infeed_text *v = NULL;
+    int n = 0, cap = 0;
+    if (p == end || *p != '[')
         bad = "it does not start with '['";
-    else if (st == TL_OK && *(p = skip_json_space(p + 1)) != ']')
-        for (;; count++) {
-            const char *end = json_value_end(p);
-            if (end == NULL || end == p) {
-                bad = end == NULL ? "the text ends inside an element" : "an element is empty";
+    else if ((p = skip_json_space(p + 1, end)) < end && *p != ']')
+        for (;;) {
+            const char *e = json_value_end(p, end);
+            if (e == NULL || e == p) {
+                bad = e == NULL ? "the text ends inside an element" : "an element is empty";
                 break;
             }
-            if (count < (size_t)f->ncalls) {
-                start[count] = p;
-                len[count] = (size_t)(end - p);
+            if (n == cap) {
+                int ncap = cap ? 2 * cap : 16;
+                tl_infeed_text *nv = n < INT32_MAX / 2 ? tl_realloc(v, (size_t)ncap * sizeof *nv) : NULL;
+                if (nv == NULL) {
+                    tl_free(v);
+                    return tl_error_oom();
+                }
+                v = nv;
+                cap = ncap;
             }
-            p = skip_json_space(end);
-            if (*p == ',') {
-                p = skip_json_space(p + 1);
-            } else if (*p == ']') {
-                count++;
+            v[n].p = is_null(p, (size_t)(e - p)) ? NULL : p;
+            v[n++].len = (size_t)(e - p);
+            p = skip_json_space(e, end);
+            if (p < end && *p == ',') {
+                p = skip_json_space(p + 1, end);
+            } else if (p < end && *p == ']') {
                 break;
             } else {
-                bad = "elements are not separated by ','";
+                bad = p == end ? "the text ends inside the array" : "elements are not separated by ','";
                 break;
             }
         }
-    if (st == TL_OK && bad == NULL && *skip_json_space(p + 1) != '\0')
+    else if (p == end)
+        bad = "the text ends inside the array";
+    if (bad == NULL && skip_json_space(p + 1, end) != end)
         bad = "text follows the array";
-    if (st == TL_OK && bad != NULL)
-        st = tl_error(TL_EPARSE, "the checkpoint's input_datasets is not a JSON array: %s (at byte %zu)", bad,
-                      (size_t)(p - json));
-    if (st == TL_OK && count != (size_t)f->ncalls)
-        st = tl_error(TL_EINVAL, "the checkpoint holds the positions of %zu input datasets; this input plan has %d "
-                                 "invocations (the deployment or topology changed)",
-                      count, f->ncalls);
+    if (bad != NULL) {
+        tl_free(v);
+        return tl_error(TL_EPARSE, "%s: input_datasets is not a JSON array: %s (at byte %zu)", what, bad,
+                        (size_t)(p - text));
+    }
+    *elems = v;
+    *count = n;
+    return TL_OK;
+}
+
+tl_status tl_infeed_restore_positions(tl_estimator *est, const char *what, const tl_infeed_text *texts, int n)
+{
+    tl_infeed_call *f = &est->infeed.call[TL_MODE_TRAIN];
+    /* Every check first, so that nothing moves unless every dataset can. */
+    if (n != f->ncalls)
+        return tl_error(TL_EINVAL, "%s holds the positions of %d input datasets; this input plan has %d invocations "
+                                   "(the deployment or topology changed)", what, n, f->ncalls);
+    for (int i = 0; i < n; i++)
+        if (f->ds[i].ds != NULL && texts[i].p == NULL)
+            return tl_error(TL_EINVAL, "%s holds no position for input dataset %d of %d (null), which this host "
+                                       "reads", what, i, n);
+    tl_status st = TL_OK;
     for (int i = 0; i < f->ncalls && st == TL_OK; i++) {
         if (f->ds[i].ds == NULL) /* another host's */
             continue;
-        char *text = tl_strndup(start[i], len[i]);
+        char *text = tl_strndup(texts[i].p, texts[i].len);
         st = text != NULL ? tl_dataset_restore(f->ds[i].ds, text) : tl_error_oom();
         tl_free(text);
         if (st != TL_OK)
             st = tl_error(st, "restoring input dataset %d: %s", i, tl_last_error());
     }
-    tl_free(start);
-    tl_free(len);
     return st;
 }
 
