@@ -680,6 +680,7 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     est->restored_input = input;
     est->restored_path = where;
     est->restored_host_files = host_files;
+    est->restored_step = gs;
     est->restored_pending = true;
     warn_identity(est, r, path);
     tl_log(TL_LOG_INFO, "Restoring parameters from %s (global step %lld)", path, (long long)gs);
@@ -953,7 +954,7 @@ static tl_status restore_host_positions(tl_estimator *est, const char *main, int
     int n = -1, with = 0, without = -1;
     tl_status st = what && hp && rd && el ? TL_OK : tl_error_oom();
     char step[24];
-    snprintf(step, sizeof step, "%lld", (long long)est->global_step);
+    snprintf(step, sizeof step, "%lld", (long long)est->restored_step);
     for (int s = 0; s < S && st == TL_OK; s++) {
         char num[24], count[24], fwhat[4400];
         snprintf(num, sizeof num, "%d", s);

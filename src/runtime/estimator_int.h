@@ -195,6 +195,7 @@ struct tl_estimator {
      * of several hosts; 0 host files: one host's). */
     char *restored_input;
     char *restored_path;       /* its main file, while restored_pending */
+    int64_t restored_step;     /* its step */
     int restored_host_files;
     bool restored_pending;     /* a checkpoint was restored and its input not yet applied */
     tl_ckpt_lock *lock;        /* model_dir's, taken by the first train, released by destroy */
