@@ -578,3 +578,77 @@ Test(cli_ckpt, the_input_positions_tensor_is_shown_as_text)
     tc_rmtree(dir);
     free(dir);
 }
+
+/* A checkpoint of 2 hosts of a model without embedding tables: the main
+ * file names its 2 host files (checkpoint.h, "Host files"), each with its
+ * host's input positions. list counts them ("host_files") and calls the
+ * checkpoint incomplete without one; inspect lists them, each valid or why
+ * not. */
+Test(cli_ckpt, a_checkpoint_of_2_hosts_lists_and_inspects_its_host_files)
+{
+    char *dir = tc_tmpdir();
+    tl_ckpt_manager *m;
+    cr_assert_eq(tl_ckpt_manager_create(dir, NULL, &m), TL_OK, "%s", tl_last_error());
+    char main[1024], file[1100];
+    cr_assert_eq(tl_ckpt_path(dir, 40, main, sizeof main), TL_OK);
+    static const char *const positions[2] = {"[{\"format\":\"x\"},null]", "[null,{\"format\":\"y\"}]"};
+    for (int h = 0; h < 2; h++) {
+        cr_assert_eq(tl_ckpt_host_path(main, h, 2, file, sizeof file), TL_OK);
+        tl_ckpt_writer *w;
+        cr_assert_eq(tl_ckpt_writer_create(&w), TL_OK);
+        const int64_t len = (int64_t)strlen(positions[h]);
+        cr_assert_eq(tl_ckpt_writer_add(w, "input_datasets", TL_CKPT_U8, &len, 1, positions[h]), TL_OK);
+        char v[16];
+        snprintf(v, sizeof v, "%d", h);
+        cr_assert_eq(tl_ckpt_writer_set_meta(w, "step", "40"), TL_OK);
+        cr_assert_eq(tl_ckpt_writer_set_meta(w, TL_CKPT_META_HOST_FILE, v), TL_OK);
+        cr_assert_eq(tl_ckpt_writer_set_meta(w, TL_CKPT_META_HOST_FILES, "2"), TL_OK);
+        cr_assert_eq(tl_ckpt_writer_write(w, file), TL_OK, "%s", tl_last_error());
+        tl_ckpt_writer_destroy(w);
+    }
+    fixture f;
+    tl_ckpt_writer *w = fixture_writer(&f, 40);
+    cr_assert_eq(tl_ckpt_writer_set_meta(w, TL_CKPT_META_HOST_FILES, "2"), TL_OK);
+    cr_assert_eq(tl_ckpt_manager_save(m, w, 40), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_ckpt_manager_destroy(m);
+
+    tc_result r = tc_runf("ckpt list %s", dir);
+    cr_assert(r.status == 0 && strstr(r.out, "valid (with 2 host files)") != NULL, "%s%s", r.out, r.err);
+    tc_done(&r);
+    r = tc_runf("ckpt list %s --json", dir);
+    json_t *j = tc_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(row_of(j, 40), "host_files")), 2, "%s", r.out);
+    json_decref(j);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40", dir);
+    cr_assert(r.status == 0 && strstr(r.out, "  2 host files, each with its host's input positions") != NULL, "%s",
+              r.out);
+    cr_assert(strstr(r.out, "model.ckpt-40.host-00001-of-00002.safetensors: valid") != NULL, "%s", r.out);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40 --tensor=input_datasets", dir);
+    cr_assert(r.status == 1 && strstr(r.err, "input positions are in its 2 host files: inspect those") != NULL, "%s",
+              r.err);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40.host-00001-of-00002.safetensors --tensor=input_datasets", dir);
+    cr_assert(r.status == 0 && strstr(r.out, "  text: [null,{\"format\":\"y\"}]") != NULL, "%s%s", r.out, r.err);
+    tc_done(&r);
+    /* Without host file 1 the checkpoint is incomplete. */
+    cr_assert_eq(unlink(file), 0);
+    r = tc_runf("ckpt list %s --json", dir);
+    j = tc_json(&r);
+    const char *err = json_string_value(json_object_get(row_of(j, 40), "error"));
+    cr_assert(err != NULL && strstr(err, "is incomplete: host file 1 of 2") != NULL, "%s", r.out);
+    cr_assert(json_is_false(json_object_get(row_of(j, 40), "valid")));
+    json_decref(j);
+    tc_done(&r);
+    r = tc_runf("ckpt inspect %s/model.ckpt-40 --json", dir);
+    j = tc_json(&r);
+    json_t *files = json_object_get(j, "host_files");
+    cr_assert(json_array_size(files) == 2 && json_is_true(json_object_get(json_array_get(files, 0), "valid")) &&
+                  json_is_false(json_object_get(json_array_get(files, 1), "valid")), "%s", r.out);
+    json_decref(j);
+    tc_done(&r);
+    tc_rmtree(dir);
+    free(dir);
+}
