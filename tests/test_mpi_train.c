@@ -856,10 +856,13 @@ static void rewrite_positions(const char *file, const char *text)
 Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stopped)
 {
     char *dir = tfrecord_shards();
-    char flags[2048], launch[2600], want[65], got[65], path[1024];
+    char flags[2048], launch[2600], want[65], want40[65], got[65], path[1024];
     snprintf(flags, sizeof flags, FILES_FLAGS " --epochs=null --save_checkpoints_steps=10", dir);
     tc_result r = tc_runf("%s --devices=4 --train_steps=30", flags);
     digest_of(&r, "uninterrupted", want);
+    tc_done(&r);
+    r = tc_runf("%s --devices=4 --train_steps=40", flags);
+    digest_of(&r, "uninterrupted to 40", want40);
     tc_done(&r);
     /* 2 hosts to step 20: each host's file holds its own input positions. */
     snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=20 --model_dir=%s/two", flags, dir);
@@ -892,6 +895,14 @@ Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stoppe
     json_decref(pos);
     snprintf(path, sizeof path, "two/model.ckpt-30.host-00000-of-00001.safetensors");
     cr_assert(!file_exists(dir, path), "1 host: no host files");
+    /* And that 1-host checkpoint resumes on 2 hosts, each taking its own. */
+    snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2 --train_steps=10 --model_dir=%s/two", flags, dir);
+    r = tc_mpirun(launch, 120);
+    digest_of(&r, "the 1-host checkpoint resumed on 2 hosts", got);
+    cr_assert_str_eq(got, want40);
+    tc_done(&r);
+    snprintf(path, sizeof path, "%s/two", dir);
+    positions_in_host_files(path, 40, 2);
     snprintf(launch, sizeof launch, "-np 4 @tpuloop %s --devices=1 --train_steps=10 --model_dir=%s/two_copy", flags,
              dir);
     r = tc_mpirun(launch, 120);
