@@ -476,8 +476,10 @@ typedef struct tl_input {
  * per replica, BROADCAST once, copying the batch to every replica (feed.h in
  * the runtime says it exactly). The datasets' positions are saved with
  * every checkpoint (the U8 tensor "input_datasets": a JSON array of one
- * tl_dataset_save text per invocation; checkpoints of earlier versions hold
- * it as a metadata key, which restore reads too) and restored with it, so a
+ * tl_dataset_save text per invocation; with several hosts each host's file
+ * beside the checkpoint holds its own invocations' texts, null for the
+ * others; checkpoints of earlier versions hold it as a metadata key, which
+ * restore reads too) and restored with it, so a
  * resumed run reads exactly the
  * examples the uninterrupted one would have. res->infeed_wait_seconds says
  * how long the replicas waited for input. An input that ends stops training

@@ -6,7 +6,7 @@
  * over the processes), whose reductions keep the global replica order, so
  * the parameters are the same bits on every host and on one process. What
  * the host loop reads of the other hosts' replicas — their losses, step
- * counts, evaluation counts, outfeed records, input positions — comes by
+ * counts, evaluation counts, outfeed records — comes by
  * merge: every host fills a buffer where it owns the values and leaves zeros
  * elsewhere, and an int64 sum over the hosts (est->hcomm, one rank per
  * process) gives every host the whole buffer. Each 32-bit value is nonzero on
