@@ -382,6 +382,26 @@ Test(mpi_train, params_digest_over_hosts_gathers_a_table_larger_than_one_chunk)
     free(dir);
 }
 
+/* Writes w, the tensors of file's reader r as the caller changed them,
+ * over file with r's metadata (less what the writer fills in), then closes
+ * both. */
+static void rewrite(tl_ckpt_writer *w, tl_ckpt_reader *r, const char *file)
+{
+    for (int i = 0; i < tl_ckpt_num_meta(r); i++) {
+        const char *k, *v;
+        tl_ckpt_meta_at(r, i, &k, &v);
+        if (strcmp(k, "format") != 0 && strcmp(k, "format_version") != 0 && strcmp(k, "crc32c") != 0 &&
+            strcmp(k, "header_crc32c") != 0)
+            cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
+    }
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.new", file);
+    cr_assert_eq(tl_ckpt_writer_write(w, tmp), TL_OK, "%s", tl_last_error());
+    tl_ckpt_writer_destroy(w);
+    tl_ckpt_close(r);
+    cr_assert_eq(rename(tmp, file), 0);
+}
+
 /* Rewrites host file `file` with table C1's parameters one row short
  * (everything else, the metadata included, as it was). */
 static void shorten_c1(const char *file)
@@ -398,19 +418,7 @@ static void shorten_c1(const char *file)
             shape[0]--;
         cr_assert_eq(tl_ckpt_writer_add(w, t.name, t.dtype, shape, t.rank, t.data), TL_OK);
     }
-    for (int i = 0; i < tl_ckpt_num_meta(r); i++) {
-        const char *k, *v;
-        tl_ckpt_meta_at(r, i, &k, &v);
-        if (strcmp(k, "format") != 0 && strcmp(k, "format_version") != 0 && strcmp(k, "crc32c") != 0 &&
-            strcmp(k, "header_crc32c") != 0)
-            cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
-    }
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.short", file);
-    cr_assert_eq(tl_ckpt_writer_write(w, tmp), TL_OK, "%s", tl_last_error());
-    tl_ckpt_writer_destroy(w);
-    tl_ckpt_close(r);
-    cr_assert_eq(rename(tmp, file), 0);
+    rewrite(w, r, file);
 }
 
 Test(mpi_train, a_host_file_whose_table_tensor_does_not_fit_fails_the_restore_naming_the_file_and_tensor)
@@ -838,19 +846,7 @@ static void rewrite_positions(const char *file, const char *text)
             cr_assert_eq(tl_ckpt_writer_add(w, t.name, t.dtype, t.shape, t.rank, t.data), TL_OK);
         }
     }
-    for (int i = 0; i < tl_ckpt_num_meta(r); i++) {
-        const char *k, *v;
-        tl_ckpt_meta_at(r, i, &k, &v);
-        if (strcmp(k, "format") != 0 && strcmp(k, "format_version") != 0 && strcmp(k, "crc32c") != 0 &&
-            strcmp(k, "header_crc32c") != 0)
-            cr_assert_eq(tl_ckpt_writer_set_meta(w, k, v), TL_OK);
-    }
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.new", file);
-    cr_assert_eq(tl_ckpt_writer_write(w, tmp), TL_OK, "%s", tl_last_error());
-    tl_ckpt_writer_destroy(w);
-    tl_ckpt_close(r);
-    cr_assert_eq(rename(tmp, file), 0);
+    rewrite(w, r, file);
 }
 
 Test(mpi_train, a_checkpoint_of_2_hosts_resumes_on_1_and_on_4_as_if_never_stopped)
