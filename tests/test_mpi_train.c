@@ -187,6 +187,7 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_host_files_and_re
     }
     cr_assert_not_null(tl_ckpt_meta(main, "global_step"));
     cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_HOST_FILES), "2");
+    cr_assert_str_eq(tl_ckpt_meta(main, "written_by"), "tpu_worker/host 0 of 2");
     cr_assert_str_eq(tl_ckpt_meta(main, TL_CKPT_META_TABLE_SHARDING), "DIV_DEFAULT");
     tl_ckpt_close(main);
     /* Each host's rows of every table, parameters and the Adagrad slot:
@@ -204,6 +205,9 @@ Test(mpi_train, a_2_host_dlrm_checkpoint_keeps_its_tables_in_2_host_files_and_re
         cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_HOST_FILE), hs);
         cr_assert_str_eq(tl_ckpt_meta(sr, TL_CKPT_META_HOST_FILES), "2");
         cr_assert_str_eq(tl_ckpt_meta(sr, "step"), "20");
+        char by[64];
+        snprintf(by, sizeof by, "tpu_worker/host %d of 2", h);
+        cr_assert_str_eq(tl_ckpt_meta(sr, "written_by"), by);
         for (size_t k = 0; k < sizeof want_rows / sizeof *want_rows; k++) {
             char name[64];
             snprintf(name, sizeof name, "embedding/%s/parameters", want_rows[k].table);

@@ -66,6 +66,8 @@
  *
  *   "host_files"               H, in decimal
  *   "table_sharding_strategy"  "DIV_DEFAULT" or "MOD", with tables only
+ *   "written_by"               "tpu_worker/host 0 of 2" (tpu_job_name
+ *                              naming the job), as in every host file
  *
  * The commit (tl_est_save): every host writes its host file (atomic and
  * durable, as every checkpoint file); the hosts agree — one host's failure
@@ -134,6 +136,16 @@ static tl_status set_meta_int(tl_ckpt_writer *w, const char *key, int64_t v)
     return tl_ckpt_writer_set_meta(w, key, buf);
 }
 
+/* Several hosts: "written_by", the writing host as the logs name it
+ * ("tpu_worker/host 1 of 2", tpu_job_name naming the job). */
+static tl_status set_written_by(const tl_estimator *est, tl_ckpt_writer *w)
+{
+    char by[192];
+    const char *job = est->rc.tpu.tpu_job_name;
+    snprintf(by, sizeof by, "%.120s/host %d of %d", job != NULL ? job : "tpu_worker", est->host, est->H);
+    return tl_ckpt_writer_set_meta(w, "written_by", by);
+}
+
 static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
 {
     const tl_vars *vars = est->vars;
@@ -173,7 +185,8 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "topology", est->topology_json);
-    if (st == TL_OK && est->H > 1) /* the tables and the positions are in the host files */
+    /* Several hosts: the tables and the positions are in the host files. */
+    if (st == TL_OK && est->H > 1 && (st = set_written_by(est, w)) == TL_OK)
         return set_meta_int(w, TL_CKPT_META_HOST_FILES, est->H);
     /* The positions can be as large as the shuffle buffers they hold, so
      * they are a tensor: a header is limited to 100 MB, and a tensor is
@@ -221,6 +234,8 @@ static tl_status save_host_file(tl_estimator *est)
         st = set_meta_int(w, TL_CKPT_META_HOST_FILES, est->H);
     if (st == TL_OK)
         st = tl_ckpt_writer_set_meta(w, "config_sha256", est->config_sha256);
+    if (st == TL_OK)
+        st = set_written_by(est, w);
     if (st == TL_OK && (st = tl_ckpt_writer_write(w, path)) != TL_OK)
         st = tl_error(st, "cannot write its host file %s: %s", path, tl_last_error());
     tl_ckpt_writer_destroy(w);
