@@ -31,6 +31,12 @@ Test(embedding, t12_sharding)
         tl_emb_shard_of(TL_EMB_MOD, 13, 5, id, &sh, &local);
         cr_assert_eq(mod_want[sh][local], id, "MOD id %lld -> shard %d local %lld", (long long)id, sh, (long long)local);
     }
+    /* tl_emb_shard_id is the inverse: every row of every shard back to its id. */
+    for (int s = 0; s < 5; s++)
+        for (int64_t l = 0; l < sizes[s]; l++) {
+            cr_assert_eq(tl_emb_shard_id(TL_EMB_DIV_DEFAULT, 13, 5, s, l), div_want[s][l]);
+            cr_assert_eq(tl_emb_shard_id(TL_EMB_MOD, 13, 5, s, l), mod_want[s][l]);
+        }
     int sh;
     int64_t local;
     tl_emb_shard_of(TL_EMB_DIV_DEFAULT, 13, 5, 10, &sh, &local);

@@ -152,6 +152,11 @@ TL_API int64_t tl_emb_shard_rows(int64_t vocabulary_size, int num_shards, int sh
 TL_API void tl_emb_shard_of(tl_emb_sharding strategy, int64_t vocabulary_size, int num_shards, int64_t id, int *shard,
                             int64_t *local);
 
+/* The inverse: the id of row `local` of shard `shard` (0 <= local <
+ * tl_emb_shard_rows(vocabulary_size, num_shards, shard)). */
+TL_API int64_t tl_emb_shard_id(tl_emb_sharding strategy, int64_t vocabulary_size, int num_shards, int shard,
+                               int64_t local);
+
 /* ---- the engine ------------------------------------------------------------ */
 
 typedef struct tl_emb_engine tl_emb_engine;

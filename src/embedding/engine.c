@@ -288,15 +288,6 @@ static void init_row(const tl_emb_engine *eng, int ti, const emb_table *t, int64
     }
 }
 
-/* The global id of row `local` of shard s. */
-static int64_t global_id(tl_emb_sharding strategy, int64_t V, int S, int s, int64_t local)
-{
-    if (strategy == TL_EMB_MOD)
-        return local * S + s;
-    int64_t q = V / S, r = V % S;
-    return (int64_t)s * q + (s < r ? s : r) + local;
-}
-
 /* Table i from the caller's config tc (with its names and optimizers). */
 static tl_status make_table(tl_emb_engine *eng, int i, const tl_emb_table_config *tc, const tl_emb_optimizer *global)
 {
@@ -331,9 +322,9 @@ static tl_status make_table(tl_emb_engine *eng, int i, const tl_emb_table_config
             return tl_error(TL_ENOMEM, "table \"%s\": cannot allocate shard %d (%lld rows x %lld floats)", t->name, s,
                             (long long)rows, (long long)t->stride);
         for (int64_t l = 0; l < rows; l++) {
-            int64_t id = global_id(c->sharding_strategy, t->held, t->nloc, s, l);
+            int64_t id = tl_emb_shard_id(c->sharding_strategy, t->held, t->nloc, s, l);
             if (c->num_hosts > 1)
-                id = global_id(c->sharding_strategy, t->vocab, c->num_hosts, c->host, id);
+                id = tl_emb_shard_id(c->sharding_strategy, t->vocab, c->num_hosts, c->host, id);
             init_row(eng, i, t, id, t->shard[s] + l * t->stride);
         }
     }
@@ -587,7 +578,7 @@ static tl_status load_or_retrieve(tl_emb_engine *eng, int table, const char *nam
             return tl_error(TL_EINVAL, "table \"%s\": state[%d] is NULL", t->name, k);
     /* With several hosts: the shard's rows must be this engine's. */
     for (int64_t l = 0; eng->cfg.num_hosts > 1 && l < rows; l++) {
-        int64_t id = global_id(eng->cfg.sharding_strategy, t->vocab, num_shards, shard_id, l), hl;
+        int64_t id = tl_emb_shard_id(eng->cfg.sharding_strategy, t->vocab, num_shards, shard_id, l), hl;
         int h = emb_host_of(eng, t, id, &hl);
         if (h != eng->cfg.host)
             return tl_error(TL_EINVAL, "table \"%s\": this engine holds host shard %d of %d; row %lld (id %lld) of "
@@ -597,7 +588,7 @@ static tl_status load_or_retrieve(tl_emb_engine *eng, int table, const char *nam
     if (!load && (st = tl_emb_flush(eng)) != TL_OK)
         return st;
     for (int64_t l = 0; l < rows; l++) {
-        float *row = emb_row(eng, t, global_id(eng->cfg.sharding_strategy, t->vocab, num_shards, shard_id, l));
+        float *row = emb_row(eng, t, tl_emb_shard_id(eng->cfg.sharding_strategy, t->vocab, num_shards, shard_id, l));
         for (int k = 0; k < n_state; k++) {
             float *mine = row + (int64_t)k * t->dim, *theirs = state[k] + l * t->dim;
             if (load)

@@ -25,3 +25,11 @@ void tl_emb_shard_of(tl_emb_sharding strategy, int64_t vocabulary_size, int num_
         *local = (id - r * (q + 1)) % q;
     }
 }
+
+int64_t tl_emb_shard_id(tl_emb_sharding strategy, int64_t vocabulary_size, int num_shards, int shard, int64_t local)
+{
+    if (strategy == TL_EMB_MOD)
+        return local * num_shards + shard;
+    int64_t q = vocabulary_size / num_shards, r = vocabulary_size % num_shards;
+    return (int64_t)shard * q + (shard < r ? shard : r) + local;
+}

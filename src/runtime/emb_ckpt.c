@@ -57,15 +57,6 @@ static bool strategy_parse(const char *name, tl_emb_sharding *out)
     return true;
 }
 
-/* The id of row `local` of shard s of S (tl_emb_shard_of's inverse). */
-static int64_t global_id(tl_emb_sharding strategy, int64_t V, int S, int s, int64_t local)
-{
-    if (strategy == TL_EMB_MOD)
-        return local * S + s;
-    int64_t q = V / S, r = V % S;
-    return s * q + (s < r ? s : r) + local;
-}
-
 /* This host's shard of the tables: (H, host), or (1, 0) on one host. */
 static void own_shard(const tl_estimator *est, int *S, int *h)
 {
@@ -375,7 +366,7 @@ static tl_status gather_rows(const tl_emb_config *c, int t, const tl_est_emb_src
         }
         int64_t saved = tl_emb_shard_rows(V, src->S, s);
         for (int64_t l = 0; l < saved; l++) {
-            int64_t id = global_id(src->strategy, V, src->S, s, l), local;
+            int64_t id = tl_emb_shard_id(src->strategy, V, src->S, s, l), local;
             int to;
             tl_emb_shard_of(c->sharding_strategy, V, H, id, &to, &local);
             if (to != h)
