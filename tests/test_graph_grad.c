@@ -8,113 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/program.h"
 #include "tpuloop/rng.h"
 
-typedef struct {
-    tl_vars *vars;
-    tl_graph *g;
-    tl_program *p;
-    tl_exec e;
-    float *params;
-} fixture;
-
-typedef tl_t (*builder)(tl_graph *g, tl_t x, tl_t labels, tl_t target);
-
-/* Traces build() on inputs x (4, 6), int labels (4,) in [0, classes) and a
- * float target, compiles with backward, and fills inputs and parameters. */
-static fixture setup_labels(builder build, tl_mode mode, int classes)
-{
-    fixture f;
-    memset(&f, 0, sizeof f);
-    cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
-    cr_assert_eq(tl_graph_create(f.vars, mode, &f.g), TL_OK);
-    int64_t xs[2] = {4, 6}, ls[1] = {4};
-    tl_t x = tl_graph_input(f.g, TL_F32, xs, 2);
-    tl_t labels = tl_graph_input(f.g, TL_I32, ls, 1);
-    tl_t target = tl_graph_input(f.g, TL_F32, xs, 2);
-    tl_t loss = build(f.g, x, labels, target);
-    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
-    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
-    cr_assert_eq(tl_program_compile(f.g, loss, true, &f.p), TL_OK, "%s", tl_last_error());
-    f.params = calloc((size_t)f.vars->total, sizeof(float));
-    tl_vars_initialize(f.vars, 5, f.params);
-    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
-    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
-    f.e.mask = calloc((size_t)f.p->mask_bytes + 1, 1);
-    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
-    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
-    f.e.params = f.params;
-    f.e.seed = 9;
-    f.e.step = 3;
-    f.e.loss_scale = 1.0f;
-    tl_rng r;
-    tl_rng_init(&r, 1, 2, 3, 4);
-    float *xv = tl_exec_value(f.p, &f.e, x), *tv = tl_exec_value(f.p, &f.e, target);
-    for (int i = 0; i < 24; i++) {
-        xv[i] = (float)tl_rng_normal(&r);
-        tv[i] = tl_rng_uniform(&r);
-    }
-    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, labels);
-    for (int i = 0; i < 4; i++)
-        lv[i] = i % classes;
-    return f;
-}
-
-static fixture setup(builder build, tl_mode mode)
-{
-    return setup_labels(build, mode, 3);
-}
-
-static void teardown(fixture *f)
-{
-    free(f->params);
-    free(f->e.act);
-    free(f->e.grad);
-    free(f->e.mask);
-    free(f->e.scratch);
-    free(f->e.param_grad);
-    tl_program_destroy(f->p);
-    tl_graph_destroy(f->g);
-    tl_vars_destroy(f->vars);
-}
-
-static double loss_at(fixture *f)
-{
-    cr_assert_eq(tl_program_forward(f->p, &f->e), TL_OK, "%s", tl_last_error());
-    return *tl_exec_value(f->p, &f->e, f->p->loss);
-}
-
-/* Every parameter's analytic gradient against (L(p+h) - L(p-h)) / 2h, with
- * labels in [0, classes). */
-static void check_gradients_labels(builder build, tl_mode mode, int classes)
-{
-    fixture f = setup_labels(build, mode, classes);
-    loss_at(&f);
-    cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
-    double num2 = 0, diff2 = 0;
-    for (int64_t i = 0; i < f.vars->total; i++) {
-        const float h = 1e-2f;
-        float keep = f.params[i];
-        f.params[i] = keep + h;
-        double up = loss_at(&f);
-        f.params[i] = keep - h;
-        double down = loss_at(&f);
-        f.params[i] = keep;
-        double numeric = (up - down) / (2.0 * h);
-        double d = numeric - f.e.param_grad[i];
-        num2 += numeric * numeric;
-        diff2 += d * d;
-    }
-    cr_assert(num2 > 0, "the loss must depend on the parameters");
-    cr_assert(sqrt(diff2 / num2) < 1e-2, "relative gradient error %g", sqrt(diff2 / num2));
-    teardown(&f);
-}
-
-static void check_gradients(builder build, tl_mode mode)
-{
-    check_gradients_labels(build, mode, 3);
-}
+#include "test_graph_util.h"
 
 static tl_t mlp(tl_graph *g, tl_t x, tl_t labels, tl_t target)
 {
@@ -156,31 +52,31 @@ static tl_t with_dropout(tl_graph *g, tl_t x, tl_t labels, tl_t target)
     return tl_mean(g, tl_softmax_xent(g, tl_dense(g, h, 3, TL_ACT_NONE, "g"), labels));
 }
 
-Test(graph_grad, mlp_tanh_sigmoid_softmax) { check_gradients(mlp, TL_MODE_TRAIN); }
-Test(graph_grad, shared_variable_and_transpose_mse) { check_gradients(shared_weights, TL_MODE_TRAIN); }
-Test(graph_grad, concat_slice_reshape_pairwise_sigmoid_xent) { check_gradients(views, TL_MODE_TRAIN); }
-Test(graph_grad, dropout_mask_is_fixed_within_a_step) { check_gradients(with_dropout, TL_MODE_TRAIN); }
+Test(graph_grad, mlp_tanh_sigmoid_softmax) { tg_check_gradients(mlp, TL_MODE_TRAIN); }
+Test(graph_grad, shared_variable_and_transpose_mse) { tg_check_gradients(shared_weights, TL_MODE_TRAIN); }
+Test(graph_grad, concat_slice_reshape_pairwise_sigmoid_xent) { tg_check_gradients(views, TL_MODE_TRAIN); }
+Test(graph_grad, dropout_mask_is_fixed_within_a_step) { tg_check_gradients(with_dropout, TL_MODE_TRAIN); }
 
 Test(graph_grad, every_gradient_is_written_each_step)
 {
-    fixture f = setup(mlp, TL_MODE_TRAIN);
-    loss_at(&f);
+    tg_fixture f = tg_setup(mlp, TL_MODE_TRAIN);
+    tg_loss_at(&f);
     for (int64_t i = 0; i < f.vars->total; i++)
         f.e.param_grad[i] = 123.0f; /* stale values from a previous step */
     cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK);
     for (int64_t i = 0; i < f.vars->total; i++)
         cr_assert(f.e.param_grad[i] != 123.0f, "gradient %lld was not written", (long long)i);
-    teardown(&f);
+    tg_teardown(&f);
 }
 
 Test(graph_grad, bad_label_is_an_error_not_a_crash)
 {
-    fixture f = setup(mlp, TL_MODE_TRAIN);
+    tg_fixture f = tg_setup(mlp, TL_MODE_TRAIN);
     int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, 1);
     lv[2] = 7;
     cr_assert_eq(tl_program_forward(f.p, &f.e), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "label 7"), "%s", tl_last_error());
-    teardown(&f);
+    tg_teardown(&f);
 }
 
 /* ---- sigmoid cross-entropy with int32 0/1 labels -------------------------- */
@@ -193,7 +89,7 @@ static tl_t binary(tl_graph *g, tl_t x, tl_t labels, tl_t target)
     return tl_mean(g, tl_sigmoid_xent(g, logit, labels));
 }
 
-Test(graph_grad, sigmoid_xent_int_labels) { check_gradients_labels(binary, TL_MODE_TRAIN, 2); }
+Test(graph_grad, sigmoid_xent_int_labels) { tg_check_gradients_labels(binary, TL_MODE_TRAIN, 2); }
 
 /* The logits themselves a variable z (4, 1), so its gradient is dL/dz. */
 static tl_t logit_variable(tl_graph *g, tl_t x, tl_t labels, tl_t target)
@@ -210,20 +106,20 @@ static tl_t logit_variable(tl_graph *g, tl_t x, tl_t labels, tl_t target)
  * gradient is (sigmoid(z) - y) / batch. */
 Test(graph_grad, sigmoid_xent_int_labels_value)
 {
-    fixture f = setup_labels(logit_variable, TL_MODE_TRAIN, 2);
+    tg_fixture f = tg_setup_labels(logit_variable, TL_MODE_TRAIN, 2);
     const float z[4] = {0.0f, 2.0f, -3.0f, 100.0f};
     const int32_t y[4] = {1, 0, 1, 0};
     memcpy(f.params, z, sizeof z);
     memcpy(tl_exec_value(f.p, &f.e, 1), y, sizeof y);
     /* log 2, log(1 + e^2), log(1 + e^3), 100 */
     const double want = (0.69314718056 + 2.12692801104 + 3.04858735157 + 100.0) / 4;
-    double got = loss_at(&f);
+    double got = tg_loss_at(&f);
     cr_assert(fabs(got - want) < 1e-5 * want, "mean log loss %.9g, want %.9g", got, want);
     cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
     const double dz[4] = {(0.5 - 1) / 4, (0.88079707798 - 0) / 4, (0.04742587318 - 1) / 4, 1.0 / 4};
     for (int i = 0; i < 4; i++)
         cr_assert(fabs(f.e.param_grad[i] - dz[i]) < 1e-6, "dL/dz[%d] = %.9g, want %.9g", i, f.e.param_grad[i], dz[i]);
-    teardown(&f);
+    tg_teardown(&f);
 }
 
 /* The float form with the same labels as floats gives the same bits. */
@@ -238,27 +134,27 @@ static tl_t float_twin(tl_graph *g, tl_t x, tl_t labels, tl_t target)
 
 Test(graph_grad, sigmoid_xent_int_and_float_labels_agree)
 {
-    fixture f = setup_labels(float_twin, TL_MODE_TRAIN, 2);
+    tg_fixture f = tg_setup_labels(float_twin, TL_MODE_TRAIN, 2);
     float *target = tl_exec_value(f.p, &f.e, 2);
     const int32_t *y = (const int32_t *)tl_exec_value(f.p, &f.e, 1);
     for (int b = 0; b < 4; b++)
         target[b * 6] = (float)y[b];
-    loss_at(&f);
+    tg_loss_at(&f);
     const tl_node *cat = &f.g->nodes[f.g->nodes[f.p->loss].in[0]];
     const float *a = tl_exec_value(f.p, &f.e, cat->in[0]), *b = tl_exec_value(f.p, &f.e, cat->in[1]);
     for (int i = 0; i < 4; i++)
         cr_assert(a[i] == b[i] && a[i] > 0, "example %d: int form %.9g, float form %.9g", i, a[i], b[i]);
     cr_assert_eq(tl_program_backward(f.p, &f.e), TL_OK, "%s", tl_last_error());
-    teardown(&f);
+    tg_teardown(&f);
 }
 
 /* A label other than 0 or 1 fails the step, forward and backward, naming
  * the example and the label. */
 Test(graph_grad, sigmoid_xent_bad_label_is_an_error)
 {
-    fixture f = setup_labels(binary, TL_MODE_TRAIN, 2);
+    tg_fixture f = tg_setup_labels(binary, TL_MODE_TRAIN, 2);
     int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, 1);
-    loss_at(&f);
+    tg_loss_at(&f);
     lv[3] = 3;
     cr_assert_eq(tl_program_backward(f.p, &f.e), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "example 3 has label 3, which is not 0 or 1"), "%s", tl_last_error());
@@ -266,7 +162,7 @@ Test(graph_grad, sigmoid_xent_bad_label_is_an_error)
     lv[2] = -1;
     cr_assert_eq(tl_program_forward(f.p, &f.e), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "sigmoid_cross_entropy: example 2 has label -1"), "%s", tl_last_error());
-    teardown(&f);
+    tg_teardown(&f);
 }
 
 /* ---- embedding activations ----------------------------------------------- */

@@ -74,7 +74,9 @@ extern "C" {
 typedef int32_t tl_t;
 #define TL_T_INVALID ((tl_t)-1)
 
-typedef enum { TL_F32 = 0, TL_I32 = 1 } tl_dtype;
+/* Element types. int64 tensors come only from tl_cast and index ops; the
+ * infeed, host_call and eval metrics carry float32 and int32. */
+typedef enum { TL_F32 = 0, TL_I32 = 1, TL_I64 = 2 } tl_dtype;
 
 typedef struct tl_graph tl_graph;
 
@@ -213,6 +215,32 @@ TL_API tl_t tl_mean(tl_graph *g, tl_t x);
 TL_API tl_t tl_dropout(tl_graph *g, tl_t x, double rate);
 /* (batch, F, D) → (batch, F*(F-1)/2): the strictly lower triangle of pairwise dots. */
 TL_API tl_t tl_pairwise_dot(tl_graph *g, tl_t x);
+
+/* ---- element-wise math with broadcasting (ops_elementwise.c) ---------------- */
+
+/* (end of element-wise math) */
+
+/* ---- shapes, gathers and indices (ops_shape.c) ------------------------------- */
+
+/* (end of shapes) */
+
+/* ---- reductions, softmax, losses and metrics (ops_reduce.c) ------------------ */
+
+/* (end of reductions) */
+
+/* ---- normalisation (ops_norm.c) ---------------------------------------------- */
+
+/* (end of normalisation) */
+
+/* ---- linear algebra (ops_linalg.c) ------------------------------------------- */
+
+/* (end of linear algebra) */
+
+/* ---- vision, NHWC (ops_vision.c) --------------------------------------------- */
+
+/* (end of vision) */
+
+/* ---- layers ------------------------------------------------------------------ */
 
 /* x·W + b with an activation; variables "<name>/kernel" (Glorot uniform) and
  * "<name>/bias" (zeros), as Keras' Dense. */

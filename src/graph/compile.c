@@ -3,11 +3,29 @@
  * yet): simple, and the MLP's activations are small next to its parameters. */
 #include <string.h>
 
-#include "program.h"
+#include "ops.h"
 
 static int64_t round_up(int64_t x, int64_t a)
 {
     return (x + a - 1) / a * a;
+}
+
+/* Node i's value (and gradient) are its input 0's bytes: a reshape, or a
+ * family op that says it is a view. */
+static bool is_view(const tl_graph *g, int i)
+{
+    const tl_node *nd = &g->nodes[i];
+    if (nd->op == TL_OP_RESHAPE)
+        return true;
+    const tl_op_family *f = tl_op_family_of(nd->op);
+    return f != NULL && f->view != NULL && f->view(g, i);
+}
+
+/* Floats of scratch a family op asks for (ops.h). */
+static int64_t op_scratch(const tl_graph *g, int i)
+{
+    const tl_op_family *f = tl_op_family_of(g->nodes[i].op);
+    return f != NULL && f->scratch != NULL ? f->scratch(g, i) : 0;
 }
 
 tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_program **out)
@@ -51,17 +69,17 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
         const tl_node *nd = &g->nodes[i];
         if (nd->op == TL_OP_VARIABLE) {
             p->val_off[i] = TL_OFF_PARAM;
-        } else if (nd->op == TL_OP_RESHAPE && p->val_off[nd->in[0]] >= 0) {
+        } else if (is_view(g, i) && p->val_off[nd->in[0]] >= 0) {
             p->val_off[i] = p->val_off[nd->in[0]]; /* a view: same bytes (a variable's reshape is a copy) */
         } else {
             p->val_off[i] = act;
-            act += round_up(nd->size, 16); /* 64-byte aligned within the slab */
+            act += round_up(nd->size * tl_dtype_slots(nd->dtype), 16); /* 64-byte aligned within the slab */
         }
         p->grad_off[i] = TL_OFF_NONE;
         if (backward && reach[i] && nd->needs_grad) {
             if (nd->op == TL_OP_VARIABLE) {
                 p->grad_off[i] = TL_OFF_PARAM;
-            } else if (nd->op == TL_OP_RESHAPE && p->grad_off[nd->in[0]] >= 0) {
+            } else if (is_view(g, i) && p->grad_off[nd->in[0]] >= 0) {
                 p->grad_off[i] = p->grad_off[nd->in[0]];
             } else {
                 p->grad_off[i] = grad;
@@ -73,6 +91,8 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
             p->mask_off[i] = mask;
             mask += round_up(nd->size, 64);
         }
+        int64_t own = op_scratch(g, i);
+        scratch = own > scratch ? own : scratch;
         /* The per-example losses' row maxima / softmax need one row of scratch. */
         if (nd->op == TL_OP_SOFTMAX_XENT && nd->size > 0) {
             int64_t classes = g->nodes[nd->in[0]].shape[1];
@@ -95,16 +115,16 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
     for (int i = n - 1; backward && i >= 0; i--) {
         const tl_node *nd = &g->nodes[i];
         if (p->grad_off[i] == TL_OFF_NONE ||
-            (nd->op == TL_OP_RESHAPE && p->grad_off[i] == p->grad_off[nd->in[0]]))
+            (is_view(g, i) && p->grad_off[i] == p->grad_off[nd->in[0]]))
             continue; /* no gradient, or a view sharing its input's gradient */
-        int64_t later = 0;
+        int64_t later = op_scratch(g, i); /* the op's own, taken after the staged gradients */
         for (int k = 0; k < nd->nin; k++) {
             tl_t in = nd->in[k];
             if (p->grad_off[in] == TL_OFF_NONE)
                 continue;
             /* A reshape shares its input's gradient buffer: count writes there. */
             tl_t owner = in;
-            while (g->nodes[owner].op == TL_OP_RESHAPE && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
+            while (is_view(g, owner) && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
                 owner = g->nodes[owner].in[0];
             bool *flag = g->nodes[owner].op == TL_OP_VARIABLE ? &var_seen[g->nodes[owner].var] : &seen[owner];
             if (!*flag) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../kernels/kernels.h"
-#include "program.h"
+#include "ops.h"
 
 /* The stream id keying dropout's random numbers; distinct from variables'. */
 #define TL_DROPOUT_STREAM_BASE 0x44524f504f555400ull
@@ -25,7 +25,7 @@ float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t)
     return e->grad + p->grad_off[t];
 }
 
-static float *grad(const tl_program *p, const tl_exec *e, tl_t t)
+float *tl_op_grad(const tl_program *p, const tl_exec *e, tl_t t)
 {
     const tl_node *nd = &p->g->nodes[t];
     if (p->grad_off[t] == TL_OFF_PARAM)
@@ -33,8 +33,7 @@ static float *grad(const tl_program *p, const tl_exec *e, tl_t t)
     return e->grad + p->grad_off[t];
 }
 
-/* Splits a shape at axis into (outer, axis size, inner). */
-static void around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner)
+void tl_op_around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner)
 {
     *outer = *inner = 1;
     for (int d = 0; d < axis; d++)
@@ -88,7 +87,7 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
             int axis = (int)nd->iattr[0];
             int64_t outer, inner, sizes[TL_MAX_OP_INPUTS];
             const float *xs[TL_MAX_OP_INPUTS];
-            around(nd, axis, &outer, &inner);
+            tl_op_around(nd, axis, &outer, &inner);
             for (int k = 0; k < nd->nin; k++) {
                 sizes[k] = g->nodes[nd->in[k]].shape[axis];
                 xs[k] = val(p, e, nd->in[k]);
@@ -104,7 +103,7 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
             const tl_node *x = &g->nodes[nd->in[0]];
             int axis = (int)nd->iattr[0];
             int64_t outer, inner;
-            around(x, axis, &outer, &inner);
+            tl_op_around(x, axis, &outer, &inner);
             st = tl_k_slice(outer, x->shape[axis], inner, nd->iattr[1], nd->iattr[2], val(p, e, nd->in[0]), y);
             break;
         }
@@ -122,8 +121,9 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
             tl_k_pairwise_dot_tril(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), y);
             break;
         }
-        case TL_OP_COUNT_:
-            TL_ASSERT(!"unreachable");
+        default:
+            st = tl_op_family_of(nd->op)->forward(p, e, i);
+            break;
         }
         if (st != TL_OK)
             return st;
@@ -131,29 +131,39 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
     return TL_OK;
 }
 
-/* Where op i writes input k's gradient: the gradient itself when i writes it
- * first, else scratch (at *cursor) that is then added in. */
-static float *dst(const tl_program *p, const tl_exec *e, int i, int k, int64_t *cursor)
+float *tl_op_dst(const tl_program *p, const tl_exec *e, int i, int k, int64_t *cursor)
 {
     tl_t in = p->g->nodes[i].in[k];
     if (p->first_write[i] & (1u << k))
-        return grad(p, e, in);
+        return tl_op_grad(p, e, in);
     float *s = e->scratch + *cursor;
     *cursor += p->g->nodes[in].size;
     return s;
 }
 
-static void finish(const tl_program *p, const tl_exec *e, int i, int k, float *d)
+void tl_op_finish(const tl_program *p, const tl_exec *e, int i, int k, float *d)
 {
     if (!(p->first_write[i] & (1u << k))) {
         tl_t in = p->g->nodes[i].in[k];
-        tl_k_accumulate(p->g->nodes[in].size, d, grad(p, e, in));
+        tl_k_accumulate(p->g->nodes[in].size, d, tl_op_grad(p, e, in));
     }
 }
 
-static bool wants(const tl_program *p, const tl_node *nd, int k)
+bool tl_op_wants(const tl_program *p, int i, int k)
 {
-    return p->grad_off[nd->in[k]] != TL_OFF_NONE;
+    return p->grad_off[p->g->nodes[i].in[k]] != TL_OFF_NONE;
+}
+
+bool tl_op_first(const tl_program *p, int i, int k)
+{
+    return (p->first_write[i] >> k) & 1u;
+}
+
+float *tl_op_scratch(const tl_exec *e, int64_t *cursor, int64_t n)
+{
+    float *s = e->scratch + *cursor;
+    *cursor += n;
+    return s;
 }
 
 tl_status tl_program_backward(const tl_program *p, tl_exec *e)
@@ -166,12 +176,12 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
     }
     if (p->grad_off[p->loss] == TL_OFF_NONE)
         return TL_OK; /* the loss depends on no variable */
-    *grad(p, e, p->loss) = e->loss_scale;
+    *tl_op_grad(p, e, p->loss) = e->loss_scale;
     for (int i = p->loss; i >= 0; i--) {
         const tl_node *nd = &g->nodes[i];
         if (p->grad_off[i] == TL_OFF_NONE)
             continue;
-        const float *dy = grad(p, e, i);
+        const float *dy = tl_op_grad(p, e, i);
         int64_t cur = 0;
         tl_status st = TL_OK;
         float *d0, *d1;
@@ -185,8 +195,8 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
             bool ta = nd->iattr[0], tb = nd->iattr[1];
             int64_t k = ta ? a->shape[0] : a->shape[1];
             /* matmul_grad accumulates with beta = 1: no scratch needed. */
-            float *da = wants(p, nd, 0) ? grad(p, e, nd->in[0]) : NULL;
-            float *db = wants(p, nd, 1) ? grad(p, e, nd->in[1]) : NULL;
+            float *da = tl_op_wants(p, i, 0) ? tl_op_grad(p, e, nd->in[0]) : NULL;
+            float *db = tl_op_wants(p, i, 1) ? tl_op_grad(p, e, nd->in[1]) : NULL;
             if (da != NULL)
                 st = tl_k_matmul_grad(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
                                       val(p, e, nd->in[1]), dy, (p->first_write[i] & 1u) ? 0.0f : 1.0f, da, NULL);
@@ -197,71 +207,71 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
         }
         case TL_OP_BIAS_ADD: {
             int64_t cols = nd->shape[nd->rank - 1];
-            if (wants(p, nd, 0)) {
-                d0 = dst(p, e, i, 0, &cur);
+            if (tl_op_wants(p, i, 0)) {
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 memcpy(d0, dy, (size_t)nd->size * sizeof *d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
-            if (wants(p, nd, 1)) {
-                d1 = dst(p, e, i, 1, &cur);
+            if (tl_op_wants(p, i, 1)) {
+                d1 = tl_op_dst(p, e, i, 1, &cur);
                 tl_k_bias_add_grad(nd->size / cols, cols, dy, d1);
-                finish(p, e, i, 1, d1);
+                tl_op_finish(p, e, i, 1, d1);
             }
             break;
         }
         case TL_OP_RELU:
         case TL_OP_SIGMOID:
         case TL_OP_TANH:
-            if (wants(p, nd, 0)) {
-                d0 = dst(p, e, i, 0, &cur);
+            if (tl_op_wants(p, i, 0)) {
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 if (nd->op == TL_OP_RELU)
                     tl_k_relu_grad(nd->size, val(p, e, i), dy, d0);
                 else if (nd->op == TL_OP_SIGMOID)
                     tl_k_sigmoid_grad(nd->size, val(p, e, i), dy, d0);
                 else
                     tl_k_tanh_grad(nd->size, val(p, e, i), dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_SOFTMAX_XENT:
-            if (wants(p, nd, 0)) {
+            if (tl_op_wants(p, i, 0)) {
                 const tl_node *z = &g->nodes[nd->in[0]];
-                d0 = dst(p, e, i, 0, &cur);
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 st = tl_k_softmax_xent_grad(z->shape[0], z->shape[1], val(p, e, nd->in[0]),
                                             (const int32_t *)val(p, e, nd->in[1]), dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_SIGMOID_XENT:
-            if (wants(p, nd, 0)) {
-                d0 = dst(p, e, i, 0, &cur);
+            if (tl_op_wants(p, i, 0)) {
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 if (g->nodes[nd->in[1]].dtype == TL_I32)
                     st = tl_k_sigmoid_xent_i32_grad(nd->size, val(p, e, nd->in[0]),
                                                     (const int32_t *)val(p, e, nd->in[1]), dy, d0);
                 else
                     tl_k_sigmoid_xent_grad(nd->size, val(p, e, nd->in[0]), val(p, e, nd->in[1]), dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_MSE:
             for (int k = 0; k < 2; k++) {
-                if (!wants(p, nd, k))
+                if (!tl_op_wants(p, i, k))
                     continue;
                 /* d/da of mean((a-b)^2) is 2(a-b)/N; d/db is its negation. */
                 int64_t m = g->nodes[nd->in[k]].size;
-                d0 = dst(p, e, i, k, &cur);
+                d0 = tl_op_dst(p, e, i, k, &cur);
                 tl_k_mse_grad(m, val(p, e, nd->in[k]), val(p, e, nd->in[1 - k]), dy, d0);
-                finish(p, e, i, k, d0);
+                tl_op_finish(p, e, i, k, d0);
             }
             break;
         case TL_OP_CONCAT: {
             int axis = (int)nd->iattr[0];
             int64_t outer, inner, sizes[TL_MAX_OP_INPUTS];
             float *dxs[TL_MAX_OP_INPUTS];
-            around(nd, axis, &outer, &inner);
+            tl_op_around(nd, axis, &outer, &inner);
             for (int k = 0; k < nd->nin; k++) {
                 sizes[k] = g->nodes[nd->in[k]].shape[axis];
-                dxs[k] = wants(p, nd, k) ? dst(p, e, i, k, &cur) : NULL;
+                dxs[k] = tl_op_wants(p, i, k) ? tl_op_dst(p, e, i, k, &cur) : NULL;
             }
             for (int k = 0; k < nd->nin; k++)
                 if (dxs[k] == NULL) { /* no gradient wanted: written to scratch and dropped */
@@ -270,57 +280,58 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
                 }
             st = tl_k_concat_grad(outer, inner, nd->nin, sizes, dy, dxs);
             for (int k = 0; k < nd->nin; k++)
-                if (wants(p, nd, k))
-                    finish(p, e, i, k, dxs[k]);
+                if (tl_op_wants(p, i, k))
+                    tl_op_finish(p, e, i, k, dxs[k]);
             break;
         }
         case TL_OP_RESHAPE:
-            if (wants(p, nd, 0) && p->grad_off[i] != p->grad_off[nd->in[0]]) {
-                d0 = dst(p, e, i, 0, &cur);
+            if (tl_op_wants(p, i, 0) && p->grad_off[i] != p->grad_off[nd->in[0]]) {
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 memcpy(d0, dy, (size_t)nd->size * sizeof *d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_SLICE:
-            if (wants(p, nd, 0)) {
+            if (tl_op_wants(p, i, 0)) {
                 const tl_node *x = &g->nodes[nd->in[0]];
                 int axis = (int)nd->iattr[0];
                 int64_t outer, inner;
-                around(x, axis, &outer, &inner);
+                tl_op_around(x, axis, &outer, &inner);
                 bool first = p->first_write[i] & 1u;
                 st = tl_k_slice_grad(outer, x->shape[axis], inner, nd->iattr[1], nd->iattr[2], dy, !first,
-                                     grad(p, e, nd->in[0]));
+                                     tl_op_grad(p, e, nd->in[0]));
             }
             break;
         case TL_OP_SUM:
         case TL_OP_MEAN:
-            if (wants(p, nd, 0)) {
+            if (tl_op_wants(p, i, 0)) {
                 int64_t m = g->nodes[nd->in[0]].size;
-                d0 = dst(p, e, i, 0, &cur);
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 if (nd->op == TL_OP_SUM)
                     tl_k_sum_grad(m, dy, d0);
                 else
                     tl_k_mean_grad(m, dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_DROPOUT:
-            if (wants(p, nd, 0)) {
-                d0 = dst(p, e, i, 0, &cur);
+            if (tl_op_wants(p, i, 0)) {
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 st = tl_k_dropout_grad(nd->size, nd->fattr[0], e->mask + p->mask_off[i], dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
         case TL_OP_PAIRWISE_DOT:
-            if (wants(p, nd, 0)) {
+            if (tl_op_wants(p, i, 0)) {
                 const tl_node *x = &g->nodes[nd->in[0]];
-                d0 = dst(p, e, i, 0, &cur);
+                d0 = tl_op_dst(p, e, i, 0, &cur);
                 tl_k_pairwise_dot_tril_grad(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), dy, d0);
-                finish(p, e, i, 0, d0);
+                tl_op_finish(p, e, i, 0, d0);
             }
             break;
-        case TL_OP_COUNT_:
-            TL_ASSERT(!"unreachable");
+        default:
+            st = tl_op_family_of(nd->op)->backward(p, e, i, &cur);
+            break;
         }
         if (st != TL_OK)
             return st;

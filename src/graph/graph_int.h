@@ -19,6 +19,7 @@
 
 #define TL_MAX_OP_INPUTS 16
 #define TL_GRAPH_MAX_NODES (1 << 20)
+#define TL_NODE_IATTRS (2 * TL_MAX_RANK + 4) /* room for pad's (before, after) per axis */
 
 typedef enum {
     TL_OP_INPUT = 0,  /* features or labels, fed by the infeed */
@@ -40,6 +41,28 @@ typedef enum {
     TL_OP_PAIRWISE_DOT,
     TL_OP_EMBEDDING,  /* an embedding feature's activations, written by the runtime; iattr[0] the feature.
                          Its gradient is what the runtime sends back to the embedding engine. */
+
+    /* The op families of ops_*.c: each family's kinds lie strictly between
+     * its FIRST_ and LAST_ markers, and ops.c sends them to the family's
+     * forward and backward (tl_op_family in ops.h). */
+    TL_OP_EW_FIRST_,     /* ops_elementwise.c: broadcasting binary, unary math, activations, casts */
+    TL_OP_EW_LAST_,
+
+    TL_OP_SHAPE_FIRST_,  /* ops_shape.c: transpose, expand/squeeze, broadcast_to, gather, one_hot, pad, tile ... */
+    TL_OP_SHAPE_LAST_,
+
+    TL_OP_REDUCE_FIRST_, /* ops_reduce.c: reductions over axes, arg max/min, softmax family, losses, metrics */
+    TL_OP_REDUCE_LAST_,
+
+    TL_OP_NORM_FIRST_,   /* ops_norm.c: layer norm, batch norm */
+    TL_OP_NORM_LAST_,
+
+    TL_OP_LINALG_FIRST_, /* ops_linalg.c: batched matmul */
+    TL_OP_LINALG_LAST_,
+
+    TL_OP_VISION_FIRST_, /* ops_vision.c: conv2d, pooling, resize (oneDNN) */
+    TL_OP_VISION_LAST_,
+
     TL_OP_COUNT_
 } tl_op_kind;
 
@@ -51,8 +74,8 @@ typedef struct tl_node {
     int64_t size;                 /* elements */
     int nin;
     tl_t in[TL_MAX_OP_INPUTS];
-    int64_t iattr[4];
-    double fattr[2];
+    int64_t iattr[TL_NODE_IATTRS]; /* the op's integer attributes, as its kind says */
+    double fattr[4];
     int var;                      /* TL_OP_VARIABLE: index in the store */
     bool needs_grad;              /* depends on a variable */
 } tl_node;
@@ -99,5 +122,27 @@ void tl_graph_destroy(tl_graph *g);
 /* An infeed input of the given dtype and shape. */
 tl_t tl_graph_input(tl_graph *g, tl_dtype dtype, const int64_t *shape, int rank);
 const tl_node *tl_graph_node(const tl_graph *g, tl_t t);
+
+/* ---- what the ops' tracing code shares (graph.c) ----------------------------- */
+
+/* Records the first error in g (sticky) and returns TL_T_INVALID. Messages
+ * name the op, the argument, what it got and what was allowed:
+ * "add: y has shape (4, 3), which does not broadcast with x (4, 5)". */
+tl_t tl_graph_failf(tl_graph *g, tl_status st, const char *fmt, ...) TL_PRINTF(3, 4);
+/* Appends a node of the given kind, dtype, shape and inputs; TL_T_INVALID
+ * (and the error recorded) on a bad shape or out of memory. The node's
+ * attributes are zero; set them on g->nodes[t] after. */
+tl_t tl_graph_add(tl_graph *g, tl_op_kind op, tl_dtype dtype, const int64_t *shape, int rank, const tl_t *in, int nin);
+/* t is a tensor of g, and g has no error. */
+bool tl_graph_valid(const tl_graph *g, tl_t t);
+/* t if it is a float32 tensor of g, else TL_T_INVALID with "op: what is not
+ * a tensor of this graph" or "op: what must be float32". */
+tl_t tl_graph_need_f32(tl_graph *g, tl_t t, const char *op, const char *what);
+/* "(4, 3)", "(5,)", "()" into buf. */
+const char *tl_shape_str(const int64_t *shape, int rank, char *buf, size_t n);
+/* "float32", "int32", "int64". */
+const char *tl_dtype_name(tl_dtype dt);
+/* Float-sized slots one element of dt takes in the activation slab (int64: 2). */
+int tl_dtype_slots(tl_dtype dt);
 
 #endif /* TL_GRAPH_INT_H */

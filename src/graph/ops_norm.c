@@ -1,0 +1,16 @@
+/* ops_norm.c — layer norm and batch norm. */
+#include "ops.h"
+
+static tl_status forward(const tl_program *p, tl_exec *e, int i)
+{
+    (void)p, (void)e, (void)i;
+    return tl_error(TL_ENOTIMPL, "norm: no op of this family is built yet");
+}
+
+static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor)
+{
+    (void)p, (void)e, (void)i, (void)cursor;
+    return tl_error(TL_ENOTIMPL, "norm: no op of this family is built yet");
+}
+
+const tl_op_family tl_ops_norm = {"norm", TL_OP_NORM_FIRST_, TL_OP_NORM_LAST_, forward, backward, NULL, NULL};

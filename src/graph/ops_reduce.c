@@ -1,0 +1,16 @@
+/* ops_reduce.c — reductions over axes, argmax / argmin, softmax / log_softmax / logsumexp, losses and metrics. */
+#include "ops.h"
+
+static tl_status forward(const tl_program *p, tl_exec *e, int i)
+{
+    (void)p, (void)e, (void)i;
+    return tl_error(TL_ENOTIMPL, "reduce: no op of this family is built yet");
+}
+
+static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor)
+{
+    (void)p, (void)e, (void)i, (void)cursor;
+    return tl_error(TL_ENOTIMPL, "reduce: no op of this family is built yet");
+}
+
+const tl_op_family tl_ops_reduce = {"reduce", TL_OP_REDUCE_FIRST_, TL_OP_REDUCE_LAST_, forward, backward, NULL, NULL};
