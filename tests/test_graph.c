@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/graph_int.h"
+#include "graph/program.h"
 
 typedef struct {
     tl_vars *vars;
@@ -289,4 +289,41 @@ Test(graph, shapes_survive_the_node_array_growing)
                   nd->rank, (long long)nd->shape[0], (long long)nd->shape[1]);
     }
     trace_end(&t);
+}
+
+/* A state variable: in the slab and the store like any variable, but the
+ * loss's gradient never reaches it and no op through it needs one. */
+Test(graph, state_variable_takes_no_gradient)
+{
+    tl_vars *vars;
+    tl_graph *g;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    int64_t s[2] = {2, 3};
+    tl_t x = tl_variable(g, "w", s, 2, (tl_initializer){TL_INIT_CONSTANT, 1, 0});
+    tl_t m = tl_state_variable(g, "moving", s, 2, (tl_initializer){TL_INIT_CONSTANT, 2, 0});
+    tl_t y = tl_concat(g, (tl_t[]){x, m}, 2, 0);
+    tl_t loss = tl_sum(g, y);
+    cr_assert_eq(tl_graph_status(g), TL_OK, "%s", tl_graph_error(g));
+    cr_assert(vars->v[g->nodes[x].var].trainable);
+    cr_assert_not(vars->v[g->nodes[m].var].trainable);
+    cr_assert_eq(tl_vars_layout(vars), TL_OK);
+    tl_program *p;
+    cr_assert_eq(tl_program_compile(g, loss, true, &p), TL_OK, "%s", tl_last_error());
+    cr_assert_neq(p->grad_off[x], TL_OFF_NONE);
+    cr_assert_eq(p->grad_off[m], TL_OFF_NONE);
+    /* Its param_grad entries are zeroed each step: nothing else writes them. */
+    bool zeroed = false;
+    for (int k = 0; k < p->nzero_vars; k++)
+        zeroed |= p->zero_vars[k] == g->nodes[m].var;
+    cr_assert(zeroed);
+    tl_program_destroy(p);
+    /* A name keeps its kind in every graph of the model. */
+    tl_graph *g2;
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_EVAL, &g2), TL_OK);
+    cr_assert_eq(tl_variable(g2, "moving", s, 2, (tl_initializer){TL_INIT_ZEROS, 0, 0}), TL_T_INVALID);
+    cr_assert_str_eq(tl_graph_error(g2), "variable moving exists as a state variable; it cannot also be a trainable one");
+    tl_graph_destroy(g2);
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
 }

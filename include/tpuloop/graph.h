@@ -180,6 +180,18 @@ TL_API tl_t tl_embedding_activations(tl_graph *g, int feature, const int64_t *sh
 
 /* A trainable float32 variable; an existing name must have the same shape. */
 TL_API tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init);
+/*
+ * A state variable: float32, not trainable (Keras' trainable=False), such as
+ * batch norm's moving_mean and moving_variance. It is saved in checkpoints
+ * and counted in params_digest like any variable, but has no optimizer slots
+ * and the loss's gradient never reaches it. Ops that keep state (batch norm
+ * in TRAIN) update it once per step; with R replicas the new value is the
+ * mean of the replicas' updates, as Keras aggregates its moving statistics
+ * (synchronization ON_READ, aggregation MEAN), so it is the same on every
+ * replica and for any iterations_per_loop. A name must stay a state variable
+ * (or a trainable one) in every graph of the model.
+ */
+TL_API tl_t tl_state_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init);
 
 TL_API tl_t tl_matmul(tl_graph *g, tl_t a, tl_t b, bool transpose_a, bool transpose_b);
 TL_API tl_t tl_bias_add(tl_graph *g, tl_t x, tl_t bias);

@@ -176,12 +176,13 @@ tl_t tl_embedding_activations(tl_graph *g, int feature, const int64_t *shape, in
     return t;
 }
 
-tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init)
+static tl_t variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init,
+                     bool trainable)
 {
     if (g->status != TL_OK)
         return TL_T_INVALID;
     int idx;
-    tl_status st = tl_vars_add(g->vars, name, shape, rank, init, &idx);
+    tl_status st = tl_vars_add_ex(g->vars, name, shape, rank, init, trainable, &idx);
     if (st != TL_OK)
         return tl_graph_failf(g, st, "%s", tl_last_error());
     for (int i = 0; i < g->n; i++) /* one node per variable per graph */
@@ -190,9 +191,19 @@ tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, 
     tl_t t = tl_graph_add(g, TL_OP_VARIABLE, TL_F32, shape, rank, NULL, 0);
     if (t >= 0) {
         g->nodes[t].var = idx;
-        g->nodes[t].needs_grad = true;
+        g->nodes[t].needs_grad = trainable; /* a state variable is no path for the loss's gradient */
     }
     return t;
+}
+
+tl_t tl_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init)
+{
+    return variable(g, name, shape, rank, init, true);
+}
+
+tl_t tl_state_variable(tl_graph *g, const char *name, const int64_t *shape, int rank, tl_initializer init)
+{
+    return variable(g, name, shape, rank, init, false);
 }
 
 tl_t tl_graph_need_f32(tl_graph *g, tl_t t, const char *op, const char *what)

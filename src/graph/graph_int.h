@@ -86,6 +86,7 @@ typedef struct tl_var {
     int64_t shape[TL_MAX_RANK];
     int64_t size;
     tl_initializer init;
+    bool trainable;               /* false: a state variable (tl_state_variable), no optimizer */
     int64_t offset;               /* in the parameter slab, once laid out */
 } tl_var;
 
@@ -110,8 +111,11 @@ struct tl_graph {
 
 tl_status tl_vars_create(tl_vars **out);
 void tl_vars_destroy(tl_vars *vars);
-/* Finds the variable `name` (same shape required) or adds it; *idx is its index. */
+/* Finds the variable `name` (same shape and trainability required) or adds
+ * it; *idx is its index. tl_vars_add adds trainable variables. */
 tl_status tl_vars_add(tl_vars *vars, const char *name, const int64_t *shape, int rank, tl_initializer init, int *idx);
+tl_status tl_vars_add_ex(tl_vars *vars, const char *name, const int64_t *shape, int rank, tl_initializer init,
+                         bool trainable, int *idx);
 /* Lays the variables out in name order; returns the slab size in elements. */
 tl_status tl_vars_layout(tl_vars *vars);
 /* Fills the parameter slab (vars->total floats) with every initializer. */

@@ -50,6 +50,7 @@ typedef struct tl_exec {
     int64_t step;             /* global step: keys dropout's stream */
     int replica;
     float loss_scale;         /* d(loss) seed: 1, or 1/R for CrossShardOptimizer's MEAN */
+    float state_scale;        /* 1/R: a state variable's update (its param_grad entry) is averaged over replicas */
 } tl_exec;
 
 /* Pointer to node t's value in e. */
@@ -62,7 +63,10 @@ float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t);
 /* Runs the forward pass; returns a status for data errors (e.g. a label
  * outside [0, classes)). */
 tl_status tl_program_forward(const tl_program *p, tl_exec *e);
-/* Runs the backward pass into e->param_grad (overwritten, not accumulated). */
+/* Runs the backward pass into e->param_grad (overwritten, not accumulated).
+ * A state variable's entry holds its update instead: state_scale times the
+ * change its op (batch norm) makes this step, or zeros; the runtime sums the
+ * replicas' entries and adds them to the variable (no optimizer). */
 tl_status tl_program_backward(const tl_program *p, tl_exec *e);
 
 #endif /* TL_GRAPH_PROGRAM_H */

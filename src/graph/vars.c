@@ -208,11 +208,27 @@ static tl_status find_or_add(tl_vars *vars, const char *name, const int64_t *sha
     return TL_OK;
 }
 
-tl_status tl_vars_add(tl_vars *vars, const char *name, const int64_t *shape, int rank, tl_initializer init, int *idx)
+tl_status tl_vars_add_ex(tl_vars *vars, const char *name, const int64_t *shape, int rank, tl_initializer init,
+                         bool trainable, int *idx)
 {
     if (name == NULL || name[0] == '\0')
         return tl_error(TL_EINVAL, "a variable needs a non-empty name");
     if (rank < 0 || rank > TL_MAX_RANK)
         return tl_error(TL_EINVAL, "variable %s: rank %d is outside [0, %d]", name, rank, TL_MAX_RANK);
-    return find_or_add(vars, name, shape, rank, init, idx);
+    int before = vars->n;
+    tl_status st = find_or_add(vars, name, shape, rank, init, idx);
+    if (st != TL_OK)
+        return st;
+    tl_var *v = &vars->v[*idx];
+    if (vars->n > before)
+        v->trainable = trainable;
+    else if (v->trainable != trainable)
+        return tl_error(TL_EINVAL, "variable %s exists as a %s variable; it cannot also be a %s one", name,
+                        v->trainable ? "trainable" : "state", trainable ? "trainable" : "state");
+    return TL_OK;
+}
+
+tl_status tl_vars_add(tl_vars *vars, const char *name, const int64_t *shape, int rank, tl_initializer init, int *idx)
+{
+    return tl_vars_add_ex(vars, name, shape, rank, init, true, idx);
 }

@@ -153,7 +153,7 @@ static tl_status fill_writer(tl_estimator *est, tl_ckpt_writer *w)
     for (int k = 0; k < vars->n && st == TL_OK; k++) {
         const tl_var *v = &vars->v[vars->by_name[k]];
         st = tl_ckpt_writer_add(w, v->name, TL_CKPT_F32, v->shape, v->rank, est->params + v->offset);
-        for (int s = 0; s < est->nslots && st == TL_OK; s++) {
+        for (int s = 0; v->trainable && s < est->nslots && st == TL_OK; s++) { /* state variables have no slots */
             char *name = slot_name(est, v, s);
             st = name != NULL ? tl_ckpt_writer_add(w, name, TL_CKPT_F32, v->shape, v->rank, est->slots[s] + v->offset)
                               : tl_error_oom();
@@ -460,7 +460,7 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
     const char *ours = tl_optimizer_kind_name(est->opt.optimizer.kind);
     for (int k = 0; k < vars->n && st == TL_OK; k++) {
         const tl_var *v = &vars->v[vars->by_name[k]];
-        for (int s = 0; s < est->nslots && st == TL_OK; s++) {
+        for (int s = 0; v->trainable && s < est->nslots && st == TL_OK; s++) {
             char *name = slot_name(est, v, s);
             st = name != NULL ? check_tensor(r, what, name, v->shape, v->rank, TL_CKPT_F32, &t) : tl_error_oom();
             tl_free(name);
@@ -512,7 +512,7 @@ static tl_status restore_from(tl_estimator *est, const tl_ckpt_reader *r, const 
         if (bytes == 0)
             continue;
         memcpy(est->params + v->offset, src[k * per_var], bytes);
-        for (int s = 0; s < est->nslots; s++)
+        for (int s = 0; v->trainable && s < est->nslots; s++)
             memcpy(est->slots[s] + v->offset, src[k * per_var + 1 + s], bytes);
     }
     tl_free(src);

@@ -78,6 +78,38 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
     return st;
 }
 
+/* Runs the optimizer on the parameters [off, off + len) of the slab, whose
+ * summed gradient is grad[0, len), in runs between state variables; a state
+ * variable's entries are its update summed over the replicas (each scaled by
+ * 1/R, so the sum is their mean) and are added as they are. */
+static void optimizer_runs(const tl_estimator *est, const tl_optimizer_step *os, int64_t off, int64_t len,
+                           const float *grad)
+{
+    if (len <= 0)
+        return;
+    float *slots[TL_OPTIM_MAX_SLOTS];
+    for (int s = 0; s < est->nslots; s++)
+        slots[s] = est->slots[s] + off;
+    tl_optimizer_apply(&est->opt.optimizer, os, est->params + off, grad, slots, len);
+}
+
+static void apply_chunk(const tl_estimator *est, const tl_optimizer_step *os, int64_t off, int64_t len,
+                        const float *grad)
+{
+    int64_t pos = off, end = off + len;
+    for (int k = 0; k < est->vars->n && pos < end; k++) { /* by_name is slab order */
+        const tl_var *v = &est->vars->v[est->vars->by_name[k]];
+        int64_t lo = v->offset > pos ? v->offset : pos, hi = v->offset + v->size < end ? v->offset + v->size : end;
+        if (v->trainable || lo >= hi)
+            continue;
+        optimizer_runs(est, os, pos, lo - pos, grad + (pos - off));
+        for (int64_t q = lo; q < hi; q++)
+            est->params[q] += grad[q - off];
+        pos = hi;
+    }
+    optimizer_runs(est, os, pos, end - pos, grad + (pos - off));
+}
+
 /* One training step; *end when the input ended before it (nothing ran). */
 static tl_status train_step(tl_worker *w, int64_t step, bool *end)
 {
@@ -133,12 +165,8 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     tl_optimizer_step os;
     if ((st = tl_optimizer_step_prepare(&est->opt.optimizer, step, &os)) != TL_OK)
         return st;
-    if (w->chunk_len > 0) {
-        float *slots[TL_OPTIM_MAX_SLOTS];
-        for (int s = 0; s < est->nslots; s++)
-            slots[s] = est->slots[s] + w->chunk_off;
-        tl_optimizer_apply(&est->opt.optimizer, &os, est->params + w->chunk_off, grad, slots, w->chunk_len);
-    }
+    if (w->chunk_len > 0)
+        apply_chunk(est, &os, w->chunk_off, w->chunk_len, grad);
     if ((st = tl_est_emb_apply(w)) != TL_OK)
         return st;
     /* Nobody reads the parameters of step + 1 before every chunk is updated. */
@@ -380,6 +408,7 @@ static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p,
     x->replica = w->rank;
     x->seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
     x->loss_scale = est->opt.reduce_sum ? 1.0f : 1.0f / (float)est->R;
+    x->state_scale = 1.0f / (float)est->R;
     return TL_OK;
 }
 
