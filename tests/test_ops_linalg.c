@@ -193,6 +193,21 @@ static tl_t shared_broadcast(tl_graph *g, tl_t x, tl_t labels, tl_t target)
 
 Test(ops_linalg, shared_weight_broadcast_over_the_batch) { tg_check_gradients(shared_broadcast, TL_MODE_TRAIN); }
 
+/* One intermediate h read three times, twice through a reshape (a view that
+ * shares h's gradient buffer): h3·h3ᵀ adds twice into the buffer h·w wrote. */
+static tl_t through_views(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)x, (void)labels, (void)target;
+    tl_t h = tl_tanh(g, var(g, "h", (int64_t[]){4, 6}, 2));
+    tl_t h3 = tl_reshape(g, h, (int64_t[]){2, 2, 6}, 3);
+    tl_t y1 = tl_batch_matmul(g, h3, h3, false, true); /* (2, 2, 2) */
+    tl_t y2 = tl_batch_matmul(g, h, var(g, "w", (int64_t[]){6, 3}, 2), false, false); /* (4, 3) */
+    tl_t parts[2] = {tl_reshape(g, y1, (int64_t[]){8}, 1), tl_reshape(g, y2, (int64_t[]){12}, 1)};
+    return tl_mean(g, tl_tanh(g, tl_concat(g, parts, 2, 0)));
+}
+
+Test(ops_linalg, gradient_through_a_view_from_three_reads) { tg_check_gradients(through_views, TL_MODE_TRAIN); }
+
 /* ---- 2-D operands: tl_matmul's bits ----------------------------------------- */
 
 static bool use_batch;
