@@ -246,6 +246,35 @@ TL_API tl_t tl_pairwise_dot(tl_graph *g, tl_t x);
 
 /* ---- linear algebra (ops_linalg.c) ------------------------------------------- */
 
+/*
+ * tf.linalg.matmul on tensors of rank >= 2 (TensorFlow's BatchMatMulV2):
+ * a (..., M, K) and b (..., K, N) float32, or a (..., K, M) when adj_a and b
+ * (..., N, K) when adj_b (the adjoint of a real matrix is its transpose). The
+ * last two dimensions are the matrices; the leading "batch" dimensions
+ * broadcast as NumPy's: aligned on the right, the shorter padded with 1s on
+ * the left, each pair equal or one of them 1. The result is (batch..., M, N)
+ * with the broadcast batch dimensions, rank max(rank a, rank b):
+ *
+ *     (8, 4, 16, 32) x (32, 64)       -> (8, 4, 16, 64)
+ *     (8, 1, 16, 32) x (4, 32, 16)    -> (8, 4, 16, 16)
+ *     q (B, H, S, D), k (B, H, S, D), adj_b -> scores (B, H, S, S)   // Q·Kᵀ
+ *
+ * Each output matrix is one GEMM, in row-major order of the batch, so two
+ * 2-D operands give tl_matmul's bits. The gradient of an operand repeated
+ * along a broadcast dimension is summed over it, in that order. As in
+ * TensorFlow, a rank-1 operand is an error (np.matmul would promote it), and
+ * only the batch dimensions broadcast, never M, K or N.
+ *
+ * Errors (in the graph's status): a or b not a float32 tensor of the graph,
+ * a rank below 2 ("batch_matmul: a has shape (5,), rank 1; the operands need
+ * rank >= 2"), inner dimensions that differ ("batch_matmul: inner dimensions
+ * differ: a (2, 3, 4) gives K = 4, b (2, 5, 6)^T gives K = 6"), batch
+ * dimensions that do not broadcast ("batch_matmul: b (4, 32, 16) has batch
+ * dimensions (4,), which do not broadcast with a's (8, 3) of (8, 3, 16, 32)").
+ */
+TL_API tl_t tl_batch_matmul(tl_graph *g, tl_t a, tl_t b, bool adj_a, bool adj_b);
+
+
 /* (end of linear algebra) */
 
 /* ---- vision, NHWC (ops_vision.c) --------------------------------------------- */

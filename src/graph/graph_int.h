@@ -58,6 +58,7 @@ typedef enum {
     TL_OP_NORM_LAST_,
 
     TL_OP_LINALG_FIRST_, /* ops_linalg.c: batched matmul */
+    TL_OP_BATCH_MATMUL,  /* iattr[0] adj_a, iattr[1] adj_b */
     TL_OP_LINALG_LAST_,
 
     TL_OP_VISION_FIRST_, /* ops_vision.c: conv2d, pooling, resize (oneDNN) */
