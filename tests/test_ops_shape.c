@@ -478,3 +478,25 @@ Test(ops_shape, rank_limits)
     tl_graph_destroy(e.g);
     tl_vars_destroy(e.vars);
 }
+
+/* graph.h's example: heads split off the last axis, stacked and transposed
+ * back are x reshaped to (batch, T, H, D). */
+Test(ops_shape, header_example_split_stack_transpose_is_a_reshape)
+{
+    tg_fixture f;
+    fx_begin(&f, TL_MODE_PREDICT);
+    tl_graph *g = f.g;
+    tl_t x = tl_graph_input(g, TL_F32, (const int64_t[]){2, 3, 8}, 3);
+    tl_t heads[4];
+    tl_split(g, x, 4, -1, heads);                                /* 4 × (batch, T, D) */
+    tl_t s = tl_stack(g, heads, 4, 1);                           /* (batch, 4, T, D) */
+    tl_t t = tl_transpose(g, s, (const int[]){0, 2, 1, 3}, 4);   /* (batch, T, 4, D) */
+    assert_shape(g, t, 4, (const int64_t[]){2, 3, 4, 2});
+    fx_compile(&f, TL_T_INVALID);
+    float *xv = tl_exec_value(f.p, &f.e, x);
+    for (int i = 0; i < 48; i++)
+        xv[i] = (float)i;
+    cr_assert_eq(tl_program_forward(f.p, &f.e), TL_OK, "%s", tl_last_error());
+    assert_values(&f, t, 48, xv, "the heads back in place");
+    tg_teardown(&f);
+}
