@@ -365,8 +365,10 @@ tl_t tl_stack(tl_graph *g, const tl_t *xs, int n, int axis)
 {
     if (g->status != TL_OK)
         return TL_T_INVALID;
-    if (xs == NULL || n < 1 || n > TL_MAX_OP_INPUTS)
+    if (n < 1 || n > TL_MAX_OP_INPUTS)
         return tl_graph_failf(g, TL_EINVAL, "stack: %d inputs; 1..%d are allowed", n, TL_MAX_OP_INPUTS);
+    if (xs == NULL)
+        return tl_graph_failf(g, TL_EINVAL, "stack: xs is NULL for %d inputs", n);
     char name[32];
     for (int k = 0; k < n; k++) {
         snprintf(name, sizeof name, "xs[%d]", k);
