@@ -234,6 +234,134 @@ TL_API tl_t tl_pairwise_dot(tl_graph *g, tl_t x);
 
 /* ---- shapes, gathers and indices (ops_shape.c) ------------------------------- */
 
+/*
+ * Ops that move elements: TensorFlow's ops of the same names, on float32 data
+ * unless said. An axis may be negative, counted from the end as in Python
+ * (-1 is the last); the rank a tensor may have is TL_MAX_RANK. Tracing errors
+ * are TL_EINVAL in the graph's status, and every op given TL_T_INVALID returns
+ * it. Where TensorFlow allows a dim of 0 (an empty split part, tile's 0
+ * multiple, one_hot's depth 0), tpuloop does not: its tensors have no empty
+ * dims.
+ *
+ *     // (batch, T, H·D) heads out and back: split, stack, transpose
+ *     tl_t heads[4];
+ *     tl_split(g, x, 4, -1, heads);                       // 4 × (batch, T, D)
+ *     tl_t s = tl_stack(g, heads, 4, 1);                  // (batch, 4, T, D)
+ *     tl_t t = tl_transpose(g, s, (const int[]){0, 2, 1, 3}, 4);   // (batch, T, 4, D)
+ */
+
+/*
+ * tf.transpose: y's dim d is x's dim perm[d]. perm holds n == rank(x) axes,
+ * each once (a negative one counts from the end); perm NULL (n unused)
+ * reverses the axes, as TF's default. The gradient is dy transposed by the
+ * inverse permutation.
+ * Errors: n not the rank ("transpose: perm has 2 axes; x (2, 3, 4) has rank
+ * 3"), an axis out of range or twice ("transpose: perm (0, 0, 1) is not a
+ * permutation of 0..2").
+ */
+TL_API tl_t tl_transpose(tl_graph *g, tl_t x, const int *perm, int n);
+
+/*
+ * tf.expand_dims: x with a dim of size 1 inserted at axis, in
+ * [-rank(x) - 1, rank(x)] (-1 appends). Any dtype. A view: y is x's bytes,
+ * with no copy (a variable's is a copy), and its gradient is dy as it is.
+ * Errors: axis out of range, x of rank TL_MAX_RANK already.
+ */
+TL_API tl_t tl_expand_dims(tl_graph *g, tl_t x, int axis);
+
+/*
+ * tf.squeeze: x without the size-1 dims named in axes (n of them, each in
+ * [-rank, rank); a repeat is harmless), or without every size-1 dim when
+ * n == 0 (axes may then be NULL). Any dtype. A view, as tl_expand_dims.
+ * Errors: an axis out of range; a named dim that is not 1: "squeeze: dim 1 of
+ * x (2, 3) has size 3, not 1".
+ */
+TL_API tl_t tl_squeeze(tl_graph *g, tl_t x, const int *axes, int n);
+
+/*
+ * tf.broadcast_to: x repeated to shape (rank dims, each >= 1) by NumPy's
+ * rules: x's shape aligned to the right of shape, each of x's dims equal to
+ * the target's or 1. The gradient sums dy over the broadcast axes, each dx
+ * element's terms in dy's row-major order in float64, rounded once.
+ * Errors: rank below rank(x) or over TL_MAX_RANK, a dim < 1, "broadcast_to: x
+ * (2, 3) does not broadcast to (4, 2, 5): dim 1 of x is 3, the target's 5".
+ */
+TL_API tl_t tl_broadcast_to(tl_graph *g, tl_t x, const int64_t *shape, int rank);
+
+/*
+ * tf.gather(params, indices, axis) with batch_dims 0: y has shape
+ * params.shape[:axis] + indices.shape + params.shape[axis+1:] and takes, for
+ * each index, params' slice at that index along axis. params float32 of rank
+ * >= 1; indices int32 or int64 of any rank (a scalar index removes the axis);
+ * axis in [-rank, rank). The gradient with respect to params scatters dy
+ * back: zeroed, then each index's slice added in index order (float32), so
+ * a repeated index gets the sum of its gradients, the same bits every run.
+ * The indices get none.
+ * An index outside [0, params.shape[axis]) is a data error when the step
+ * runs, as TF on CPU (TF on GPU writes zeros instead): TL_EINVAL, "gather:
+ * indices[3] = 7 is not in [0, 5)" ("indices[1,2]" for indices of rank 2),
+ * with the output untouched.
+ * Errors while tracing: params not float32 or a scalar, indices not int32 or
+ * int64, axis out of range, a result of rank over TL_MAX_RANK.
+ */
+TL_API tl_t tl_gather(tl_graph *g, tl_t params, tl_t indices, int axis);
+
+/*
+ * tf.one_hot: float32 y with a new axis of size depth: on_value where
+ * indices[...] == d, off_value elsewhere (both rounded to float32). indices
+ * int32 or int64 of any rank; axis -1 (TF's default: the new axis last) or in
+ * [0, rank(indices)] — TF takes no other negative axis. As TF, an index
+ * outside [0, depth) — -1, say — gives a row of off_value, not an error. No
+ * gradient.
+ * Errors: indices not int32 or int64, depth < 1, axis out of range, a result
+ * of rank over TL_MAX_RANK.
+ */
+TL_API tl_t tl_one_hot(tl_graph *g, tl_t indices, int64_t depth, double on_value, double off_value, int axis);
+
+/*
+ * tf.split(x, num, axis): x cut into num equal parts along axis, out[k] the
+ * k-th (out has room for num), each a tl_slice (whose gradients add up into
+ * x's). Returns the graph's status; on an error every out[k] is TL_T_INVALID.
+ * Errors: num < 1, axis out of range, "split: dim 1 of x (4, 5) has size 5,
+ * which does not divide into 2 equal parts".
+ */
+TL_API tl_status tl_split(tl_graph *g, tl_t x, int num, int axis, tl_t *out);
+
+/*
+ * tf.split(x, size_splits, axis): num parts of sizes[k] along axis, which
+ * add up to the dim; one size may be -1, inferred as the rest (as TF). Each
+ * size is >= 1. Otherwise as tl_split.
+ */
+TL_API tl_status tl_split_sizes(tl_graph *g, tl_t x, const int64_t *sizes, int num, int axis, tl_t *out);
+
+/*
+ * tf.stack: n float32 tensors of one shape (1 <= n <= 16) joined along a new
+ * axis, in [-rank - 1, rank]: y has rank + 1 dims, n at axis. Traced as
+ * tl_expand_dims of each and tl_concat; the gradient is dy's slices.
+ * Errors: n out of range, "stack: xs[2] has shape (2, 4), not (2, 3) as
+ * xs[0]", axis out of range.
+ */
+TL_API tl_t tl_stack(tl_graph *g, const tl_t *xs, int n, int axis);
+
+/*
+ * tf.pad in CONSTANT mode: paddings (rank(x), 2) holds each axis's (before,
+ * after) counts; y's dim d is x's plus both, with x at offset before and
+ * constant_value (rounded to float32) everywhere else. The gradient is dy's
+ * interior, where x lies. (TF's REFLECT and SYMMETRIC modes are not here.)
+ * Errors: a negative padding, "pad: paddings[1] = (0, -1) for x (2, 3);
+ * paddings must be >= 0".
+ */
+TL_API tl_t tl_pad(tl_graph *g, tl_t x, const int64_t *paddings, double constant_value);
+
+/*
+ * tf.tile: multiples[d] copies of x along each axis d (rank(x) multiples,
+ * each >= 1): y's dim d is x's times multiples[d]. The gradient sums dy's
+ * tiles, each dx element's terms in dy's row-major order in float64, rounded
+ * once.
+ * Errors: a multiple < 1, a result over 2^40 elements.
+ */
+TL_API tl_t tl_tile(tl_graph *g, tl_t x, const int64_t *multiples);
+
 /* (end of shapes) */
 
 /* ---- reductions, softmax, losses and metrics (ops_reduce.c) ------------------ */

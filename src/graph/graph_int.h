@@ -49,6 +49,14 @@ typedef enum {
     TL_OP_EW_LAST_,
 
     TL_OP_SHAPE_FIRST_,  /* ops_shape.c: transpose, expand/squeeze, broadcast_to, gather, one_hot, pad, tile ... */
+    TL_OP_TRANSPOSE,     /* iattr[0..rank) perm: y's dim d is x's dim perm[d] */
+    TL_OP_EXPAND_DIMS,   /* iattr[0] the new axis (>= 0); a view of x (ops.h) */
+    TL_OP_SQUEEZE,       /* no attributes (the shapes tell); a view of x */
+    TL_OP_BROADCAST_TO,  /* no attributes: x's shape right-aligned to the node's */
+    TL_OP_GATHER,        /* iattr[0] axis of params (>= 0); in[0] params, in[1] int32 / int64 indices */
+    TL_OP_ONE_HOT,       /* iattr[0] depth, iattr[1] the new axis (>= 0); fattr[0] on, fattr[1] off */
+    TL_OP_PAD,           /* iattr[2d], iattr[2d + 1] axis d's (before, after); fattr[0] the constant */
+    TL_OP_TILE,          /* iattr[0..rank) multiples */
     TL_OP_SHAPE_LAST_,
 
     TL_OP_REDUCE_FIRST_, /* ops_reduce.c: reductions over axes, arg max/min, softmax family, losses, metrics */
