@@ -370,6 +370,88 @@ TL_API tl_t tl_tile(tl_graph *g, tl_t x, const int64_t *multiples);
 
 /* ---- normalisation (ops_norm.c) ---------------------------------------------- */
 
+/*
+ * Layer normalisation over the last axis, fused (Keras' LayerNormalization
+ * with axis=-1): x (..., D) float32, gamma and beta (D,) float32, y of x's
+ * shape,
+ *     y = (x - mean)·rsqrt(var + epsilon)·gamma + beta,
+ * mean and the biased variance (divided by D) taken over the last axis of
+ * each row. The statistics are float64, the variance in two passes (never
+ * E[x²] - E[x]²), every sum in a fixed order (src/kernels/norm.h).
+ * Gradients reach x, gamma and beta; nothing is kept between the passes (the
+ * statistics are recomputed from x).
+ * axis must be -1 or rank - 1: normalising over other or several axes is not
+ * supported.
+ * Errors (in the graph's status): x rank 0, another axis, gamma or beta not
+ * (D,) ("layer_norm: gamma has shape (5,), which is not (6,), the last
+ * dimension of x (4, 6)"), epsilon negative or not finite, a tensor not
+ * float32 or not of the graph.
+ */
+TL_API tl_t tl_layer_norm_op(tl_graph *g, tl_t x, tl_t gamma, tl_t beta, int axis, double epsilon);
+
+/*
+ * The layer: tl_layer_norm_op over the last axis with variables
+ * "<name>/gamma" (ones) and "<name>/beta" (zeros) of shape (D,), Keras'
+ * names. Keras' default epsilon is 1e-3 (PyTorch's LayerNorm: 1e-5).
+ * Errors: as tl_layer_norm_op, and a name too long for the variables.
+ */
+TL_API tl_t tl_layer_norm(tl_graph *g, tl_t x, double epsilon, const char *name);
+
+/*
+ * Batch normalisation, channels last (Keras' BatchNormalization, axis=-1;
+ * TF's FusedBatchNorm in NHWC): x (..., C) float32 of rank >= 1 normalised
+ * per channel over every other axis (batch, height, width); gamma, beta,
+ * moving_mean and moving_variance (C,) float32; y of x's shape,
+ *     y = (x - mean)·rsqrt(var + epsilon)·gamma + beta.
+ *
+ * training true (Keras' training=True): mean and var are the batch's, over
+ * the n = size / C rows, var the biased variance (divided by n), computed
+ * in float64 in two passes. The gradients to x, gamma and beta go through
+ * the batch statistics. The step also moves the statistics, Keras' rule
+ *     moving ← moving·momentum + batch_stat·(1 - momentum),
+ * for the mean and for the variance; the moving variance takes the BIASED
+ * batch variance, as Keras 3 (TF1's fused batch norm fed it the unbiased
+ * one, n / (n - 1) times larger). moving_mean and moving_variance must be
+ * state variables (tl_state_variable), each updated by one training
+ * batch_norm of the graph. The update is made in the backward pass (the
+ * change goes to the runtime, which averages it over the replicas and adds
+ * it, program.h), so it happens in TRAIN steps whose loss depends on y; a
+ * batch norm whose output the loss does not use moves nothing.
+ * (Keras computes the batch statistics in float32 by its own formula; the
+ * float64 two-pass values here agree up to rounding, and keep their digits
+ * when |mean| >> std, where E[x²] - E[x]² loses them.)
+ *
+ * training false (Keras' training=False, a frozen batch norm): mean and var
+ * are moving_mean and moving_variance, read, never updated; gradients reach
+ * x, gamma and beta through the fixed statistics, and the statistics too
+ * when they are tensors that take one (the layer's state variables do not).
+ * Any float32 (C,) tensors serve as statistics.
+ *
+ * Errors (in the graph's status): x rank 0; gamma, beta or a statistic not
+ * (C,) ("batch_norm: gamma has shape (3,), which is not (4,), the channels
+ * of x (8, 4)"); momentum not in [0, 1]; epsilon negative or not finite; in
+ * training, a statistic that is not a state variable, one variable as both,
+ * or a state variable another training batch_norm of the graph already
+ * updates ("batch_norm: state variable bn/moving_mean is already updated by
+ * another training batch_norm of this graph; one update per step").
+ */
+TL_API tl_t tl_batch_norm_op(tl_graph *g, tl_t x, tl_t gamma, tl_t beta, tl_t moving_mean, tl_t moving_variance,
+                             double momentum, double epsilon, bool training);
+
+/*
+ * The layer (Keras' BatchNormalization, axis=-1): variables "<name>/gamma"
+ * (ones) and "<name>/beta" (zeros), state variables "<name>/moving_mean"
+ * (zeros) and "<name>/moving_variance" (ones), all (C,), Keras' names, so a
+ * checkpoint reads like TensorFlow's. Training in a TRAIN graph
+ * (g's mode), the moving statistics in EVAL and PREDICT, which share them by
+ * name. Keras' defaults: momentum 0.99, epsilon 1e-3 (PyTorch's BatchNorm
+ * weighs the new value by its momentum 0.1, i.e. 0.9 here, uses epsilon
+ * 1e-5, and feeds its running variance the unbiased batch variance).
+ * Errors: as tl_batch_norm_op (calling it twice with one name in a TRAIN
+ * graph is the two-updates error), and a name too long for the variables.
+ */
+TL_API tl_t tl_batch_norm(tl_graph *g, tl_t x, double momentum, double epsilon, const char *name);
+
 /* (end of normalisation) */
 
 /* ---- linear algebra (ops_linalg.c) ------------------------------------------- */
