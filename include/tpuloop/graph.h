@@ -366,6 +366,123 @@ TL_API tl_t tl_tile(tl_graph *g, tl_t x, const int64_t *multiples);
 
 /* ---- reductions, softmax, losses and metrics (ops_reduce.c) ------------------ */
 
+/*
+ * Reductions over axes, as tf.reduce_sum / reduce_mean / reduce_max /
+ * reduce_min: x float32 of any rank; axes[0..naxes-1] name the reduced axes,
+ * each in [-rank, rank) (negative counts from the end); naxes 0 reduces every
+ * axis (TF's axis=None; axes may then be NULL). The result drops the reduced
+ * axes, or keeps them with size 1 when keepdims. Every sum adds its terms in
+ * an order fixed by the code (src/kernels/reduce_axes.h): reduced axes that
+ * are contiguous give tl_sum's and tl_k_sum_axis' bits, so reducing every
+ * axis of x gives exactly tl_sum(x). The mean divides the float64 sum by the
+ * count. max and min propagate NaN, as XLA's.
+ *
+ * Gradients: sum and mean broadcast dy back (mean divided by the count);
+ * max and min as TF's _MaxGrad: the gradient is split equally among the
+ * elements equal to the result (indicators / count), so tied maxima share it.
+ *
+ * Errors (in the graph's status): x not float32, naxes < 0, axes NULL with
+ * naxes > 0, an axis outside [-rank, rank) ("reduce_sum: axis 3 is outside
+ * [-3, 3) for x of shape (2, 3, 4)"), an axis named twice, as -1 and 2 say
+ * ("reduce_max: axes (2, -1) name axis 2 of x (2, 3, 4) twice").
+ */
+TL_API tl_t tl_reduce_sum(tl_graph *g, tl_t x, const int *axes, int naxes, bool keepdims);
+TL_API tl_t tl_reduce_mean(tl_graph *g, tl_t x, const int *axes, int naxes, bool keepdims);
+TL_API tl_t tl_reduce_max(tl_graph *g, tl_t x, const int *axes, int naxes, bool keepdims);
+TL_API tl_t tl_reduce_min(tl_graph *g, tl_t x, const int *axes, int naxes, bool keepdims);
+
+/*
+ * tf.reduce_logsumexp: log(sum(exp(x))) over the axes (as tl_reduce_sum's),
+ * shifted by the maximum m so large values stay finite. TF's quirk is kept:
+ * where m is not finite the shift is 0, so a +inf element gives +inf and a
+ * reduction of only -inf gives -inf (not NaN). The gradient is
+ * dy · exp(x - result), a softmax over the reduced axes.
+ * Errors: as tl_reduce_sum.
+ */
+TL_API tl_t tl_logsumexp(tl_graph *g, tl_t x, const int *axes, int naxes, bool keepdims);
+
+/*
+ * tf.math.argmax / argmin: the index of the largest (smallest) element of x
+ * (float32, rank >= 1) along axis (in [-rank, rank)), as output_type TL_I32
+ * or TL_I64; the result drops the axis. Ties give the first index, as TF.
+ * NaN counts as larger (and smaller) than every number, so the first NaN's
+ * index is returned, as numpy (tl_reduce_max returns that NaN). No gradient
+ * (TF defines none): the result is an integer tensor.
+ * Errors: x not float32, a scalar x, the axis out of range, output_type
+ * neither TL_I32 nor TL_I64, an axis longer than INT32_MAX with TL_I32.
+ */
+TL_API tl_t tl_argmax(tl_graph *g, tl_t x, int axis, tl_dtype output_type);
+TL_API tl_t tl_argmin(tl_graph *g, tl_t x, int axis, tl_dtype output_type);
+
+/*
+ * tf.nn.softmax and tf.nn.log_softmax along axis (in [-rank, rank), -1 the
+ * last) of a float32 x of rank >= 1; same shape. Both subtract the maximum
+ * along the axis first, so logits of 1e4 give finite results; a NaN, or an
+ * infinite maximum, gives NaN along its row, as TF. Gradients as TF's
+ * _SoftmaxGrad ((dy - sum(dy·y))·y) and _LogSoftmaxGrad (dy - exp(y)·sum(dy)).
+ * Errors: x not float32, a scalar x, the axis out of range.
+ */
+TL_API tl_t tl_softmax(tl_graph *g, tl_t x, int axis);
+TL_API tl_t tl_log_softmax(tl_graph *g, tl_t x, int axis);
+
+/*
+ * Per-example softmax cross-entropy with dense labels,
+ * tf.nn.softmax_cross_entropy_with_logits over the last axis: logits
+ * (..., C) and float32 labels of the same shape give a loss of shape
+ * logits.shape[:-1] (reduce it with tl_mean). label_smoothing s in [0, 1]
+ * replaces the labels with labels·(1 - s) + s / C first, as
+ * tf.compat.v1.losses.softmax_cross_entropy (which then weights and reduces;
+ * here the user does). Gradients, as TF: logits get dloss·(softmax(logits) -
+ * labels'), which is the true gradient when each row of labels sums to 1 (TF
+ * requires rows that are probability distributions, else "the computation
+ * of the gradient will be incorrect"); labels get
+ * -dloss·log_softmax(logits)·(1 - s).
+ * Errors: logits or labels not float32, a scalar logits, labels of another
+ * shape, s outside [0, 1] (TF ignores s <= 0; tpuloop rejects s < 0).
+ */
+TL_API tl_t tl_softmax_xent_dense(tl_graph *g, tl_t logits, tl_t labels, double label_smoothing);
+
+/*
+ * Per-example sparse softmax cross-entropy,
+ * tf.nn.sparse_softmax_cross_entropy_with_logits: logits (..., C) float32,
+ * labels int32 or int64 of shape logits.shape[:-1], loss of that shape. With
+ * label_smoothing 0 it is tl_softmax_xent, bit for bit, for any batch shape
+ * and either label type; with s in (0, 1] it is tl_softmax_xent_dense on
+ * the labels' one-hot rows smoothed to onehot·(1 - s) + s / C (bit for bit),
+ * which TF's sparse op does not offer. Only the logits get a gradient.
+ * Errors: logits not float32 or a scalar, labels not of the graph (PREDICT
+ * has none), not int32 or int64, or of another shape, s outside [0, 1]. A
+ * label outside [0, C) is a data error when the step runs: TL_EINVAL,
+ * "sparse_softmax_cross_entropy: example 3 has label 7, which is outside the
+ * valid range of [0, 5)" (the example counted over the flattened batch
+ * dimensions), as tl_softmax_xent.
+ */
+TL_API tl_t tl_sparse_softmax_xent(tl_graph *g, tl_t logits, tl_t labels, double label_smoothing);
+
+/*
+ * The per-element Huber loss of tf.compat.v1.losses.huber_loss (without its
+ * weights and reduction): with x = predictions - labels (both float32 of
+ * one shape), 0.5·x² where |x| <= delta, else delta·(|x| - 0.5·delta);
+ * same shape. Gradients: predictions get dy·clip(x, -delta, delta), labels
+ * its negation.
+ * Errors: not float32, different shapes, delta not a positive finite number.
+ */
+TL_API tl_t tl_huber(tl_graph *g, tl_t predictions, tl_t labels, double delta);
+
+/*
+ * tf.math.in_top_k as float32 0/1: predictions (batch, C) float32, targets
+ * (batch,) int32 or int64; out[b] = 1 when the prediction of class
+ * targets[b] is finite and fewer than k classes have a strictly greater
+ * one. So classes tied at the k-th value all count as in the top k, as TF's
+ * documentation says. A target outside [0, C) gives 0, as TF's InTopK kernel
+ * does today (its documentation only states the non-finite rule; early TF
+ * versions raised "targets[i] is out of range" instead). No gradient: the
+ * result is a constant for the backward pass.
+ * Errors: predictions not float32 (batch, C), targets not int32 or int64
+ * (batch,), k < 0 (k 0 gives all 0).
+ */
+TL_API tl_t tl_in_top_k(tl_graph *g, tl_t predictions, tl_t targets, int k);
+
 /* (end of reductions) */
 
 /* ---- normalisation (ops_norm.c) ---------------------------------------------- */

@@ -60,6 +60,19 @@ typedef enum {
     TL_OP_SHAPE_LAST_,
 
     TL_OP_REDUCE_FIRST_, /* ops_reduce.c: reductions over axes, arg max/min, softmax family, losses, metrics */
+    TL_OP_REDUCE_SUM,         /* iattr[0] the reduced axes of x, bit d for axis d; iattr[1] keepdims */
+    TL_OP_REDUCE_MEAN,        /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_MAX,         /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_MIN,         /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_LOGSUMEXP,   /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_ARGMAX,      /* iattr[0] axis, in [0, rank of x); the node's dtype is output_type */
+    TL_OP_REDUCE_ARGMIN,      /* iattr[0] axis, as TL_OP_REDUCE_ARGMAX */
+    TL_OP_REDUCE_SOFTMAX,     /* iattr[0] axis, in [0, rank) */
+    TL_OP_REDUCE_LOG_SOFTMAX, /* iattr[0] axis, in [0, rank) */
+    TL_OP_REDUCE_XENT_DENSE,  /* fattr[0] label_smoothing; in[0] logits, in[1] float32 labels */
+    TL_OP_REDUCE_XENT_SPARSE, /* fattr[0] label_smoothing; in[0] logits, in[1] int32 or int64 labels */
+    TL_OP_REDUCE_HUBER,       /* fattr[0] delta; in[0] predictions, in[1] labels */
+    TL_OP_REDUCE_IN_TOP_K,    /* iattr[0] k; in[0] predictions, in[1] int32 or int64 targets */
     TL_OP_REDUCE_LAST_,
 
     TL_OP_NORM_FIRST_,   /* ops_norm.c: layer norm, batch norm */
