@@ -243,10 +243,10 @@ Test(ops_elementwise, broadcast_gradient_sums)
     tl_k_bcast b = plan2((tl_k_shape){2, {1000, 7}}, (tl_k_shape){1, {7}});
     tk_buf x = tk_rand(7000, 1, -1, 1), y = tk_rand(7, 2, -1, 1), dz = tk_rand(7000, 3, -1, 1);
     tk_buf dy1 = tk_zeros(7), dy2 = tk_zeros(7);
-    float *scratch = tk_alloc((size_t)tl_k_binary_grad_scratch(&b) * sizeof(float));
     cr_assert_eq(tl_k_binary_grad_scratch(&b), 7000 + 2 * 7 + 1);
+    float *scratch = tk_alloc((size_t)(tl_k_binary_grad_scratch(&b) + 1) * sizeof(float)); /* two alignments */
     tl_k_binary_grad(TL_K_ADD, &b, x.f, y.f, dz.f, NULL, dy1.f, scratch);
-    tl_k_binary_grad(TL_K_ADD, &b, x.f, y.f, dz.f, NULL, dy2.f, scratch + 1); /* another alignment */
+    tl_k_binary_grad(TL_K_ADD, &b, x.f, y.f, dz.f, NULL, dy2.f, scratch + 1);
     tk_assert_same_bits(7, dy1.f, dy2.f, "sums twice");
     for (int c = 0; c < 7; c++) {
         double s = 0;

@@ -23,7 +23,8 @@ static tl_t scalar(tl_graph *g, double v)
 /* ---- gradients through whole graphs ------------------------------------------------- */
 
 /* + - * / with a row, a column, a (1, 6) and a scalar variable; q and r are
- * each used twice. */
+ * each used twice, c and w are both inputs of one op (w of a tie, whose
+ * gradient all goes to x). */
 static tl_t arithmetic(tl_graph *g, tl_t x, tl_t labels, tl_t target)
 {
     (void)labels;
@@ -32,8 +33,8 @@ static tl_t arithmetic(tl_graph *g, tl_t x, tl_t labels, tl_t target)
     tl_t b = tl_variable(g, "b", col, 2, uniform(-1, 1));
     tl_t c = tl_variable(g, "c", wide, 2, uniform(0.5, 1.5));
     tl_t s = tl_variable(g, "s", row, 0, uniform(0.5, 1.5)); /* a scalar (vars.c copies 0 dims from shape) */
-    tl_t h = tl_add(g, tl_mul(g, x, w), b);                          /* (4, 6) */
-    tl_t q = tl_div(g, h, tl_add(g, tl_square(g, c), scalar(g, 1))); /* / (1, 6) */
+    tl_t h = tl_add(g, tl_mul(g, x, tl_maximum(g, w, w)), b);         /* (4, 6) */
+    tl_t q = tl_div(g, h, tl_add(g, tl_mul(g, c, c), scalar(g, 1)));  /* / (1, 6) */
     tl_t r = tl_sub(g, q, tl_mul(g, s, q));
     r = tl_add(g, r, tl_mul(g, r, scalar(g, 0.5)));
     return tl_mse(g, r, target);
@@ -259,14 +260,16 @@ Test(ops_elementwise_graph, tracing_errors_name_op_argument_and_value)
                        "where: cond must be a float32 mask or int32, got int64");
     ASSERT_TRACE_ERROR(tl_where(t->g, t->x, t->x, t->s),
                        "where: y has shape (3,), which does not broadcast with cond and x (4, 5)");
-    ASSERT_TRACE_ERROR(tl_where(t->g, t->s, t->x, t->x), "where: x has shape (4, 5), which does not broadcast with cond (3,)");
+    ASSERT_TRACE_ERROR(tl_where(t->g, t->s, t->x, t->x),
+                       "where: x has shape (4, 5), which does not broadcast with cond (3,)");
     ASSERT_TRACE_ERROR(tl_where(t->g, t->x, t->l, t->x), "where: x must be float32, got int32");
     ASSERT_TRACE_ERROR(tl_cast(t->g, t->x, (tl_dtype)7), "cast: to must be TL_F32, TL_I32 or TL_I64, got 7");
     ASSERT_TRACE_ERROR(tl_clip(t->g, t->x, 1, 0), "clip: lo 1 and hi 0 must be numbers with lo <= hi");
     ASSERT_TRACE_ERROR(tl_clip(t->g, t->x, NAN, 0), "clip: lo nan and hi 0 must be numbers with lo <= hi");
     ASSERT_TRACE_ERROR(tl_leaky_relu(t->g, t->x, NAN), "leaky_relu: alpha must be a finite float32, got nan");
     ASSERT_TRACE_ERROR(tl_elu(t->g, t->x, 1e300), "elu: alpha must be a finite float32, got 1e+300");
-    ASSERT_TRACE_ERROR(tl_constant(t->g, 1, (int64_t[]){2, 0}, 2), "constant: dimension 1 has size 0; sizes must be >= 1");
+    ASSERT_TRACE_ERROR(tl_constant(t->g, 1, (int64_t[]){2, 0}, 2),
+                       "constant: dimension 1 has size 0; sizes must be >= 1");
     ASSERT_TRACE_ERROR(tl_constant(t->g, 1, NULL, 2), "constant: shape is NULL with rank 2");
     ASSERT_TRACE_ERROR(tl_constant(t->g, 1, NULL, TL_MAX_RANK + 1), "constant: rank 9 is outside [0, 8]");
     ASSERT_TRACE_ERROR(tl_sqrt(t->g, 1000), "sqrt: x is not a tensor of this graph");

@@ -11,7 +11,8 @@
 /* The kinds of each group lie in the order of the kernels' enums. */
 _Static_assert(TL_OP_EW_POW - TL_OP_EW_ADD == TL_K_POW && TL_K_BINOP_COUNT_ == TL_K_POW + 1,
                "binary kinds follow tl_k_binop");
-_Static_assert(TL_OP_EW_SOFTPLUS - TL_OP_EW_NEG == TL_K_SOFTPLUS && TL_OP_EW_GELU_TANH - TL_OP_EW_NEG == TL_K_GELU_TANH &&
+_Static_assert(TL_OP_EW_SOFTPLUS - TL_OP_EW_NEG == TL_K_SOFTPLUS &&
+                   TL_OP_EW_GELU_TANH - TL_OP_EW_NEG == TL_K_GELU_TANH &&
                    TL_OP_EW_CLIP - TL_OP_EW_NEG == TL_K_CLIP && TL_K_UNOP_COUNT_ == TL_K_SOFTPLUS + 1,
                "unary kinds follow tl_k_unop");
 _Static_assert(TL_OP_EW_GREATER_EQUAL - TL_OP_EW_EQUAL == TL_K_GREATER_EQUAL &&
@@ -150,7 +151,10 @@ static tl_t with_alpha(tl_graph *g, tl_op_kind kind, const char *op, tl_t x, dou
     return unary(g, kind, op, x, (float)alpha, 0);
 }
 
-tl_t tl_leaky_relu(tl_graph *g, tl_t x, double alpha) { return with_alpha(g, TL_OP_EW_LEAKY_RELU, "leaky_relu", x, alpha); }
+tl_t tl_leaky_relu(tl_graph *g, tl_t x, double alpha)
+{
+    return with_alpha(g, TL_OP_EW_LEAKY_RELU, "leaky_relu", x, alpha);
+}
 tl_t tl_elu(tl_graph *g, tl_t x, double alpha) { return with_alpha(g, TL_OP_EW_ELU, "elu", x, alpha); }
 
 static tl_t compare(tl_graph *g, tl_op_kind kind, const char *op, tl_t x, tl_t y)

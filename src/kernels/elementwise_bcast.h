@@ -135,7 +135,9 @@ void tl_k_binary_grad_ref(tl_k_binop op, const tl_k_shape *xs, const tl_k_shape 
  *     log and sqrt of negatives give NaN, log(0) = -inf, rsqrt(0) = inf.
  *   clip (a = lo, b = hi): max(min(x, hi), lo), NaN passes through;
  *     f' = 1 where lo <= x <= hi (bounds included), else 0;
- *   gelu: 0.5·x·(1 + erf(x/√2)); gelu_tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)));
+ *   gelu: 0.5·x·(1 + erf(x/√2)); gelu_tanh: 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³)
+ *     — TF's expressions, evaluated as 0.5·x·erfc(-x/√2) and x·sigmoid(2u), which
+ *     are equal and do not cancel for x < 0 (the twins keep TF's forms);
  *   silu (swish): x·sigmoid(x), f' = s·(1 + x·(1 - s)) with s = sigmoid(x);
  *   leaky_relu (a = alpha): x if x > 0 else alpha·x, f' = 1 if x > 0 else alpha;
  *   elu (a = alpha): x if x > 0 else alpha·(exp(x) - 1), f' = 1 if x > 0 else alpha·exp(x)
