@@ -230,6 +230,134 @@ TL_API tl_t tl_pairwise_dot(tl_graph *g, tl_t x);
 
 /* ---- element-wise math with broadcasting (ops_elementwise.c) ---------------- */
 
+/*
+ * Binary ops broadcast as NumPy and TensorFlow: shapes are aligned at their
+ * last dimension, each aligned pair of dimensions must be equal or one of
+ * them 1, and the result has the larger rank and per dimension the larger
+ * size — (4, 1, 5) with (3, 1) gives (4, 3, 5), (5,) with (4, 1) gives
+ * (4, 5), a scalar goes with anything, so `tl_mul(g, x, tl_constant(g, 0.5,
+ * NULL, 0))` halves x. Each input's gradient is dz (times the op's local
+ * derivative) summed over the axes that input was broadcast along, in a
+ * fixed order (deterministic bits).
+ *
+ * Errors (in the graph's status; the op returns TL_T_INVALID, as every op
+ * given TL_T_INVALID does): an operand not float32 where float32 is needed
+ * ("add: y must be float32, got int32"); shapes that do not broadcast ("add:
+ * y has shape (4, 3), which does not broadcast with x (4, 5)").
+ */
+
+/*
+ * A float32 tensor of the given shape (rank 0: a scalar; shape may then be
+ * NULL) filled with value rounded to float32, as tf.constant(value,
+ * shape=...). It has no gradient; the step program writes it on every step.
+ * Errors: rank outside [0, TL_MAX_RANK], a dimension < 1.
+ */
+TL_API tl_t tl_constant(tl_graph *g, double value, const int64_t *shape, int rank);
+
+/* x + y, x - y, x * y, x / y (tf.math.add, subtract, multiply, truediv):
+ * IEEE float32, so x / 0 is ±inf or NaN, as TensorFlow. */
+TL_API tl_t tl_add(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_sub(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_mul(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_div(tl_graph *g, tl_t x, tl_t y);
+/*
+ * The larger / smaller of x and y (tf.math.maximum, minimum); NaN in either
+ * gives NaN, as TensorFlow >= 2.4. The gradient goes to x where x >= y
+ * (maximum) or x <= y (minimum), else to y: on a tie x gets all of it and y
+ * none, as TensorFlow's _MaximumGrad / _MinimumGrad.
+ */
+TL_API tl_t tl_maximum(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_minimum(tl_graph *g, tl_t x, tl_t y);
+/*
+ * x^y (tf.math.pow, powf): a negative x with a non-integer y gives NaN.
+ * Gradients as TensorFlow's _PowGrad: dx = dz·y·x^(y-1); dy = dz·x^y·log(x)
+ * where x > 0 and dz·x^y·0 elsewhere (0, unless x^y is inf or NaN).
+ */
+TL_API tl_t tl_pow(tl_graph *g, tl_t x, tl_t y);
+
+/*
+ * Unary math on a float32 tensor, same shape out, as tf.math's op of the
+ * name: -x, |x| (gradient sign(x)·dy, 0 at 0), e^x, ln x, √x, 1/√x, x².
+ * Invalid inputs give IEEE results as TensorFlow, not errors: log of a
+ * negative and sqrt of a negative are NaN, log(0) = -inf, rsqrt(0) = inf
+ * (and the gradient of sqrt at 0 is inf).
+ */
+TL_API tl_t tl_neg(tl_graph *g, tl_t x);
+TL_API tl_t tl_abs(tl_graph *g, tl_t x);
+TL_API tl_t tl_exp(tl_graph *g, tl_t x);
+TL_API tl_t tl_ln(tl_graph *g, tl_t x); /* tf.math.log (tl_log is the logger, base.h) */
+TL_API tl_t tl_sqrt(tl_graph *g, tl_t x);
+TL_API tl_t tl_rsqrt(tl_graph *g, tl_t x);
+TL_API tl_t tl_square(tl_graph *g, tl_t x);
+/*
+ * tf.clip_by_value(x, lo, hi) with scalar bounds (rounded to float32):
+ * max(min(x, hi), lo); NaN stays NaN. The gradient passes where
+ * lo <= x <= hi, bounds included, as TensorFlow's. Errors: a NaN bound or
+ * lo > hi (TensorFlow leaves that case undefined).
+ */
+TL_API tl_t tl_clip(tl_graph *g, tl_t x, double lo, double hi);
+
+/*
+ * Activations, as tf.nn's:
+ *  - gelu: 0.5·x·(1 + erf(x/√2)), or with approximate the tanh form
+ *    0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (tf.nn.gelu's two forms);
+ *  - silu = swish: x·sigmoid(x) (tf.nn.silu, tf.nn.swish);
+ *  - leaky_relu: x if x > 0 else alpha·x, any alpha; the gradient at 0 is
+ *    alpha. tf.nn.leaky_relu defaults alpha to 0.2 (Keras' LeakyReLU layer
+ *    to 0.3); here it is always given;
+ *  - elu: x if x > 0 else alpha·(e^x - 1). tf.nn.elu is alpha = 1; other
+ *    alphas are Keras' ELU layer / keras.activations.elu. The gradient is 1
+ *    for x > 0 and alpha·e^x for x <= 0 (alpha at 0), as those;
+ *  - softplus: log(1 + e^x), computed so it never overflows; gradient sigmoid(x).
+ * Errors: leaky_relu's or elu's alpha not finite.
+ */
+TL_API tl_t tl_gelu(tl_graph *g, tl_t x, bool approximate);
+TL_API tl_t tl_silu(tl_graph *g, tl_t x);
+TL_API tl_t tl_swish(tl_graph *g, tl_t x); /* tl_silu */
+TL_API tl_t tl_leaky_relu(tl_graph *g, tl_t x, double alpha);
+TL_API tl_t tl_elu(tl_graph *g, tl_t x, double alpha);
+TL_API tl_t tl_softplus(tl_graph *g, tl_t x);
+
+/*
+ * Comparisons (tf.math.equal, not_equal, less, less_equal, greater,
+ * greater_equal), broadcasting: a float32 tensor of 1.0 where x op y holds
+ * and 0.0 elsewhere (TensorFlow returns bool; a float mask multiplies and
+ * feeds tl_where). x and y must have the same dtype, float32, int32 or int64,
+ * and are compared in it (int64 exactly). NaN compares false except in
+ * not_equal. No gradient flows through a comparison. Errors: as the binary
+ * ops, and differing dtypes ("less: x is int32 and y is float32; both must be
+ * float32, both int32 or both int64").
+ */
+TL_API tl_t tl_equal(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_not_equal(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_less(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_less_equal(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_greater(tl_graph *g, tl_t x, tl_t y);
+TL_API tl_t tl_greater_equal(tl_graph *g, tl_t x, tl_t y);
+
+/*
+ * x where cond, else y, with cond, x and y broadcast together (tf.where in
+ * TensorFlow 2, where_v2). cond is a float32 mask (true where nonzero, NaN
+ * included) or int32 (true where nonzero); x and y float32. The gradient goes
+ * to x where cond and to y elsewhere, each summed over its broadcast axes;
+ * cond gets none (a zero gradient if it depends on variables). Errors: cond
+ * of another dtype, x or y not float32, shapes that do not broadcast ("where:
+ * y has shape (3,), which does not broadcast with cond and x (4, 5)").
+ */
+TL_API tl_t tl_where(tl_graph *g, tl_t cond, tl_t x, tl_t y);
+
+/*
+ * x converted to dtype to (tf.cast) among float32, int32 and int64:
+ * float → int truncates toward zero; a float beyond the integer's range
+ * saturates to its minimum or maximum and NaN gives 0, as XLA (TPU) does —
+ * TensorFlow's CPU kernel leaves these to C++ (INT_MIN on x86). int → float
+ * rounds to nearest even; int64 → int32 keeps the low 32 bits (wraps), as
+ * TensorFlow. Casting to x's own dtype returns x. The gradient of a float32 →
+ * float32 cast is the identity (it is x); casts to or from integers carry
+ * none. Errors: to not a tl_dtype.
+ */
+TL_API tl_t tl_cast(tl_graph *g, tl_t x, tl_dtype to);
+
 /* (end of element-wise math) */
 
 /* ---- shapes, gathers and indices (ops_shape.c) ------------------------------- */

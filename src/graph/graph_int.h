@@ -46,6 +46,36 @@ typedef enum {
      * its FIRST_ and LAST_ markers, and ops.c sends them to the family's
      * forward and backward (tl_op_family in ops.h). */
     TL_OP_EW_FIRST_,     /* ops_elementwise.c: broadcasting binary, unary math, activations, casts */
+    TL_OP_EW_CONSTANT,   /* fattr[0] the value; no inputs */
+    TL_OP_EW_ADD,        /* the binary ops: in[0] x, in[1] y, broadcast; no attributes */
+    TL_OP_EW_SUB,
+    TL_OP_EW_MUL,
+    TL_OP_EW_DIV,
+    TL_OP_EW_MAXIMUM,
+    TL_OP_EW_MINIMUM,
+    TL_OP_EW_POW,
+    TL_OP_EW_NEG,        /* the unary ops: in[0] x; no attributes unless said */
+    TL_OP_EW_ABS,
+    TL_OP_EW_EXP,
+    TL_OP_EW_LOG,
+    TL_OP_EW_SQRT,
+    TL_OP_EW_RSQRT,
+    TL_OP_EW_SQUARE,
+    TL_OP_EW_CLIP,       /* fattr[0] lo, fattr[1] hi */
+    TL_OP_EW_GELU,       /* the erf form */
+    TL_OP_EW_GELU_TANH,  /* gelu(approximate=True) */
+    TL_OP_EW_SILU,
+    TL_OP_EW_LEAKY_RELU, /* fattr[0] alpha */
+    TL_OP_EW_ELU,        /* fattr[0] alpha */
+    TL_OP_EW_SOFTPLUS,
+    TL_OP_EW_EQUAL,      /* the comparisons: in[0] x, in[1] y of one dtype, broadcast; a float32 0/1 mask */
+    TL_OP_EW_NOT_EQUAL,
+    TL_OP_EW_LESS,
+    TL_OP_EW_LESS_EQUAL,
+    TL_OP_EW_GREATER,
+    TL_OP_EW_GREATER_EQUAL,
+    TL_OP_EW_WHERE,      /* in[0] cond (float32 or int32), in[1] x, in[2] y, broadcast */
+    TL_OP_EW_CAST,       /* in[0] x; from its dtype to the node's */
     TL_OP_EW_LAST_,
 
     TL_OP_SHAPE_FIRST_,  /* ops_shape.c: transpose, expand/squeeze, broadcast_to, gather, one_hot, pad, tile ... */
