@@ -1,6 +1,7 @@
 /*
  * tpuloop/models.h — built-in model_fns, written only against the public API
- * (graph.h), as a user would write their own: an MLP classifier and DLRM.
+ * (graph.h), as a user would write their own: an MLP classifier, a small
+ * ResNet (cnn) and DLRM.
  *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
@@ -33,6 +34,31 @@ extern "C" {
  * from params_json's "num_classes" (default 10).
  */
 TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * A small ResNet image classifier (He et al. 2016's basic blocks), NHWC as
+ * TensorFlow, the model of `configs/cnn_fashion_mnist.json`:
+ *
+ *     x     = features, (batch, H, W) → (batch, H, W, 1), or (batch, H, W, C)
+ *     h     = relu(bn(conv3x3(x, filters[0])))                       "stem"
+ *     stage s = 1..S: one basic block, filters[s-1], stride 1 for s = 1 else 2:
+ *         y = bn(conv3x3(relu(bn(conv3x3(h, stride))), 1))          "block<s>/a", "block<s>/b"
+ *         h = relu(y + shortcut), shortcut = h, or bn(conv1x1(h, stride)) when
+ *             the shape changes                                      "block<s>/shortcut"
+ *     logits = Dense(num_classes)(global_avg_pool(h))                 "dense"
+ *     loss   = mean sparse softmax cross-entropy (not in PREDICT)
+ *
+ * Convolutions are SAME-padded without bias (TensorFlow's asymmetric SAME
+ * for stride 2), kernels "<layer>/conv/kernel" (KH, KW, in, out) Glorot
+ * uniform as Keras' Conv2D; each batch norm "<layer>/bn/{gamma, beta,
+ * moving_mean, moving_variance}" with epsilon 1e-3. params_json may set
+ * "num_classes" (default 10), "filters" (default [16, 32, 64]: the stages)
+ * and "batch_norm_momentum" (default 0.99). user is unused.
+ * Errors (TL_EINVAL, in the graph's status): features of rank other than 3
+ * or 4, a params value out of range ("cnn: params filters[1] must be an int
+ * in [1, 65536], got 0").
+ */
+TL_API tl_status tl_model_cnn(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
 
 /*
  * DLRM (Naumov et al. 2019), the click-through model of TPUEmbedding's
