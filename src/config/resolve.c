@@ -594,8 +594,8 @@ static tl_status resolve_sections(tl_config *cfg)
     static const char *const models[] = {"mlp", "dlrm", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
-    static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "tfrecord", "criteo", "csv",
-                                       "idx", NULL};
+    static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "synthetic_sequences",
+                                       "tfrecord", "criteo", "csv", "idx", NULL};
     static const char *const reductions[] = {"MEAN", "SUM", NULL};
     const char *reduction = NULL;
     tl_status st;
