@@ -327,3 +327,18 @@ Test(graph, state_variable_takes_no_gradient)
     tl_graph_destroy(g);
     tl_vars_destroy(vars);
 }
+
+/* A scalar variable needs no shape array (TL_MAX_RANK dims of nothing). */
+Test(graph, scalar_variable_without_a_shape_array)
+{
+    tl_vars *vars;
+    tl_graph *g;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    tl_t s = tl_variable(g, "scale", NULL, 0, (tl_initializer){TL_INIT_CONSTANT, 2, 0});
+    cr_assert_eq(tl_variable(g, "scale", NULL, 0, (tl_initializer){TL_INIT_CONSTANT, 2, 0}), s);
+    cr_assert_eq(tl_graph_status(g), TL_OK, "%s", tl_graph_error(g));
+    cr_assert_eq(tl_rank(g, s, NULL), 0);
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
+}

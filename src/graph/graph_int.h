@@ -46,18 +46,73 @@ typedef enum {
      * its FIRST_ and LAST_ markers, and ops.c sends them to the family's
      * forward and backward (tl_op_family in ops.h). */
     TL_OP_EW_FIRST_,     /* ops_elementwise.c: broadcasting binary, unary math, activations, casts */
+    TL_OP_EW_CONSTANT,   /* fattr[0] the value; no inputs */
+    TL_OP_EW_ADD,        /* the binary ops: in[0] x, in[1] y, broadcast; no attributes */
+    TL_OP_EW_SUB,
+    TL_OP_EW_MUL,
+    TL_OP_EW_DIV,
+    TL_OP_EW_MAXIMUM,
+    TL_OP_EW_MINIMUM,
+    TL_OP_EW_POW,
+    TL_OP_EW_NEG,        /* the unary ops: in[0] x; no attributes unless said */
+    TL_OP_EW_ABS,
+    TL_OP_EW_EXP,
+    TL_OP_EW_LOG,
+    TL_OP_EW_SQRT,
+    TL_OP_EW_RSQRT,
+    TL_OP_EW_SQUARE,
+    TL_OP_EW_CLIP,       /* fattr[0] lo, fattr[1] hi */
+    TL_OP_EW_GELU,       /* the erf form */
+    TL_OP_EW_GELU_TANH,  /* gelu(approximate=True) */
+    TL_OP_EW_SILU,
+    TL_OP_EW_LEAKY_RELU, /* fattr[0] alpha */
+    TL_OP_EW_ELU,        /* fattr[0] alpha */
+    TL_OP_EW_SOFTPLUS,
+    TL_OP_EW_EQUAL,      /* the comparisons: in[0] x, in[1] y of one dtype, broadcast; a float32 0/1 mask */
+    TL_OP_EW_NOT_EQUAL,
+    TL_OP_EW_LESS,
+    TL_OP_EW_LESS_EQUAL,
+    TL_OP_EW_GREATER,
+    TL_OP_EW_GREATER_EQUAL,
+    TL_OP_EW_WHERE,      /* in[0] cond (float32 or int32), in[1] x, in[2] y, broadcast */
+    TL_OP_EW_CAST,       /* in[0] x; from its dtype to the node's */
     TL_OP_EW_LAST_,
 
     TL_OP_SHAPE_FIRST_,  /* ops_shape.c: transpose, expand/squeeze, broadcast_to, gather, one_hot, pad, tile ... */
+    TL_OP_TRANSPOSE,     /* iattr[0..rank) perm: y's dim d is x's dim perm[d] */
+    TL_OP_EXPAND_DIMS,   /* iattr[0] the new axis (>= 0); a view of x (ops.h) */
+    TL_OP_SQUEEZE,       /* no attributes (the shapes tell); a view of x */
+    TL_OP_BROADCAST_TO,  /* no attributes: x's shape right-aligned to the node's */
+    TL_OP_GATHER,        /* iattr[0] axis of params (>= 0); in[0] params, in[1] int32 / int64 indices */
+    TL_OP_ONE_HOT,       /* iattr[0] depth, iattr[1] the new axis (>= 0); fattr[0] on, fattr[1] off */
+    TL_OP_PAD,           /* iattr[2d], iattr[2d + 1] axis d's (before, after); fattr[0] the constant */
+    TL_OP_TILE,          /* iattr[0..rank) multiples */
     TL_OP_SHAPE_LAST_,
 
     TL_OP_REDUCE_FIRST_, /* ops_reduce.c: reductions over axes, arg max/min, softmax family, losses, metrics */
+    TL_OP_REDUCE_SUM,         /* iattr[0] the reduced axes of x, bit d for axis d; iattr[1] keepdims */
+    TL_OP_REDUCE_MEAN,        /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_MAX,         /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_MIN,         /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_LOGSUMEXP,   /* iattr as TL_OP_REDUCE_SUM */
+    TL_OP_REDUCE_ARGMAX,      /* iattr[0] axis, in [0, rank of x); the node's dtype is output_type */
+    TL_OP_REDUCE_ARGMIN,      /* iattr[0] axis, as TL_OP_REDUCE_ARGMAX */
+    TL_OP_REDUCE_SOFTMAX,     /* iattr[0] axis, in [0, rank) */
+    TL_OP_REDUCE_LOG_SOFTMAX, /* iattr[0] axis, in [0, rank) */
+    TL_OP_REDUCE_XENT_DENSE,  /* fattr[0] label_smoothing; in[0] logits, in[1] float32 labels */
+    TL_OP_REDUCE_XENT_SPARSE, /* fattr[0] label_smoothing; in[0] logits, in[1] int32 or int64 labels */
+    TL_OP_REDUCE_HUBER,       /* fattr[0] delta; in[0] predictions, in[1] labels */
+    TL_OP_REDUCE_IN_TOP_K,    /* iattr[0] k; in[0] predictions, in[1] int32 or int64 targets */
     TL_OP_REDUCE_LAST_,
 
     TL_OP_NORM_FIRST_,   /* ops_norm.c: layer norm, batch norm */
+    TL_OP_LAYER_NORM,    /* in: x, gamma, beta; fattr[0] epsilon; over the last axis */
+    TL_OP_BATCH_NORM,    /* in: x, gamma, beta, moving_mean, moving_variance; fattr[0] momentum,
+                            fattr[1] epsilon; iattr[0] training (batch statistics, moving updates) */
     TL_OP_NORM_LAST_,
 
     TL_OP_LINALG_FIRST_, /* ops_linalg.c: batched matmul */
+    TL_OP_BATCH_MATMUL,  /* iattr[0] adj_a, iattr[1] adj_b */
     TL_OP_LINALG_LAST_,
 
     TL_OP_VISION_FIRST_, /* ops_vision.c: conv2d, pooling, resize (oneDNN) */

@@ -167,7 +167,7 @@ static tl_status find_or_add(tl_vars *vars, const char *name, const int64_t *sha
         tl_var *v = &vars->v[i];
         if (strcmp(v->name, name) != 0)
             continue;
-        bool same = v->rank == rank && memcmp(v->shape, shape, (size_t)rank * sizeof *shape) == 0;
+        bool same = v->rank == rank && (rank == 0 || memcmp(v->shape, shape, (size_t)rank * sizeof *shape) == 0);
         if (!same)
             return tl_error(TL_EINVAL, "variable %s already exists with another shape (rank %d, %lld elements)", name,
                             v->rank, (long long)v->size);
@@ -201,7 +201,8 @@ static tl_status find_or_add(tl_vars *vars, const char *name, const int64_t *sha
     memset(v, 0, sizeof *v);
     v->name = copy;
     v->rank = rank;
-    memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0)
+        memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
     v->size = size;
     v->init = init;
     *idx = vars->n++;

@@ -1,0 +1,126 @@
+/*
+ * norm.h — the normalisation kernels: layer norm over the last axis and
+ * batch norm over every axis but the last (channels-last, as Keras), each
+ * with its backward kernel and float64 twins. The conventions are those of
+ * kernels.h: caller-allocated row-major float32 buffers, `restrict`, nothing
+ * allocated, `_ref` twins in float64 with the obvious loops, negative sizes a
+ * TL_ASSERT. No kernel here can fail on data, so they return nothing.
+ *
+ * Both normalise y = (x - mean)·rsqrt(var + eps)·gamma + beta with the
+ * biased variance (divided by the count, not count - 1). The variance is
+ * computed in two passes, the mean first and then the mean of the squared
+ * deviations, never as E[x²] - E[x]², which loses every digit when |mean| is
+ * large next to the spread (x in [1e6, 1e6 + 1) in float32). The statistics
+ * and every element's arithmetic are float64; each output is rounded once to
+ * float32.
+ *
+ * Summation order, fixed by the code so results are the same bits run to run:
+ *  - over a row of layer norm (d contiguous elements): TL_K_LANES float64
+ *    partials, element j to partial j mod TL_K_LANES, added 0..TL_K_LANES-1
+ *    (kernels.h's contiguous order);
+ *  - over rows (batch norm's statistics and every gamma / beta gradient): one
+ *    float64 accumulator per channel, rows added in increasing order.
+ * The twins keep one accumulator and add in increasing index.
+ *
+ * Backward kernels overwrite their outputs; any output pointer may be NULL to
+ * skip it (a gradient nobody wants).
+ *
+ * A layer norm over (rows, d) and its gradients:
+ *
+ *     tl_k_layer_norm(rows, d, 1e-3, x, gamma, beta, y);
+ *     ...
+ *     tl_k_layer_norm_grad(rows, d, 1e-3, x, gamma, dy, dx, dgamma, dbeta, work);   // work: 2·d doubles
+ */
+#ifndef TL_KERNELS_NORM_H
+#define TL_KERNELS_NORM_H
+
+#include <stdint.h>
+
+/* ---- layer norm ------------------------------------------------------------
+ *
+ * x, y (rows, d); gamma, beta (d). Row r is normalised by its own mean and
+ * variance over its d elements. d == 0 writes nothing.
+ *
+ * Backward, with xhat = (x - mean)·rstd, rstd = rsqrt(var + eps), g = dy·gamma:
+ *     dx     = rstd·(g - mean_j(g) - xhat·mean_j(g·xhat))   per row
+ *     dgamma = sum over rows of dy·xhat,   dbeta = sum over rows of dy.
+ * The fast kernel accumulates dgamma and dbeta in float64 in work (2·d
+ * doubles, caller's; untouched when both are NULL, and then may be NULL).
+ */
+void tl_k_layer_norm(int64_t rows, int64_t d, double eps, const float *restrict x, const float *restrict gamma,
+                     const float *restrict beta, float *restrict y);
+void tl_k_layer_norm_ref(int64_t rows, int64_t d, double eps, const double *restrict x,
+                         const double *restrict gamma, const double *restrict beta, double *restrict y);
+void tl_k_layer_norm_grad(int64_t rows, int64_t d, double eps, const float *restrict x,
+                          const float *restrict gamma, const float *restrict dy, float *restrict dx,
+                          float *restrict dgamma, float *restrict dbeta, double *restrict work);
+void tl_k_layer_norm_grad_ref(int64_t rows, int64_t d, double eps, const double *restrict x,
+                              const double *restrict gamma, const double *restrict dy, double *restrict dx,
+                              double *restrict dgamma, double *restrict dbeta);
+
+/* ---- batch norm ------------------------------------------------------------
+ *
+ * x, y (rows, c): rows is the product of every dimension but the last (batch,
+ * height, width for NHWC), c the channels; gamma, beta, mean, var (c).
+ *
+ * Training uses the batch statistics, mean[k] and the biased var[k] over the
+ * rows, written to mean_out / var_out (float32, may be NULL) for the moving
+ * averages. rows == 0 gives NaN statistics (0/0, as tf.reduce_mean).
+ * Backward goes through the statistics, with xhat and rstd as above per
+ * channel and n = rows:
+ *     dbeta  = sum dy,   dgamma = sum dy·xhat,
+ *     dx     = gamma·rstd·(dy - dbeta/n - xhat·dgamma/n).
+ * The backward kernel recomputes the statistics from x (nothing is kept
+ * between the passes) and writes them to mean_out / var_out as the forward
+ * does, bit for bit.
+ */
+void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps, const float *restrict x,
+                           const float *restrict gamma, const float *restrict beta, float *restrict y,
+                           float *restrict mean_out, float *restrict var_out);
+void tl_k_batch_norm_train_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
+                               const double *restrict gamma, const double *restrict beta, double *restrict y,
+                               double *restrict mean_out, double *restrict var_out);
+void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                const float *restrict gamma, const float *restrict dy, float *restrict dx,
+                                float *restrict dgamma, float *restrict dbeta, float *restrict mean_out,
+                                float *restrict var_out);
+void tl_k_batch_norm_train_grad_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
+                                    const double *restrict gamma, const double *restrict dy, double *restrict dx,
+                                    double *restrict dgamma, double *restrict dbeta);
+
+/*
+ * Inference (a frozen batch norm): fixed statistics mean and var, so every
+ * row is independent. Backward through the fixed statistics:
+ *     dx = dy·gamma·rstd,   dgamma = sum dy·xhat,   dbeta = sum dy,
+ *     dmean = -gamma·rstd·sum dy,   dvar = -gamma·rstd²·sum(dy·xhat) / 2
+ * (dmean and dvar for statistics that are tensors with a gradient; the
+ * layer's moving statistics are state variables and get none).
+ */
+void tl_k_batch_norm_infer(int64_t rows, int64_t c, double eps, const float *restrict x,
+                           const float *restrict gamma, const float *restrict beta, const float *restrict mean,
+                           const float *restrict var, float *restrict y);
+void tl_k_batch_norm_infer_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
+                               const double *restrict gamma, const double *restrict beta,
+                               const double *restrict mean, const double *restrict var, double *restrict y);
+void tl_k_batch_norm_infer_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                const float *restrict gamma, const float *restrict mean, const float *restrict var,
+                                const float *restrict dy, float *restrict dx, float *restrict dgamma,
+                                float *restrict dbeta, float *restrict dmean, float *restrict dvar);
+void tl_k_batch_norm_infer_grad_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
+                                    const double *restrict gamma, const double *restrict mean,
+                                    const double *restrict var, const double *restrict dy, double *restrict dx,
+                                    double *restrict dgamma, double *restrict dbeta, double *restrict dmean,
+                                    double *restrict dvar);
+
+/*
+ * A moving average's update over c entries, as the runtime adds it to the
+ * state variable: upd = (1 - momentum)·(stat - moving)·scale, in float64
+ * rounded once, so moving + upd is Keras' moving·momentum + stat·(1 -
+ * momentum) when scale is 1 (scale 1/R averages R replicas' updates).
+ */
+void tl_k_moving_update(int64_t c, double momentum, double scale, const float *restrict stat,
+                        const float *restrict moving, float *restrict upd);
+void tl_k_moving_update_ref(int64_t c, double momentum, double scale, const double *restrict stat,
+                            const double *restrict moving, double *restrict upd);
+
+#endif /* TL_KERNELS_NORM_H */
