@@ -260,7 +260,7 @@ Test(roundtrip, input_csv_criteo_idx_synthetic)
                              "21,22,23,24,25,26]}}"),
                 "criteo_synthetic");
     round_trips(tu_from_json("{'input': {'dataset': 'synthetic', 'synthetic_num_features': 12}}"), "synthetic");
-    round_trips(tu_from_json("{'input': {'dataset': 'synthetic_sequences', "
+    round_trips(tu_from_json("{'model': {'model_name': 'transformer'}, 'input': {'dataset': 'synthetic_sequences', "
                              "'synthetic_sequence_length': 9, 'synthetic_vocab': 33}}"),
                 "synthetic_sequences");
 }
