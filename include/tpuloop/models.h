@@ -1,7 +1,7 @@
 /*
  * tpuloop/models.h — built-in model_fns, written only against the public API
  * (graph.h), as a user would write their own: an MLP classifier, a small
- * ResNet (cnn) and DLRM.
+ * ResNet (cnn), a Transformer encoder classifier and DLRM.
  *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
@@ -59,6 +59,63 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
  * in [1, 65536], got 0").
  */
 TL_API tl_status tl_model_cnn(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * A Transformer encoder classifier over token ids (Vaswani et al. 2017, with
+ * BERT's post-LN layers and learned positions), the model of
+ * configs/transformer_sequences.json and of bench/peers/transformer_torch.py:
+ *
+ *     ids    = cast(features, int32)                    (batch, S): features hold token ids
+ *     x      = gather(embedding/embeddings, ids)        (batch, S, d)
+ *              + position_embedding/embeddings          (S, d), broadcast over the batch
+ *     for i in 0 .. L-1:                                per token, (batch * S, d)
+ *       q, k, v = Dense(d)(x) each, split into h heads  (batch, h, S, d/h)
+ *       a      = softmax(q kᵀ / sqrt(d/h)) v            softmax over the keys
+ *       x      = LayerNorm(x + Dense(d)(heads merged))  epsilon 1e-3
+ *       x      = LayerNorm(x + Dense(d)(gelu(Dense(ff)(x))))   exact (erf) gelu
+ *     pooled = mean of x over the sequence              (batch, d)
+ *     logits = Dense(num_classes)(pooled)               (batch, C)
+ *     loss   = mean sparse softmax cross-entropy of logits and labels (not in PREDICT)
+ *
+ * There is no mask and no dropout: every position of every sequence attends
+ * to every other. The query is scaled by 1/sqrt(d/h) before the product, as
+ * Keras' MultiHeadAttention does. spec->logits and spec->predictions are the
+ * logits.
+ *
+ * Variables (Keras' names; each Dense has /kernel (in, units) Glorot uniform
+ * and /bias (units) zeros; each LayerNorm /gamma (d) ones and /beta (d)
+ * zeros; the embeddings U(-0.05, 0.05) as Keras' Embedding):
+ *
+ *     embedding/embeddings               (V, d)
+ *     position_embedding/embeddings      (S, d)
+ *     layer_<i>/attention/query          Dense d -> d     (and key, value, output)
+ *     layer_<i>/attention_norm           LayerNorm d
+ *     layer_<i>/ffn/dense                Dense d -> ff
+ *     layer_<i>/ffn/dense_1              Dense ff -> d
+ *     layer_<i>/ffn_norm                 LayerNorm d
+ *     logits                             Dense d -> C
+ *
+ * The sizes come from params_json, each an int: "d_model" d (32, in
+ * [1, 65536]), "num_heads" h (2, in [1, d], dividing d), "num_layers" L (2, in
+ * [0, 64]), "d_ff" ff (4 d, in [1, 1048576]), "vocab_size" V (in [2, 16777216];
+ * default: the data's, else 16) and "num_classes" C (V, in [2, 16777216]).
+ * user is NULL or a const tl_transformer_data * telling what the data
+ * decides: its vocab_size is V's default and the least V allowed, since the
+ * data's ids reach vocab_size - 1.
+ *
+ * Errors (TL_EINVAL, in the graph's status, naming the param, its value and
+ * what is allowed): a param that is not an int in its range ("transformer:
+ * params num_layers must be an int in [0, 64], got 100"); d_model not a
+ * multiple of num_heads ("transformer: params d_model 30 is not divisible by
+ * num_heads 4"); vocab_size below the data's; features not of rank 2
+ * (batch, sequence_length); user's vocab_size outside [0, 16777216]. A token
+ * id outside [0, V) fails the step, as tl_gather does.
+ */
+typedef struct tl_transformer_data {
+    int64_t vocab_size; /* the data's token ids are in [0, vocab_size); 0: unknown (params' or 16) */
+} tl_transformer_data;
+
+TL_API tl_status tl_model_transformer(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
 
 /*
  * DLRM (Naumov et al. 2019), the click-through model of TPUEmbedding's
