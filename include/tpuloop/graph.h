@@ -779,8 +779,8 @@ typedef struct tl_conv2d_attrs {
  * TF's HWIO — to (batch, oh, ow, o). With groups g, output channel q sees
  * input channels [q / (o/g) · c/g, +c/g). No bias: add one with tl_bias_add.
  * Gradients with respect to x and the filter.
- * TF differences: TF's CPU kernel refuses dilations > 1 together with
- * strides > 1, and grouped convolution on CPU; tpuloop computes both.
+ * TF differences: Keras refuses strides > 1 together with dilations > 1;
+ * tpuloop computes the strided dilated convolution.
  * Errors (in the graph's status): x or filter not 4-D float32, the filter's
  * input channels other than c / groups, groups dividing neither c nor o,
  * strides, dilations or groups < 0, an unknown padding, VALID with a window
@@ -792,8 +792,8 @@ TL_API tl_t tl_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *a
  * tf.nn.depthwise_conv2d: x (batch, h, w, c), filter (kh, kw, c, m) to
  * (batch, oh, ow, c·m), output channel k·m + j being input channel k under
  * filter[:, :, k, j] — a grouped convolution with c groups. attrs' groups
- * must be 0 or 1. TF differences: TF asks for equal strides on both axes,
- * and for stride 1 when dilated; tpuloop does not.
+ * must be 0 or 1. TF differences: TF asks for strides 1 when dilated;
+ * tpuloop computes the strided dilated convolution.
  * Errors: as tl_conv2d, and the filter's third dimension other than c.
  */
 TL_API tl_t tl_depthwise_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);
