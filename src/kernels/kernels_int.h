@@ -7,6 +7,10 @@
 #ifndef TL_KERNELS_INT_H
 #define TL_KERNELS_INT_H
 
+#include <stdint.h>
+
+#include "kernels.h"
+
 /* The larger (smaller) of a and b, NaN winning: a NaN a stays, a NaN b
  * replaces a. */
 static inline double max_nan(double a, double b)
@@ -18,5 +22,20 @@ static inline double min_nan(double a, double b)
 {
     return (b < a || b != b) ? b : a;
 }
+
+/* Runs BODY (an expression statement using i) for i in [0, n), in blocks of
+ * TL_K_LANES and a scalar tail. */
+#define EACH(n, BODY)                                                   \
+    do {                                                                \
+        int64_t i_ = 0;                                                 \
+        for (; i_ + TL_K_LANES <= (n); i_ += TL_K_LANES)                \
+            for (int l_ = 0; l_ < TL_K_LANES; l_++) {                   \
+                const int64_t i = i_ + l_;                              \
+                BODY;                                                   \
+            }                                                           \
+        for (int64_t i = i_; i < (n); i++) {                            \
+            BODY;                                                       \
+        }                                                               \
+    } while (0)
 
 #endif /* TL_KERNELS_INT_H */
