@@ -8,6 +8,7 @@
 #define TL_KERNELS_INT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -37,5 +38,22 @@ static inline double min_nan(double a, double b)
             BODY;                                                       \
         }                                                               \
     } while (0)
+
+/* n floats from src to dst (nothing when n is 0), and n copies of v. */
+static inline void copy_run(float *restrict dst, const float *restrict src, int64_t n)
+{
+    if (n > 0)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static inline void fill_run(float *restrict dst, float v, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + TL_K_LANES <= n; i += TL_K_LANES)
+        for (int l = 0; l < TL_K_LANES; l++)
+            dst[i + l] = v;
+    for (; i < n; i++)
+        dst[i] = v;
+}
 
 #endif /* TL_KERNELS_INT_H */
