@@ -123,6 +123,11 @@ venv_peers() {
     # lines carry "round" and summary.py reports each ratio's median and its
     # min-max over the rounds.
     rounds=${TPULOOP_BENCH_ROUNDS:-3}
+    # The peers' step counts, when set, hold for tpuloop too (else each side's defaults).
+    counts=""
+    if [ -n "${TPULOOP_BENCH_PEER_STEPS:-}" ]; then
+        counts="$TPULOOP_BENCH_PEER_STEPS ${TPULOOP_BENCH_PEER_REPS:-5} 1"
+    fi
     r=1
     while [ "$r" -le "$rounds" ]; do
         for threads in 1 2; do
@@ -132,7 +137,8 @@ venv_peers() {
                 if [ "$script" = tpuloop ]; then
                     [ -x "$models" ] || continue
                     # pinned to the first CPUs, as the peers pin themselves
-                    taskset -c "0-$((threads - 1))" "$models" "${run#tpuloop }" "$threads" ||
+                    # shellcheck disable=SC2086
+                    taskset -c "0-$((threads - 1))" "$models" "${run#tpuloop }" "$threads" $counts ||
                         echo "{\"bench\": \"tpuloop_models\", \"failed\": \"${run#tpuloop } $threads\"}"
                 else
                     # shellcheck disable=SC2086
