@@ -48,7 +48,11 @@ ifeq ($(SAN),thread)
 CFLAGS_BASE += -fsanitize=thread -fno-omit-frame-pointer
 LDSAN       := -fsanitize=thread
 endif
-LDLIBS_ALL  := $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
+# oneDNN (Debian's libdnnl-dev 2.6, no pkg-config file) runs the vision
+# kernels (src/kernels/conv.h); libgomp is its OpenMP runtime, which
+# src/kernels/vision_dnnl.c calls to keep it to one thread per device.
+DNNL_LIBS   := -ldnnl -lgomp
+LDLIBS_ALL  := $(PKG_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -pthread -lm
 
 # C for tpuloop's own .proto files (proto/<package>/x.proto), made by protoc-c
 # under $(BUILD)/gen and included as "<package>/x.pb-c.h".
@@ -266,7 +270,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
 
 build/fuzz/%: fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(GEN_HDR) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(MPI_CFLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(MPI_CFLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -pthread -lm
 
 fuzz-build: $(FUZZ_BIN)
 

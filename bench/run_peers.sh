@@ -35,6 +35,16 @@
 # has torch), TPULOOP_BENCH_PEERS (default: shared/bench beside the repository,
 # then /work/shared/bench), TPULOOP_BENCH_EPOCHS (default 6: the first epoch
 # is the peer's warm-up, the other 5 its repetitions).
+#
+# Then the peers of bench/peers/ (PyTorch 2.x and JAX from PyPI, in the venv
+# of scripts/install-bench-peers, TPULOOP_BENCH_VENV): cnn_torch.py and
+# cnn_jax.py (examples/s on tpuloop's cnn model, batch 128 per device;
+# PyTorch in both layouts, NCHW and channels_last, and summary.py takes the
+# faster) and transformer_torch.py (ms per step on tpuloop's transformer
+# model), each at 1 and 2 threads, one process per figure; each pins itself to that many CPUs
+# and sets its library's thread counts (bench/peers/peer_util.py). Where
+# `install-bench-peers --check` fails, one "skipped" line says so. Their step
+# counts: TPULOOP_BENCH_PEER_STEPS, _REPS, _WARMUP (bench/peers/peer_util.py).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,10 +62,7 @@ fi
 
 skip() {
     printf '{"bench": "torch_peers", "skipped": "%s"}\n' "$1"
-    exit 0
 }
-[ -n "$PEERS" ] && [ -f "$PEERS/torch_mlp.py" ] || skip "no shared/bench/torch_mlp.py found (set TPULOOP_BENCH_PEERS)"
-"$PY" -c 'import torch, numpy' 2>/dev/null || skip "$PY cannot import torch and numpy (Debian's python3-torch)"
 
 # peer TORCH_THREADS BLAS_THREADS SCRIPT ARGS... — runs one peer script in its
 # own Python process; with RSS=1 also prints that process's ru_maxrss.
@@ -76,18 +83,49 @@ if os.environ["RSS"] == "1":
 ' "$PEERS/$script" --threads="$tt" "$@" || echo "{\"bench\": \"$script\", \"failed\": \"torch $tt / OpenBLAS $bt\"}"
 }
 
-RSS=1 peer 1 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
-RSS=1 peer 1 2 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
-RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
-peer 1 1 torch_overhead.py --steps=5000 --reps=5
-RSS=1 peer 1 1 torch_embbag.py --opts=sgd --dists=zipf --bags=1,20
-RSS=1 peer 1 1 torch_embbag.py --opts=adagrad --dists=zipf --bags=1,20
-# DDP over 2 processes (gloo on loopback): the all-reduce and the MLP of
-# bench_hosts' 2 x 1 run, 1 thread each.
-peer 1 1 torch_ddp.py --parts=allreduce,mlp --reps=5 --epochs="$EPOCHS"
-for opt in adagrad sgd; do
-    RSS=1 peer 1 1 torch_dlrm.py --opts="$opt"
-    RSS=1 peer 1 2 torch_dlrm.py --opts="$opt"
-    RSS=1 peer 2 1 torch_dlrm.py --opts="$opt"
-done
+debian_torch_peers() {
+    if [ -z "$PEERS" ] || ! [ -f "$PEERS/torch_mlp.py" ]; then
+        skip "no shared/bench/torch_mlp.py found (set TPULOOP_BENCH_PEERS)"
+        return 0
+    fi
+    if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
+        skip "$PY cannot import torch and numpy (Debian's python3-torch)"
+        return 0
+    fi
+    RSS=1 peer 1 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+    RSS=1 peer 1 2 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+    RSS=1 peer 2 1 torch_mlp.py --opt=adam --seeds=0 --epochs="$EPOCHS"
+    peer 1 1 torch_overhead.py --steps=5000 --reps=5
+    RSS=1 peer 1 1 torch_embbag.py --opts=sgd --dists=zipf --bags=1,20
+    RSS=1 peer 1 1 torch_embbag.py --opts=adagrad --dists=zipf --bags=1,20
+    # DDP over 2 processes (gloo on loopback): the all-reduce and the MLP of
+    # bench_hosts' 2 x 1 run, 1 thread each.
+    peer 1 1 torch_ddp.py --parts=allreduce,mlp --reps=5 --epochs="$EPOCHS"
+    for opt in adagrad sgd; do
+        RSS=1 peer 1 1 torch_dlrm.py --opts="$opt"
+        RSS=1 peer 1 2 torch_dlrm.py --opts="$opt"
+        RSS=1 peer 2 1 torch_dlrm.py --opts="$opt"
+    done
+}
+
+# PyTorch 2.x and JAX from the venv of scripts/install-bench-peers.
+venv_peers() {
+    venv=${TPULOOP_BENCH_VENV:-$HOME/.cache/tpuloop/bench-venv}
+    if ! TPULOOP_BENCH_VENV=$venv "$here/../scripts/install-bench-peers" --check; then
+        printf '{"bench": "venv_peers", "skipped": "%s"}\n' \
+            "no complete venv at $venv: run scripts/install-bench-peers (PyTorch 2.x and JAX from PyPI)"
+        return 0
+    fi
+    for threads in 1 2; do
+        for run in "cnn_torch.py --layout=nchw" "cnn_torch.py --layout=nhwc" cnn_jax.py transformer_torch.py; do
+            script=${run%% *}
+            # shellcheck disable=SC2086
+            "$venv/bin/python" "$here/peers/"$run --threads="$threads" ||
+                echo "{\"bench\": \"${script%.py}\", \"failed\": \"$run --threads=$threads\"}"
+        done
+    done
+}
+
+debian_torch_peers
+venv_peers
 exit 0

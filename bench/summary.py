@@ -35,6 +35,17 @@
 #                "2": 2 devices / PyTorch's faster two-thread split):
 #                examples/s of both, their ratio, the split taken, and the
 #                peak RSS of each process
+#   cnn_*        tpuloop's cnn model (bench_cnn: "tpuloop_cnn" lines with
+#                devices 1 and 2, median examples/s) against PyTorch 2.x and
+#                JAX from the venv of scripts/install-bench-peers
+#                (bench/peers/cnn_torch.py, cnn_jax.py) at 1 and 2 threads,
+#                batch 128 per device: examples/s of each and tpuloop's
+#                ratios to them; PyTorch's figure is its faster layout (NCHW
+#                or channels_last, both run), named beside it
+#   transformer_* tpuloop's transformer model ("tpuloop_transformer" lines,
+#                devices 1 and 2, median ms/step) against
+#                bench/peers/transformer_torch.py at 1 and 2 threads: ms per
+#                training step of each, and PyTorch's over tpuloop's
 import json
 import statistics
 import sys
@@ -104,7 +115,37 @@ def main():
     out.update(dlrm_figures(recs, pick, med, ratio))
     out.update(comm_figures(pick))
     out.update(hosts_figures(pick, med, ratio))
+    out.update(peer_model_figures(recs, pick, med, ratio))
     print(json.dumps(out), flush=True)
+
+
+def peer_model_figures(recs, pick, med, ratio):
+    """tpuloop's cnn and transformer models against PyTorch 2.x and JAX
+    (bench/peers/*.py in the venv of scripts/install-bench-peers)."""
+    def fastest(bench, threads):
+        runs = [r for r in recs if r.get("bench") == bench and r.get("threads") == threads and "median" in r]
+        return max(runs, key=lambda r: r["median"]) if runs else None
+
+    ts = ("1", "2")
+    tl = {t: med(pick("tpuloop_cnn", devices=int(t))) for t in ts}
+    pt = {t: fastest("cnn_torch", int(t)) for t in ts}
+    jx = {t: med(pick("cnn_jax", threads=int(t))) for t in ts}
+    tt = {t: med(pick("tpuloop_transformer", devices=int(t))) for t in ts}
+    ptt = {t: med(pick("transformer_torch", threads=int(t))) for t in ts}
+    versions = {}
+    for b in ("cnn_torch", "cnn_jax", "transformer_torch"):
+        r = pick(b)
+        if r is not None:
+            versions.update(r.get("versions", {}))
+    return {
+        "cnn_examples_per_s": {"tpuloop": tl, "torch": {t: med(pt[t]) for t in ts}, "jax": jx},
+        "cnn_torch_layout": {t: None if pt[t] is None else pt[t].get("layout") for t in ts},
+        "cnn_ratio_vs_torch": {t: ratio(tl[t], med(pt[t])) for t in ts},
+        "cnn_ratio_vs_jax": {t: ratio(tl[t], jx[t]) for t in ts},
+        "transformer_step_ms": {"tpuloop": tt, "torch": ptt},
+        "transformer_torch_over_tpuloop_step_time": {t: ratio(ptt[t], tt[t]) for t in ts},
+        "peer_versions": versions or None,
+    }
 
 
 def hosts_figures(pick, med, ratio):

@@ -734,6 +734,101 @@ TL_API tl_t tl_batch_matmul(tl_graph *g, tl_t a, tl_t b, bool adj_a, bool adj_b)
 
 /* ---- vision, NHWC (ops_vision.c) --------------------------------------------- */
 
+/*
+ * Images are float32 (batch, height, width, channels), TensorFlow's default
+ * NHWC. Windows — a convolution's filter, a pool — slide by strides and are
+ * placed by TF's padding rule on each spatial axis, with the dilated window
+ * keff = (k - 1)·dilation + 1:
+ *   TL_PAD_VALID  no padding; out = ceil((in - keff + 1) / stride), an error
+ *                 when keff > in;
+ *   TL_PAD_SAME   out = ceil(in / stride); pad_total = max((out - 1)·stride +
+ *                 keff - in, 0) zeros, pad_total / 2 before and the rest
+ *                 after — the odd one goes after (bottom, right), as TF.
+ * The gradient ops run on oneDNN (tpuloop's own im2col + GEMM where that is
+ * faster) with one thread per device: the same step gives the same bits.
+ *
+ * A small CNN's layers:
+ *
+ *     int64_t fshape[4] = {3, 3, 1, 16};                           // HWIO
+ *     tl_t f = tl_variable(g, "conv/kernel", fshape, 4, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
+ *     tl_conv2d_attrs same = {.padding = TL_PAD_SAME};             // stride 1, groups 1
+ *     tl_t h = tl_relu(g, tl_conv2d(g, images, f, &same));         // (batch, 28, 28, 16)
+ *     h = tl_max_pool2d(g, h, (int64_t[2]){2, 2}, (int64_t[2]){2, 2}, TL_PAD_VALID);   // (batch, 14, 14, 16)
+ *     h = tl_global_avg_pool2d(g, h, false);                       // (batch, 16)
+ */
+typedef enum { TL_PAD_VALID = 0, TL_PAD_SAME = 1 } tl_padding;
+
+typedef enum {
+    TL_RESIZE_BILINEAR = 0, /* tf.image.ResizeMethod.BILINEAR, tf.image.resize's default */
+    TL_RESIZE_NEAREST = 1   /* tf.image.ResizeMethod.NEAREST_NEIGHBOR */
+} tl_resize_method;
+
+/* A convolution's attributes; zero fields take the defaults, so
+ * `(tl_conv2d_attrs){.padding = TL_PAD_SAME}` is stride 1, no dilation, one
+ * group. A NULL attrs is all defaults (VALID). */
+typedef struct tl_conv2d_attrs {
+    int64_t strides[2];   /* (h, w), >= 1; 0 means 1 */
+    int64_t dilations[2]; /* (h, w), >= 1; 0 means 1 */
+    tl_padding padding;
+    int64_t groups;       /* >= 1, dividing x's channels and the filter's outputs; 0 means 1 */
+} tl_conv2d_attrs;
+
+/*
+ * tf.nn.conv2d(x, filter, strides, padding, dilations) in NHWC, and Keras'
+ * Conv2D(groups=...): x (batch, h, w, c), filter (kh, kw, c / groups, o) —
+ * TF's HWIO — to (batch, oh, ow, o). With groups g, output channel q sees
+ * input channels [q / (o/g) · c/g, +c/g). No bias: add one with tl_bias_add.
+ * Gradients with respect to x and the filter.
+ * TF differences: TF's CPU kernel refuses dilations > 1 together with
+ * strides > 1, and grouped convolution on CPU; tpuloop computes both.
+ * Errors (in the graph's status): x or filter not 4-D float32, the filter's
+ * input channels other than c / groups, groups dividing neither c nor o,
+ * strides, dilations or groups < 0, an unknown padding, VALID with a window
+ * larger than the input.
+ */
+TL_API tl_t tl_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);
+
+/*
+ * tf.nn.depthwise_conv2d: x (batch, h, w, c), filter (kh, kw, c, m) to
+ * (batch, oh, ow, c·m), output channel k·m + j being input channel k under
+ * filter[:, :, k, j] — a grouped convolution with c groups. attrs' groups
+ * must be 0 or 1. TF differences: TF asks for equal strides on both axes,
+ * and for stride 1 when dilated; tpuloop does not.
+ * Errors: as tl_conv2d, and the filter's third dimension other than c.
+ */
+TL_API tl_t tl_depthwise_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);
+
+/*
+ * tf.nn.max_pool2d / tf.nn.avg_pool2d in NHWC: windows of ksize (h, w)
+ * strides (h, w) apart, per channel, to (batch, oh, ow, c). Padding never
+ * counts: max takes the window's elements inside the image, and avg divides
+ * by their number (so a SAME edge window of 2 of its 4 elements is their
+ * mean). max_pool's gradient goes, as TensorFlow's CPU MaxPoolGrad, to the
+ * first maximum of each window in row-major order (ties: the top-left one);
+ * avg_pool's spreads evenly over the counted elements.
+ * Errors: x not 4-D float32, ksize or strides < 1, an unknown padding,
+ * VALID with a window larger than the input.
+ */
+TL_API tl_t tl_max_pool2d(tl_graph *g, tl_t x, const int64_t ksize[2], const int64_t strides[2],
+                          tl_padding padding);
+TL_API tl_t tl_avg_pool2d(tl_graph *g, tl_t x, const int64_t ksize[2], const int64_t strides[2],
+                          tl_padding padding);
+
+/* The mean over height and width, Keras' GlobalAveragePooling2D:
+ * (batch, c), or (batch, 1, 1, c) with keepdims. Errors: x not 4-D float32. */
+TL_API tl_t tl_global_avg_pool2d(tl_graph *g, tl_t x, bool keepdims);
+
+/*
+ * tf.image.resize(x, (out_h, out_w), method) in TF2 (half_pixel_centers,
+ * no align_corners, no antialias) of x (batch, h, w, c) to (batch, out_h,
+ * out_w, c), with its gradient. Scales and sample positions are float32 as
+ * TF's CPU kernels compute them: nearest takes source index
+ * min(floor((i + 0.5)·in/out), in - 1); bilinear samples at (i + 0.5)·in/out
+ * - 0.5 between its two clamped neighbours. Errors: x not 4-D float32,
+ * out_h or out_w < 1, an unknown method.
+ */
+TL_API tl_t tl_resize(tl_graph *g, tl_t x, int64_t out_h, int64_t out_w, tl_resize_method method);
+
 /* (end of vision) */
 
 /* ---- layers ------------------------------------------------------------------ */
