@@ -259,7 +259,7 @@ bench: deps
 	    { $$b; echo $$? > $(BENCH_LOG).rc; } | tee -a $(BENCH_LOG); rc=$$(cat $(BENCH_LOG).rc); \
 	    if [ "$$rc" != 0 ]; then echo "bench: $$b failed (rc=$$rc)"; exit 1; fi; \
 	done; rm -f $(BENCH_LOG).rc
-	@$(BENCH_PEERS) | tee -a $(BENCH_LOG)
+	@TPULOOP_BENCH_MODELS=$(abspath $(BUILD)/bench/bench_models) $(BENCH_PEERS) | tee -a $(BENCH_LOG)
 	@$(BENCH_PYTHON) bench/summary.py $(BENCH_LOG) || echo '{"bench": "summary", "skipped": "$(BENCH_PYTHON) failed"}'
 
 # libFuzzer targets, built with clang in their own tree.

@@ -18,7 +18,7 @@
 #include "kernels/kernels.h"
 #include "util/bench_util.h"
 
-enum { ROUNDS = 9, BATCH = 128 };
+enum { ROUNDS = 9, BATCH = 128 }; /* bench_conv N: N rounds instead */
 
 /* ---- counting allocations ------------------------------------------------------
  * glibc's allocator under its __libc_ names, with a counter in front; not
@@ -82,6 +82,8 @@ static const shape shapes[] = {
     {"7x7x64 3x3 64->64", 7, 64, 3, 64, 1},    {"28x28x16 1x1/2 16->32", 28, 16, 1, 32, 2},
     {"14x14x32 1x1/2 32->64", 14, 32, 1, 64, 2}, {"28x28x16 3x3/2 16->32", 28, 16, 3, 32, 2},
     {"14x14x32 3x3/2 32->64", 14, 32, 3, 64, 2},
+    /* Beside the CNN's: where the 7x7x64 forward's GEMM edge comes from. */
+    {"14x14x64 3x3 64->64", 14, 64, 3, 64, 1}, {"7x7x32 3x3 32->32", 7, 32, 3, 32, 1},
 };
 
 static const char *const pass_names[3] = {"forward", "grad_input", "grad_filter"};
@@ -124,8 +126,10 @@ static double timed(const tl_k_conv_geom *cv, int pass, bufs *b)
     return ms;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int rounds = argc > 1 ? atoi(argv[1]) : ROUNDS;
+    rounds = rounds >= 1 && rounds <= 1000 ? rounds : ROUNDS;
     tl_k_blas_single_thread();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
@@ -152,7 +156,7 @@ int main(void)
             double lo[2] = {1e30, 1e30}, hi[2] = {0, 0};
             for (int e = 0; e < 2; e++)
                 timed(&cv[e], pass, &b); /* warm-up: plans, page faults */
-            for (int r = 0; r < ROUNDS; r++)
+            for (int r = 0; r < rounds; r++)
                 for (int k = 0; k < 2; k++) {
                     int e = (r + k) % 2; /* alternate which engine goes first */
                     double ms = timed(&cv[e], pass, &b);
@@ -171,9 +175,9 @@ int main(void)
             }
 #endif
             printf("{\"bench\": \"conv\", \"shape\": \"%s\", \"batch\": %d, \"pass\": \"%s\", "
-                   "\"onednn_ms\": [%.2f, %.2f], \"im2col_gemm_ms\": [%.2f, %.2f], \"faster\": \"%s\", "
+                   "\"rounds\": %d, \"onednn_ms\": [%.2f, %.2f], \"im2col_gemm_ms\": [%.2f, %.2f], \"faster\": \"%s\", "
                    "\"auto\": \"%s\", \"allocations_per_call\": {\"onednn\": %ld, \"im2col_gemm\": %ld}}\n",
-                   sh->name, BATCH, pass_names[pass], lo[0], hi[0], lo[1], hi[1],
+                   sh->name, BATCH, pass_names[pass], rounds, lo[0], hi[0], lo[1], hi[1],
                    lo[0] <= lo[1] ? "onednn" : "im2col_gemm", pick == TL_K_CONV_GEMM ? "im2col_gemm" : "onednn",
                    count[0], count[1]);
             fflush(stdout);

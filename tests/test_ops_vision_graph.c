@@ -226,6 +226,22 @@ Test(ops_vision_graph, depthwise_channel_order_is_tf)
     run_free(&r);
 }
 
+/* tf.nn.depthwise_conv2d's documented example: x (1, 3, 2, 1), kernel
+ * (2, 1, 1, 2), VALID. */
+Test(ops_vision_graph, depthwise_tf_doc_example)
+{
+    const int64_t xs[4] = {1, 3, 2, 1}, fs[4] = {2, 1, 1, 2};
+    const float x[6] = {1, 2, 3, 4, 5, 6}, f[4] = {1, 2, 3, 4}, want[8] = {10, 14, 14, 20, 18, 26, 22, 32};
+    run1 r = run_op(op_depthwise, xs, x, fs, f);
+    int64_t d[4];
+    tl_rank(r.g, r.y, d);
+    cr_assert(d[0] == 1 && d[1] == 2 && d[2] == 2 && d[3] == 2);
+    const float *y = tl_exec_value(r.p, &r.e, r.y);
+    for (int k = 0; k < 8; k++)
+        cr_assert_eq(y[k], want[k], "y[%d] = %g, want %g", k, (double)y[k], (double)want[k]);
+    run_free(&r);
+}
+
 /* Keras' Conv2D(groups=2): output channels split in halves, each seeing half
  * the input channels. */
 Test(ops_vision_graph, grouped_channels_are_tf)
@@ -335,6 +351,56 @@ Test(ops_vision_graph, same_bits_twice_and_on_another_thread)
     cr_assert(memcmp(&loss[0], &loss[1], sizeof(float)) == 0 && memcmp(&loss[0], &loss[2], sizeof(float)) == 0);
     free(first);
     free(loss);
+    tg_teardown(&f);
+}
+
+/* Two replicas' steps at once, as two device workers run them: each its own
+ * buffers, the parameters shared; oneDNN's process-wide primitive cache is
+ * shared too. Both get the single-threaded run's bits. */
+typedef struct replica {
+    const tg_fixture *f;
+    tl_exec e;
+} replica;
+
+static void *replica_step(void *arg)
+{
+    replica *r = arg;
+    for (int k = 0; k < 2; k++) {
+        if (tl_program_forward(r->f->p, &r->e) != TL_OK || tl_program_backward(r->f->p, &r->e) != TL_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+Test(ops_vision_graph, concurrent_replicas_same_bits)
+{
+    tg_fixture f = tg_setup(small_cnn, TL_MODE_TRAIN);
+    step(&f);
+    int64_t n = f.vars->total;
+    replica r[2];
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++) {
+        r[k].f = &f;
+        r[k].e = f.e;
+        r[k].e.act = malloc((size_t)f.p->act_floats * sizeof(float) + 4);
+        r[k].e.grad = malloc((size_t)f.p->grad_floats * sizeof(float) + 4);
+        r[k].e.scratch = malloc((size_t)f.p->scratch_floats * sizeof(float) + 4);
+        r[k].e.param_grad = malloc((size_t)n * sizeof(float));
+        memcpy(r[k].e.act, f.e.act, (size_t)f.p->act_floats * sizeof(float)); /* the inputs */
+    }
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(pthread_create(&t[k], NULL, replica_step, &r[k]), 0);
+    for (int k = 0; k < 2; k++) {
+        void *ret;
+        cr_assert_eq(pthread_join(t[k], &ret), 0);
+        cr_assert_null(ret, "replica %d failed: %s", k, tl_last_error());
+        cr_assert(memcmp(r[k].e.param_grad, f.e.param_grad, (size_t)n * sizeof(float)) == 0,
+                  "replica %d's gradients differ from the single-threaded step's", k);
+        free(r[k].e.act);
+        free(r[k].e.grad);
+        free(r[k].e.scratch);
+        free(r[k].e.param_grad);
+    }
     tg_teardown(&f);
 }
 

@@ -729,6 +729,48 @@ TL_API tl_t tl_batch_norm(tl_graph *g, tl_t x, double momentum, double epsilon, 
  */
 TL_API tl_t tl_batch_matmul(tl_graph *g, tl_t a, tl_t b, bool adj_a, bool adj_b);
 
+/*
+ * tf.einsum on 1 to 3 float32 operands xs[0..n-1] ("operand k" is xs[k]):
+ * the equation names each operand's axes by labels, one letter per axis
+ * (a-z and A-Z, case-sensitive; spaces are ignored), terms separated by
+ * commas. The output's labels follow "->"; without it (implicit mode) they
+ * are the labels that appear exactly once, sorted (A-Z before a-z, as
+ * tf.einsum). y[out] = the sum, over every label not in the output, of the
+ * operands' products:
+ *
+ *     tl_einsum(g, "bhqd,bhkd->bhqk", (tl_t[]){q, k}, 2);   // scores Q·Kᵀ
+ *     tl_einsum(g, "bhqk,bhkd->bhqd", (tl_t[]){p, v}, 2);   // P·V
+ *     tl_einsum(g, "ij->ji", &x, 1);                         // transpose
+ *     tl_einsum(g, "ij->", &x, 1);                           // sum of all
+ *     tl_einsum(g, "bi,bi->b", (tl_t[]){x, y}, 2);           // row dots
+ *
+ * Traced, not a kernel: a label that only one operand has and the output
+ * does not is summed first (tl_reduce_sum), then the operands are multiplied
+ * left to right, each pair as one tl_batch_matmul (its shared labels kept
+ * for the output or a later operand are the batch, the others contracted;
+ * a pair with nothing to contract is a broadcast tl_mul), with tl_transpose
+ * and tl_reshape around it where the axes need it. Gradients are those ops'
+ * gradients; an equation that changes nothing ("ij->ij") returns the operand
+ * itself.
+ *
+ * Not supported: the ellipsis ("...") for broadcast dimensions; a label
+ * repeated within one operand ("ii->i", TF's diagonals); more than 3
+ * operands. Every label has one size in all operands (TF's rule too: named
+ * dimensions do not broadcast). Folding left to right, the product of the
+ * first two of three operands may need more than TL_MAX_RANK axes even when
+ * the result does not ("abcde,fghij,abcdefgh->ij"); that is an error.
+ *
+ * Errors (in the graph's status): n outside 1..3, xs NULL, an operand not a
+ * float32 tensor of the graph ("einsum: operand 1 must be float32"), the
+ * equation NULL, a character not a label, ',', '->' or a space, an ellipsis,
+ * more than one "->", a term count that differs from n, "einsum: operand 1
+ * has rank 3 but the equation gives it 2 labels 'ij'", a label twice in one
+ * operand, "einsum: label 'j' has size 3 in operand 0 (2, 3) but 4 in
+ * operand 1 (4, 5)", an output label twice or in no operand, a result or
+ * intermediate product of rank over TL_MAX_RANK.
+ */
+TL_API tl_t tl_einsum(tl_graph *g, const char *equation, const tl_t *xs, int n);
+
 
 /* (end of linear algebra) */
 
@@ -779,8 +821,8 @@ typedef struct tl_conv2d_attrs {
  * TF's HWIO — to (batch, oh, ow, o). With groups g, output channel q sees
  * input channels [q / (o/g) · c/g, +c/g). No bias: add one with tl_bias_add.
  * Gradients with respect to x and the filter.
- * TF differences: TF's CPU kernel refuses dilations > 1 together with
- * strides > 1, and grouped convolution on CPU; tpuloop computes both.
+ * TF differences: Keras refuses strides > 1 together with dilations > 1;
+ * tpuloop computes the strided dilated convolution.
  * Errors (in the graph's status): x or filter not 4-D float32, the filter's
  * input channels other than c / groups, groups dividing neither c nor o,
  * strides, dilations or groups < 0, an unknown padding, VALID with a window
@@ -792,8 +834,8 @@ TL_API tl_t tl_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *a
  * tf.nn.depthwise_conv2d: x (batch, h, w, c), filter (kh, kw, c, m) to
  * (batch, oh, ow, c·m), output channel k·m + j being input channel k under
  * filter[:, :, k, j] — a grouped convolution with c groups. attrs' groups
- * must be 0 or 1. TF differences: TF asks for equal strides on both axes,
- * and for stride 1 when dilated; tpuloop does not.
+ * must be 0 or 1. TF differences: TF asks for strides 1 when dilated;
+ * tpuloop computes the strided dilated convolution.
  * Errors: as tl_conv2d, and the filter's third dimension other than c.
  */
 TL_API tl_t tl_depthwise_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);

@@ -1,7 +1,13 @@
 /* ops_vision.c — conv2d, depthwise_conv2d, pooling and resize on NHWC
  * images: tracing with TF's shape rules, and the forward and backward passes
- * through the kernels of kernels/conv.h (oneDNN, im2col + GEMM, C loops). */
-#include <stdio.h>
+ * through the kernels of kernels/conv.h (oneDNN, im2col + GEMM, C loops).
+ *
+ * A node keeps its geometry in iattr (graph_int.h), so a pass rebuilds the
+ * kernels' geometry struct from the node alone. oneDNN plans are built when
+ * the program is compiled (the scratch hook asks each pass its scratch size,
+ * on the compiling thread) and again by each device thread at its first step
+ * (plans are per thread, kernels/vision_dnnl.h); after that a step allocates
+ * nothing of tpuloop's. */
 #include <string.h>
 
 #include "../kernels/conv.h"
@@ -73,8 +79,9 @@ static tl_t conv(tl_graph *g, const char *op, tl_t x, tl_t filter, const tl_conv
             return tl_graph_failf(g, TL_EINVAL, "%s: groups must be 0 or 1 (the groups are x's channels), got %lld",
                                   op, (long long)a.groups);
         if (fshape[2] != c)
-            return tl_graph_failf(g, TL_EINVAL, "%s: filter %s must have x's %lld channels as its third dimension; x is %s",
-                                  op, SHAPE(fn, s1), (long long)c, SHAPE(xn, s2));
+            return tl_graph_failf(g, TL_EINVAL,
+                                  "%s: filter %s must have x's %lld channels as its third dimension; x is %s", op,
+                                  SHAPE(fn, s1), (long long)c, SHAPE(xn, s2));
         groups = c;
         fshape[2] = 1;
         fshape[3] = c * fn->shape[3];
@@ -107,8 +114,8 @@ static tl_t conv(tl_graph *g, const char *op, tl_t x, tl_t filter, const tl_conv
     tl_t t = tl_graph_add(g, TL_OP_CONV2D, TL_F32, shape, 4, in, 2);
     if (t >= 0) {
         int64_t *ia = g->nodes[t].iattr;
-        const int64_t v[12] = {cv.kh,         cv.kw,        cv.groups,  cv.stride_h,     cv.stride_w,    cv.dilation_h,
-                               cv.dilation_w, cv.pad_top,   cv.pad_left, cv.pad_bottom, cv.pad_right,   depthwise};
+        const int64_t v[12] = {cv.kh,         cv.kw,      cv.groups,   cv.stride_h,   cv.stride_w,  cv.dilation_h,
+                               cv.dilation_w, cv.pad_top, cv.pad_left, cv.pad_bottom, cv.pad_right, depthwise};
         memcpy(ia, v, sizeof v);
     }
     return t;
@@ -146,7 +153,8 @@ static tl_t pool(tl_graph *g, tl_op_kind kind, const char *op, tl_t x, const int
     int64_t own[4] = {pl.n, pl.oh, pl.ow, pl.c};
     tl_t t = tl_graph_add(g, kind, TL_F32, shape != NULL ? shape : own, shape != NULL ? rank : 4, &x, 1);
     if (t >= 0) {
-        const int64_t v[8] = {pl.kh, pl.kw, pl.stride_h, pl.stride_w, pl.pad_top, pl.pad_left, pl.pad_bottom, pl.pad_right};
+        const int64_t v[8] = {pl.kh,      pl.kw,       pl.stride_h,   pl.stride_w,
+                              pl.pad_top, pl.pad_left, pl.pad_bottom, pl.pad_right};
         memcpy(g->nodes[t].iattr, v, sizeof v);
     }
     return t;
@@ -307,9 +315,9 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
 }
 
 /* The op's own scratch, beyond its staged input gradients: the largest of
- * its passes (backward ones only in a graph that trains). A pass whose plan
- * oneDNN cannot build asks for nothing here and fails with its reason when
- * it runs. */
+ * its passes (a backward one only in a graph that trains, for an input that
+ * may want the gradient). A pass whose plan oneDNN cannot build asks for
+ * nothing here and fails with its reason when it runs. */
 static int64_t scratch(const tl_graph *g, int i)
 {
     const tl_node *nd = &g->nodes[i];
@@ -318,8 +326,9 @@ static int64_t scratch(const tl_graph *g, int i)
     switch (nd->op) {
     case TL_OP_CONV2D: {
         tl_k_conv_geom cv = conv_of(g, nd);
-        for (int pass = 0; pass < (train ? 3 : 1); pass++)
-            if (tl_k_conv2d_scratch(&cv, (tl_k_conv_pass)pass, &f) == TL_OK && f > most)
+        bool want[3] = {true, train && g->nodes[nd->in[0]].needs_grad, train && g->nodes[nd->in[1]].needs_grad};
+        for (int pass = 0; pass < 3; pass++)
+            if (want[pass] && tl_k_conv2d_scratch(&cv, (tl_k_conv_pass)pass, &f) == TL_OK && f > most)
                 most = f;
         break;
     }
@@ -337,4 +346,5 @@ static int64_t scratch(const tl_graph *g, int i)
     return most;
 }
 
-const tl_op_family tl_ops_vision = {"vision", TL_OP_VISION_FIRST_, TL_OP_VISION_LAST_, forward, backward, scratch, NULL};
+const tl_op_family tl_ops_vision = {"vision", TL_OP_VISION_FIRST_, TL_OP_VISION_LAST_, forward, backward, scratch,
+                                    NULL};

@@ -65,9 +65,12 @@ tl_k_conv_impl tl_k_conv2d_engine(const tl_k_conv_geom *cv, tl_k_conv_pass pass)
 {
     if (cv->impl != TL_K_CONV_AUTO)
         return cv->impl;
-    (void)pass;
     /* The rule measured by bench/bench_conv.c (conv.h's table). */
-    if (cv->groups == 1 && cv->kh == 1 && cv->kw == 1)
+    if (cv->groups != 1)
+        return TL_K_CONV_DNNL;
+    if (cv->kh == 1 && cv->kw == 1)
+        return TL_K_CONV_GEMM;
+    if (pass == TL_K_CONV_GRAD_FILTER && cv->c >= 32)
         return TL_K_CONV_GEMM;
     return TL_K_CONV_DNNL;
 }
@@ -285,10 +288,10 @@ static tl_status gemm_run(const tl_k_conv_geom *cv, tl_k_conv_pass pass, const f
     int64_t k = gemm_k(cv), o = cv->o, rows_per_image = cv->oh * cv->ow;
     if (pointwise(cv)) {
         int64_t m = cv->n * rows_per_image;
-        switch (pass) {
-        case TL_K_CONV_FORWARD: return tl_k_matmul(false, false, m, o, k, 1.0f, a, b, 0.0f, out);         /* y = x·f */
-        case TL_K_CONV_GRAD_INPUT: return tl_k_matmul(false, true, m, k, o, 1.0f, a, b, 0.0f, out);       /* dx = dy·fᵀ */
-        case TL_K_CONV_GRAD_FILTER: return tl_k_matmul(true, false, k, o, m, 1.0f, a, b, 0.0f, out);      /* df = xᵀ·dy */
+        switch (pass) { /* y = x·f, dx = dy·fᵀ, df = xᵀ·dy */
+        case TL_K_CONV_FORWARD: return tl_k_matmul(false, false, m, o, k, 1.0f, a, b, 0.0f, out);
+        case TL_K_CONV_GRAD_INPUT: return tl_k_matmul(false, true, m, k, o, 1.0f, a, b, 0.0f, out);
+        case TL_K_CONV_GRAD_FILTER: return tl_k_matmul(true, false, k, o, m, 1.0f, a, b, 0.0f, out);
         }
     }
     int64_t chunk = gemm_chunk(cv);

@@ -38,10 +38,52 @@
  * bits on the same machine. Another CPU may pick other oneDNN kernels (AVX2
  * against AVX-512) and round differently.
  *
- * Which engine (bench/bench_conv.c, batch 128, one thread, AMD EPYC Zen 3
- * at 2.45 GHz with AVX2, ms min–max over alternating rounds):
+ * Which engine. bench/bench_conv.c, `bench_conv 30`: batch 128, SAME, one
+ * thread, 30 alternating rounds, ms min-max, on the 2-core AMD EPYC (Zen 3,
+ * AVX2; oneDNN picks jit:avx2 on its blocked nChw8c layouts, plus reorders)
+ * this was written on, shared with other builds (load ~12): only the
+ * minima mean much, and they move by a third between runs. The CNN's shapes,
+ * then two more to place the line:
  *
- *     (filled in from the measurements)
+ *     shape                  pass          oneDNN        im2col+GEMM   AUTO
+ *     28x28x16 3x3 16->16    forward       16.27-25.13   22.73-46.20   oneDNN
+ *     28x28x16 3x3 16->16    grad_input     7.30-21.48   33.11-54.07   oneDNN
+ *     28x28x16 3x3 16->16    grad_filter   12.64-27.69   20.38-43.19   oneDNN
+ *     14x14x32 3x3 32->32    forward        7.79-33.90   12.07-29.39   oneDNN
+ *     14x14x32 3x3 32->32    grad_input     9.49-18.04   18.65-26.62   oneDNN
+ *     14x14x32 3x3 32->32    grad_filter   11.59-21.11   10.98-29.25   GEMM
+ *     7x7x64 3x3 64->64      forward        6.29-34.94   11.40-35.12   oneDNN
+ *     7x7x64 3x3 64->64      grad_input     9.59-27.99   15.75-46.17   oneDNN
+ *     7x7x64 3x3 64->64      grad_filter   15.41-30.03   15.42-34.11   GEMM
+ *     28x28x16 1x1/2 16->32  forward        1.93-14.32    1.74-12.78   GEMM
+ *     28x28x16 1x1/2 16->32  grad_input     1.76-10.55    1.30-11.79   GEMM
+ *     28x28x16 1x1/2 16->32  grad_filter    2.27-12.99    1.63-14.06   GEMM
+ *     14x14x32 1x1/2 32->64  forward        0.91-9.66     0.70-9.25    GEMM
+ *     14x14x32 1x1/2 32->64  grad_input     0.99-9.64     0.88-9.41    GEMM
+ *     14x14x32 1x1/2 32->64  grad_filter    0.95-13.42    0.71-11.63   GEMM
+ *     28x28x16 3x3/2 16->32  forward        7.23-24.27   10.99-33.38   oneDNN
+ *     28x28x16 3x3/2 16->32  grad_input     8.34-18.87   18.11-30.88   oneDNN
+ *     28x28x16 3x3/2 16->32  grad_filter    9.58-25.96   10.52-42.42   oneDNN
+ *     14x14x32 3x3/2 32->64  forward        8.37-22.17    8.34-20.59   oneDNN
+ *     14x14x32 3x3/2 32->64  grad_input     4.12-21.89    7.42-24.71   oneDNN
+ *     14x14x32 3x3/2 32->64  grad_filter    8.36-29.28    8.54-27.66   GEMM
+ *     14x14x64 3x3 64->64    forward       52.10-119.77  69.42-129.00  oneDNN
+ *     14x14x64 3x3 64->64    grad_input    49.19-72.29   54.53-112.65  oneDNN
+ *     14x14x64 3x3 64->64    grad_filter   64.60-95.26   60.45-95.02   GEMM
+ *     7x7x32 3x3 32->32      forward        1.48-9.72     2.04-14.70   oneDNN
+ *     7x7x32 3x3 32->32      grad_input     1.25-10.48    2.34-17.08   oneDNN
+ *     7x7x32 3x3 32->32      grad_filter    1.74-9.82     1.75-18.12   GEMM
+ *
+ * So (tl_k_conv2d_engine): oneDNN for the forward and input gradient of
+ * every 3x3 (ahead in every run, by up to 4.5x; the closest, the 7x7x64
+ * and 14x14x32/2 forwards, came within 10% in one of three runs); im2col +
+ * GEMM for 1x1 convolutions (x itself, or a strided gather of it, is the
+ * GEMM operand: a tie within the noise on forward and input gradient, ahead
+ * on the filter gradient) and for the filter gradient with c >= 32 (a tie
+ * within the noise, 0.95-1.1x; at c = 16, oneDNN is 1.1-1.6x ahead). Ties go
+ * to GEMM because it allocates nothing per call, where oneDNN's execute
+ * makes 14-15 small transient allocations of its own (the bench counts
+ * them). Groups > 1 (grouped, depthwise) always run on oneDNN.
  *
  * Errors: a geometry that does not fit (a negative size, a window larger
  * than the padded input) is a bug in the caller (TL_ASSERT): the graph
