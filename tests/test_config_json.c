@@ -278,7 +278,7 @@ Test(emit, help_mentions_every_option)
         "train_steps", "max_steps", "eval_steps", "warm_start_from", "warm_start_vars", "eval_every_n_steps",
         "throttle_secs", "best_exporter", "exports_to_keep", "devices", "num_hosts", "host_timeout_secs",
         "model_name", "hidden_units", "bottom_mlp", "top_mlp",
-        "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset",
+        "activation", "dropout", "optimizer", "learning_rate", "learning_rate_decay", "decay_steps", "cross_shard_reduction", "dataset",
         "synthetic_examples", "synthetic_eval_examples", "synthetic_vocab_cap", "synthetic_vocab_sizes",
         "synthetic_num_features", "synthetic_sequence_length", "synthetic_vocab", "data_dir",
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",

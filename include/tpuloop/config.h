@@ -124,6 +124,8 @@ typedef struct tl_model_config {
     double dropout;               /* [0, 1) */
     const char *optimizer;        /* "sgd", "momentum", "adagrad", "adam", "rmsprop" */
     double learning_rate;         /* > 0 */
+    const char *learning_rate_decay; /* "none" or "cosine" */
+    tl_opt_int decay_steps;       /* >= 1; set exactly when learning_rate_decay is cosine */
     bool reduce_sum;              /* cross_shard_reduction SUM; MEAN by default */
 } tl_model_config;
 

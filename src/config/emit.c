@@ -100,6 +100,8 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
     case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);
     case TL_OPT_ID_learning_rate: return json_real(rc->model.learning_rate);
+    case TL_OPT_ID_learning_rate_decay: return json_string(rc->model.learning_rate_decay);
+    case TL_OPT_ID_decay_steps: return opt_int(rc->model.decay_steps);
     case TL_OPT_ID_cross_shard_reduction: return json_string(rc->model.reduce_sum ? "SUM" : "MEAN");
     case TL_OPT_ID_dataset: return json_string(rc->input.dataset);
     case TL_OPT_ID_data_dir: return opt_str(rc->input.data_dir);

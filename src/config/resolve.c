@@ -594,6 +594,7 @@ static tl_status resolve_sections(tl_config *cfg)
     static const char *const models[] = {"mlp", "cnn", "transformer", "dlrm", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
+    static const char *const decays[] = {"none", "cosine", NULL};
     static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "synthetic_sequences",
                                        "tfrecord", "criteo", "csv", "idx", NULL};
     static const char *const reductions[] = {"MEAN", "SUM", NULL};
@@ -609,11 +610,21 @@ static tl_status resolve_sections(tl_config *cfg)
         (st = get_real(cfg, TL_OPT_ID_dropout, 0.0, false, 1.0, &m->dropout)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_optimizer, opts, &m->optimizer)) != TL_OK ||
         (st = get_real(cfg, TL_OPT_ID_learning_rate, 0.0, true, INFINITY, &m->learning_rate)) != TL_OK ||
+        (st = one_of(cfg, TL_OPT_ID_learning_rate_decay, decays, &m->learning_rate_decay)) != TL_OK ||
+        (st = opt_bounded(cfg, TL_OPT_ID_decay_steps, 1, &m->decay_steps)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_cross_shard_reduction, reductions, &reduction)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_dataset, sets, &in->dataset)) != TL_OK ||
         (st = get_string(cfg, TL_OPT_ID_data_dir, &in->data_dir)) != TL_OK)
         return st;
     m->reduce_sum = strcmp(reduction, "SUM") == 0;
+    bool cosine = strcmp(m->learning_rate_decay, "cosine") == 0;
+    if (cosine && !m->decay_steps.set)
+        return rerr(cfg, TL_OPT_ID_decay_steps, TL_EINVAL,
+                    "decay_steps must be an int >= 1 with learning_rate_decay cosine; got null");
+    if (!cosine && m->decay_steps.set)
+        return rerr(cfg, TL_OPT_ID_decay_steps, TL_EINVAL,
+                    "decay_steps is only read with learning_rate_decay cosine; learning_rate_decay is %s (set it "
+                    "to null)", m->learning_rate_decay);
     /* The embedding section is kept as text: embedding/ reads it (config/ knows only base). */
     const json_t *emb = RAW(embedding);
     if (!json_is_null(emb) && !json_is_object(emb))

@@ -28,6 +28,10 @@ static tl_status optimizer_of(const tl_model_config *m, tl_optimizer_config *o)
             continue;
         tl_optimizer_config_default(names[i].kind, o);
         o->lr.learning_rate = m->learning_rate;
+        if (strcmp(m->learning_rate_decay, "cosine") == 0) {
+            o->lr.kind = TL_LR_COSINE_DECAY;
+            o->lr.decay_steps = m->decay_steps.value;
+        }
         if (names[i].kind == TL_OPTIM_MOMENTUM)
             o->momentum = 0.9;
         if (names[i].kind == TL_OPTIM_RMSPROP)
