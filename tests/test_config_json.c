@@ -277,7 +277,7 @@ Test(emit, help_mentions_every_option)
         "params", "use_tpu", "eval_on_tpu", "train_batch_size", "eval_batch_size", "predict_batch_size",
         "train_steps", "max_steps", "eval_steps", "warm_start_from", "warm_start_vars", "eval_every_n_steps",
         "throttle_secs", "best_exporter", "exports_to_keep", "devices", "num_hosts", "host_timeout_secs",
-        "model_name", "hidden_units", "bottom_mlp", "top_mlp",
+        "model_name", "hidden_units", "bottom_mlp", "top_mlp", "num_cross_layers",
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset",
         "synthetic_examples", "synthetic_eval_examples", "synthetic_vocab_cap", "synthetic_vocab_sizes",
         "synthetic_num_features", "data_dir",
