@@ -48,7 +48,11 @@ ifeq ($(SAN),thread)
 CFLAGS_BASE += -fsanitize=thread -fno-omit-frame-pointer
 LDSAN       := -fsanitize=thread
 endif
-LDLIBS_ALL  := $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
+# oneDNN (Debian's libdnnl-dev 2.6, no pkg-config file) runs the vision
+# kernels (src/kernels/conv.h); libgomp is its OpenMP runtime, which
+# src/kernels/vision_dnnl.c calls to keep it to one thread per device.
+DNNL_LIBS   := -ldnnl -lgomp
+LDLIBS_ALL  := $(PKG_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -pthread -lm
 
 # C for tpuloop's own .proto files (proto/<package>/x.proto), made by protoc-c
 # under $(BUILD)/gen and included as "<package>/x.pb-c.h".
@@ -69,6 +73,10 @@ BENCH_PEERS  := bench/run_peers.sh
 BENCH_PYTHON ?= /usr/bin/python3
 BENCH_LOG    := $(BUILD)/bench/results.jsonl
 HEADERS  := $(sort $(wildcard include/tpuloop/*.h))
+# Programs a user could copy (examples/*.c), built as the command is: public
+# headers only, against the static library; tests/test_examples.c runs them.
+EXAMPLES_SRC := $(sort $(wildcard examples/*.c))
+EXAMPLES_BIN := $(EXAMPLES_SRC:examples/%.c=$(BUILD)/examples/%)
 
 STATIC   := $(BUILD)/lib/libtpuloop.a
 SOVER    := 0
@@ -81,7 +89,7 @@ MPI_PROGS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi_%,$(sort $(wildcard tes
 .PHONY: all lib deps build run test check unit asan-unit tsan tsan-unit symbols install-check \
         fuzz fuzz-build bench install uninstall clean FORCE
 
-all: lib $(CLI) $(TESTS) $(MPI_PROGS) $(BENCH_BIN)
+all: lib $(CLI) $(TESTS) $(MPI_PROGS) $(BENCH_BIN) $(EXAMPLES_BIN)
 
 lib: $(STATIC) $(SHARED)
 
@@ -106,17 +114,18 @@ check: all symbols install-check unit
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread OPT="-O1 -g" tsan-unit
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT="-O1 -g" asan-unit
 
-unit: $(TESTS) $(CLI) $(MPI_PROGS)
-	TPULOOP_CLI=$(abspath $(CLI)) $(TESTS) --jobs=$(JOBS)
+unit: $(TESTS) $(CLI) $(MPI_PROGS) $(EXAMPLES_BIN)
+	TPULOOP_CLI=$(abspath $(CLI)) TPULOOP_EXAMPLES=$(abspath $(BUILD)/examples) $(TESTS) --jobs=$(JOBS)
 
 # Under ASan + UBSan; the last line printed is the test framework's summary.
 # Criterion passes a test whose worker process LeakSanitizer reports at exit,
 # so the log is searched for sanitizer reports too.
-asan-unit: $(TESTS) $(CLI) $(MPI_PROGS)
+asan-unit: $(TESTS) $(CLI) $(MPI_PROGS) $(EXAMPLES_BIN)
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	TPULOOP_CLI=$(abspath $(CLI)) $(TESTS) --jobs=$(JOBS) > $(BUILD)/asan-tests.log 2>&1; rc=$$?; \
+	TPULOOP_CLI=$(abspath $(CLI)) TPULOOP_EXAMPLES=$(abspath $(BUILD)/examples) $(TESTS) --jobs=$(JOBS) \
+	    > $(BUILD)/asan-tests.log 2>&1; rc=$$?; \
 	if grep -q -E 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' $(BUILD)/asan-tests.log; then \
 	    cat $(BUILD)/asan-tests.log; echo "asan-unit: the sanitizers reported errors (see above)"; exit 1; \
 	fi; \
@@ -230,6 +239,11 @@ $(BUILD)/tests/mpi_%: tests/mpi/%.c $(STATIC) $(HEADERS)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_BASE) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
+$(BUILD)/examples/%: examples/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_CLI) $(LDSAN) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: bench/%.c bench/util/bench_util.c bench/util/bench_util.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
@@ -245,7 +259,7 @@ bench: deps
 	    { $$b; echo $$? > $(BENCH_LOG).rc; } | tee -a $(BENCH_LOG); rc=$$(cat $(BENCH_LOG).rc); \
 	    if [ "$$rc" != 0 ]; then echo "bench: $$b failed (rc=$$rc)"; exit 1; fi; \
 	done; rm -f $(BENCH_LOG).rc
-	@$(BENCH_PEERS) | tee -a $(BENCH_LOG)
+	@TPULOOP_BENCH_MODELS=$(abspath $(BUILD)/bench/bench_models) $(BENCH_PEERS) | tee -a $(BENCH_LOG)
 	@$(BENCH_PYTHON) bench/summary.py $(BENCH_LOG) || echo '{"bench": "summary", "skipped": "$(BENCH_PYTHON) failed"}'
 
 # libFuzzer targets, built with clang in their own tree.
@@ -256,7 +270,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
 
 build/fuzz/%: fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(GEN_HDR) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(MPI_CFLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(MPI_LIBS) -pthread -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(MPI_CFLAGS) -o $@ $< $(LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(MPI_LIBS) $(DNNL_LIBS) -pthread -lm
 
 fuzz-build: $(FUZZ_BIN)
 

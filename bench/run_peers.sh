@@ -116,13 +116,38 @@ venv_peers() {
             "no complete venv at $venv: run scripts/install-bench-peers (PyTorch 2.x and JAX from PyPI)"
         return 0
     fi
-    for threads in 1 2; do
-        for run in "cnn_torch.py --layout=nchw" "cnn_torch.py --layout=nhwc" cnn_jax.py transformer_torch.py; do
-            script=${run%% *}
-            # shellcheck disable=SC2086
-            "$venv/bin/python" "$here/peers/"$run --threads="$threads" ||
-                echo "{\"bench\": \"${script%.py}\", \"failed\": \"$run --threads=$threads\"}"
-        done
+    models=${TPULOOP_BENCH_MODELS:-}
+    [ -x "$models" ] || echo '{"bench": "tpuloop_models", "skipped": "TPULOOP_BENCH_MODELS is not bench_models (make bench sets it)"}'
+    # Alternating rounds: in each, at 1 then 2 threads, tpuloop then every
+    # peer on the same model, so a drift of the machine hits them alike; the
+    # lines carry "round" and summary.py reports each ratio's median and its
+    # min-max over the rounds.
+    rounds=${TPULOOP_BENCH_ROUNDS:-3}
+    # The peers' step counts, when set, hold for tpuloop too (else each side's defaults).
+    counts=""
+    if [ -n "${TPULOOP_BENCH_PEER_STEPS:-}" ]; then
+        counts="$TPULOOP_BENCH_PEER_STEPS ${TPULOOP_BENCH_PEER_REPS:-5} 1"
+    fi
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        for threads in 1 2; do
+            for run in "tpuloop cnn" "cnn_torch.py --layout=nchw" "cnn_torch.py --layout=nhwc" cnn_jax.py \
+                       "tpuloop transformer" transformer_torch.py; do
+                script=${run%% *}
+                if [ "$script" = tpuloop ]; then
+                    [ -x "$models" ] || continue
+                    # pinned to the first CPUs, as the peers pin themselves
+                    # shellcheck disable=SC2086
+                    taskset -c "0-$((threads - 1))" "$models" "${run#tpuloop }" "$threads" $counts ||
+                        echo "{\"bench\": \"tpuloop_models\", \"failed\": \"${run#tpuloop } $threads\"}"
+                else
+                    # shellcheck disable=SC2086
+                    "$venv/bin/python" "$here/peers/"$run --threads="$threads" ||
+                        echo "{\"bench\": \"${script%.py}\", \"failed\": \"$run --threads=$threads\"}"
+                fi
+            done
+        done | sed "s/^{/{\"round\": $r, /"
+        r=$((r + 1))
     done
 }
 

@@ -35,14 +35,16 @@
 #                "2": 2 devices / PyTorch's faster two-thread split):
 #                examples/s of both, their ratio, the split taken, and the
 #                peak RSS of each process
-#   cnn_*        tpuloop's cnn model (bench_cnn: "tpuloop_cnn" lines with
-#                devices 1 and 2, median examples/s) against PyTorch 2.x and
-#                JAX from the venv of scripts/install-bench-peers
-#                (bench/peers/cnn_torch.py, cnn_jax.py) at 1 and 2 threads,
-#                batch 128 per device: examples/s of each and tpuloop's
-#                ratios to them; PyTorch's figure is its faster layout (NCHW
-#                or channels_last, both run), named beside it
-#   transformer_* tpuloop's transformer model ("tpuloop_transformer" lines,
+#   models_vs_peers_by_threads  tpuloop's cnn model (bench_models:
+#                "tpuloop_cnn" lines with devices 1 and 2, median examples/s)
+#                against PyTorch 2.x and JAX from the venv of
+#                scripts/install-bench-peers (bench/peers/cnn_torch.py,
+#                cnn_jax.py) at 1 and 2 threads, batch 128 per device, in
+#                alternating rounds (run_peers.sh): examples/s of each and
+#                tpuloop's per-round ratio to the faster peer, to PyTorch
+#                (its faster layout, NCHW or channels_last) and to JAX, each
+#                as median and min-max over the rounds
+#                and tpuloop's transformer model ("tpuloop_transformer" lines,
 #                devices 1 and 2, median ms/step) against
 #                bench/peers/transformer_torch.py at 1 and 2 threads: ms per
 #                training step of each, and PyTorch's over tpuloop's
@@ -121,31 +123,45 @@ def main():
 
 def peer_model_figures(recs, pick, med, ratio):
     """tpuloop's cnn and transformer models against PyTorch 2.x and JAX
-    (bench/peers/*.py in the venv of scripts/install-bench-peers)."""
-    def fastest(bench, threads):
-        runs = [r for r in recs if r.get("bench") == bench and r.get("threads") == threads and "median" in r]
-        return max(runs, key=lambda r: r["median"]) if runs else None
+    (bench/peers/*.py in the venv of scripts/install-bench-peers), run in
+    alternating rounds by run_peers.sh: per round and thread count, tpuloop's
+    examples/s over the faster peer's (PyTorch's faster layout, or JAX), and
+    PyTorch's transformer step time over tpuloop's; each as the median over
+    the rounds with its min and max."""
+    def fig(bench, rnd, t, key="threads"):
+        runs = [r for r in recs if r.get("bench") == bench and r.get("round") == rnd and
+                r.get(key) == t and "median" in r]
+        return max(r["median"] for r in runs) if runs else None  # torch: the faster layout
 
-    ts = ("1", "2")
-    tl = {t: med(pick("tpuloop_cnn", devices=int(t))) for t in ts}
-    pt = {t: fastest("cnn_torch", int(t)) for t in ts}
-    jx = {t: med(pick("cnn_jax", threads=int(t))) for t in ts}
-    tt = {t: med(pick("tpuloop_transformer", devices=int(t))) for t in ts}
-    ptt = {t: med(pick("transformer_torch", threads=int(t))) for t in ts}
+    def spread(v):
+        v = [x for x in v if x is not None]
+        return None if not v else {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
+                                   "max": round(max(v), 3), "rounds": len(v)}
+
+    rounds = sorted({r["round"] for r in recs if isinstance(r.get("round"), int)})
+    out = {}
+    for t in (1, 2):
+        tl = [fig("tpuloop_cnn", k, t, "devices") for k in rounds]
+        pt = [fig("cnn_torch", k, t) for k in rounds]
+        jx = [fig("cnn_jax", k, t) for k in rounds]
+        best = [None if a is None and b is None else max(x for x in (a, b) if x is not None) for a, b in zip(pt, jx)]
+        tt = [fig("tpuloop_transformer", k, t, "devices") for k in rounds]
+        ptt = [fig("transformer_torch", k, t) for k in rounds]
+        out[str(t)] = {
+            "cnn_examples_per_s": {"tpuloop": spread(tl), "torch": spread(pt), "jax": spread(jx)},
+            "cnn_ratio_vs_faster_peer": spread([ratio(a, b) for a, b in zip(tl, best)]),
+            "cnn_ratio_vs_torch": spread([ratio(a, b) for a, b in zip(tl, pt)]),
+            "cnn_ratio_vs_jax": spread([ratio(a, b) for a, b in zip(tl, jx)]),
+            "transformer_step_ms": {"tpuloop": spread(tt), "torch": spread(ptt)},
+            "transformer_torch_over_tpuloop_step_time": spread([ratio(b, a) for a, b in zip(tt, ptt)]),
+        }
     versions = {}
     for b in ("cnn_torch", "cnn_jax", "transformer_torch"):
         r = pick(b)
         if r is not None:
             versions.update(r.get("versions", {}))
-    return {
-        "cnn_examples_per_s": {"tpuloop": tl, "torch": {t: med(pt[t]) for t in ts}, "jax": jx},
-        "cnn_torch_layout": {t: None if pt[t] is None else pt[t].get("layout") for t in ts},
-        "cnn_ratio_vs_torch": {t: ratio(tl[t], med(pt[t])) for t in ts},
-        "cnn_ratio_vs_jax": {t: ratio(tl[t], jx[t]) for t in ts},
-        "transformer_step_ms": {"tpuloop": tt, "torch": ptt},
-        "transformer_torch_over_tpuloop_step_time": {t: ratio(ptt[t], tt[t]) for t in ts},
-        "peer_versions": versions or None,
-    }
+    return {"models_vs_peers_by_threads": out, "models_vs_peers_rounds": len(rounds),
+            "cnn_target": "ratio_vs_faster_peer >= 1.2 at 2 threads", "peer_versions": versions or None}
 
 
 def hosts_figures(pick, med, ratio):

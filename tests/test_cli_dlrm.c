@@ -74,8 +74,9 @@ Test(cli_dlrm, configurations_it_cannot_run)
     tc_done(&r);
     r = tc_run(NULL, "config --synthetic_examples=10");
     cr_assert_eq(r.status, 2, "%s", r.err);
-    cr_assert(strstr(r.err, "synthetic_examples is only read by datasets synthetic and criteo_synthetic; dataset is "
-                            "fashion_mnist") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "synthetic_examples is only read by datasets synthetic, criteo_synthetic and "
+                            "synthetic_sequences; dataset is fashion_mnist") != NULL,
+              "%s", r.err);
     tc_done(&r);
     r = tc_run(NULL, "config --model_name=dlrm --bottom_mlp='[]'");
     cr_assert_eq(r.status, 2, "%s", r.err);

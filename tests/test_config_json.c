@@ -280,7 +280,7 @@ Test(emit, help_mentions_every_option)
         "model_name", "hidden_units", "bottom_mlp", "top_mlp", "num_cross_layers",
         "activation", "dropout", "optimizer", "learning_rate", "cross_shard_reduction", "dataset",
         "synthetic_examples", "synthetic_eval_examples", "synthetic_vocab_cap", "synthetic_vocab_sizes",
-        "synthetic_num_features", "data_dir",
+        "synthetic_num_features", "synthetic_sequence_length", "synthetic_vocab", "data_dir",
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
         "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
         "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "scale", "embedding",

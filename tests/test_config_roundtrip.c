@@ -131,6 +131,8 @@ static void same_resolved(const tl_run_config *a, const tl_run_config *b)
     opt_eq(x->synthetic_vocab_cap, y->synthetic_vocab_cap, "synthetic_vocab_cap");
     ints_eq(x->synthetic_vocab_sizes, y->synthetic_vocab_sizes, 26, "synthetic_vocab_sizes");
     opt_eq(x->synthetic_num_features, y->synthetic_num_features, "synthetic_num_features");
+    opt_eq(x->synthetic_sequence_length, y->synthetic_sequence_length, "synthetic_sequence_length");
+    opt_eq(x->synthetic_vocab, y->synthetic_vocab, "synthetic_vocab");
     strings_eq(x->files, x->num_files, y->files, y->num_files, "files");
     strings_eq(x->eval_files, x->num_eval_files, y->eval_files, y->num_eval_files, "eval_files");
     str_eq(x->compression, y->compression, "compression");
@@ -260,6 +262,9 @@ Test(roundtrip, input_csv_criteo_idx_synthetic)
                              "21,22,23,24,25,26]}}"),
                 "criteo_synthetic");
     round_trips(tu_from_json("{'input': {'dataset': 'synthetic', 'synthetic_num_features': 12}}"), "synthetic");
+    round_trips(tu_from_json("{'model': {'model_name': 'transformer'}, 'input': {'dataset': 'synthetic_sequences', "
+                             "'synthetic_sequence_length': 9, 'synthetic_vocab': 33}}"),
+                "synthetic_sequences");
 }
 
 Test(roundtrip, embedding)

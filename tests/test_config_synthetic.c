@@ -69,8 +69,8 @@ Test(synthetic_cfg, null_is_the_default_and_values_are_kept)
 Test(synthetic_cfg, given_for_a_dataset_that_does_not_read_it)
 {
     tu_json_fails("{'input': {'synthetic_examples': 10}}", TL_EINVAL,
-                  "synthetic_examples is only read by datasets synthetic and criteo_synthetic; dataset is "
-                  "fashion_mnist (set it to null) [from file test.json]");
+                  "synthetic_examples is only read by datasets synthetic, criteo_synthetic and synthetic_sequences; "
+                  "dataset is fashion_mnist (set it to null) [from file test.json]");
     tu_json_fails("{'input': {'dataset': 'synthetic', 'synthetic_vocab_cap': 100}}", TL_EINVAL,
                   "synthetic_vocab_cap is only read by dataset criteo_synthetic; dataset is synthetic");
     tu_json_fails("{'input': {'dataset': 'criteo_synthetic', 'synthetic_num_features': 5}}", TL_EINVAL,

@@ -1,4 +1,4 @@
-/* The reduce family's kernels (src/kernels/reduce_axes.h): each float32
+/* The reduce family's kernels (src/kernels/reduce_axes.h, reduce_losses.h): each float32
  * kernel against its float64 twin, each backward twin against central
  * finite differences of its forward twin, the summation orders against the
  * existing tl_k_sum / tl_k_sum_axis bit for bit, and worked examples: tied
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/reduce_axes.h"
+#include "kernels/reduce_losses.h"
 #include "test_kernels_util.h"
 
 #define ASSERT_ERROR(call, frag)                                                                             \

@@ -8,7 +8,7 @@
 # multi-head self-attention, 4 heads of 32, q/k/v/o projections with bias,
 # softmax(q k^T / sqrt(32)) v, no mask, no dropout; x = LayerNorm(x + attn),
 # eps 1e-3; FFN 128 -> 512 -> GELU (exact, erf) -> 128; x = LayerNorm(x +
-# ffn) -> mean over the sequence -> dense 16 classes; mean sparse softmax
+# ffn) -> mean over the sequence -> dense 64 classes (the vocabulary: tpuloop's num_classes default); mean sparse softmax
 # cross-entropy; Adam lr 1e-3, betas 0.9/0.999, eps 1e-7. Weights Glorot
 # uniform, biases zero, embeddings uniform(-0.05, 0.05) as Keras'.
 #
@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-VOCAB, SEQ, D, HEADS, FF, CLASSES, LAYERS, LN_EPS = 64, 64, 128, 4, 512, 16, 2, 1e-3
+VOCAB, SEQ, D, HEADS, FF, CLASSES, LAYERS, LN_EPS = 64, 64, 128, 4, 512, 64, 2, 1e-3
 
 
 class EncoderLayer(nn.Module):

@@ -130,7 +130,7 @@ typedef struct tl_model_config {
 
 /*
  * The "input" section: the data `tpuloop train`, `evaluate` and `predict`
- * read. fashion_mnist and synthetic are loaded into memory; the file
+ * read. fashion_mnist and the synthetic sets are loaded into memory; the file
  * datasets (tfrecord, criteo, csv, idx) are read by a tf.data-style pipeline
  * (dataset.h) built once per input_fn invocation:
  *
@@ -141,7 +141,8 @@ typedef struct tl_model_config {
  * the resolved tl_run_config does.
  */
 typedef struct tl_input_config {
-    const char *dataset;          /* "fashion_mnist", "synthetic", "tfrecord", "criteo", "csv" or "idx" */
+    const char *dataset;          /* "fashion_mnist", "synthetic", "criteo_synthetic", "synthetic_sequences",
+                                     "tfrecord", "criteo", "csv" or "idx" */
     const char *data_dir;         /* NULL: the Debian package's directory */
     tl_opt_int epochs;
     /* The synthetic datasets' sizes. Each is set exactly when the dataset
@@ -154,6 +155,8 @@ typedef struct tl_input_config {
     const int64_t *synthetic_vocab_sizes; /* (26) criteo_synthetic: vocabulary of C1..C26, each in
                                              [1, 2^31 - 1]; NULL when None (the cap applies) */
     tl_opt_int synthetic_num_features;  /* synthetic: features per example (784) */
+    tl_opt_int synthetic_sequence_length; /* synthetic_sequences: tokens per sequence (16) */
+    tl_opt_int synthetic_vocab;         /* synthetic_sequences: token ids (and labels) in [0, this) (16) */
     const char *const *files;     /* (num_files) paths or glob patterns; NULL when None */
     int num_files;
     const char *const *eval_files;/* (num_eval_files); NULL when None (evaluate reads files) */

@@ -1,7 +1,8 @@
 /*
  * tpuloop/data.h — the data a model trains on: IDX files (MNIST's format),
- * the MNIST / Fashion-MNIST loader, and a synthetic classification set whose
- * labels come from a planted model.
+ * the MNIST / Fashion-MNIST loader, a synthetic classification set whose
+ * labels come from a planted model, and synthetic token sequences labelled
+ * by their majority token.
  *
  * Three layers, each usable alone:
  *
@@ -305,6 +306,68 @@ TL_API tl_status tl_synthetic_generate(const tl_synthetic *g, int64_t first, int
  * memory's address space; TL_ENOMEM.
  */
 TL_API tl_status tl_synthetic_load(const tl_synthetic_spec *spec, tl_labeled_data **out);
+
+/* ======================================================================== */
+/* Synthetic token sequences labelled by their majority token               */
+/* ======================================================================== */
+
+/*
+ * N sequences of S token ids from a vocabulary of V, each labelled by the
+ * token it holds most often, which is unique by construction: a model that
+ * counts tokens classifies every example, so the oracle accuracy is 100%,
+ * and a small Transformer learns it quickly. The ids are stored as float32
+ * features (N, S) (the infeed carries float32 features; every id below 2^24
+ * is exact), the labels as int32 in [0, V), num_classes V.
+ *
+ * The generator of example i, all of whose words come in this order from the
+ * counter-based RNG's stream (seed, "syn-seq", replica 0) at step i, where
+ * below(n) = floor(u * n / 2^32) for the next 32-bit word u:
+ *
+ *   1. the planted token p = below(V), the label;
+ *   2. its count k = lo + below(hi - lo + 1), where lo is the least
+ *      k >= floor(S/4) + 1 with (V - 1)(k - 1) >= S - k (so the others can
+ *      fill the rest), and hi = max(floor(S/2), lo): for S = V = 16, k is in
+ *      [5, 8];
+ *   3. positions 0 .. k-1 hold p; each of positions k .. S-1 in turn draws
+ *      t = below(V - 1), takes token t + (t >= p) (uniform over the tokens
+ *      other than p), and draws again while that token already fills k - 1
+ *      of the positions before it (so every other token appears at most
+ *      k - 1 times and p is the unique maximum);
+ *   4. a Fisher-Yates shuffle: for j = S-1 down to 1, swap positions j and
+ *      below(j + 1).
+ *
+ * Generating [a, b) directly gives the same bits as generating [0, N) and
+ * slicing, on any thread. Step 3 compares each new token with the ones
+ * before it, so an example costs O(S^2) at worst.
+ */
+typedef struct tl_synthetic_sequences_spec {
+    int64_t num_examples;    /* N >= 0: the set is examples [0, N) */
+    int64_t sequence_length; /* S, 1..4096 */
+    int64_t vocab_size;      /* V, 2..16777216 */
+    uint64_t seed;
+} tl_synthetic_sequences_spec;
+
+/* Defaults: N 0, S 16, V 16, seed 0. */
+TL_API void tl_synthetic_sequences_spec_init(tl_synthetic_sequences_spec *s);
+
+/*
+ * Writes examples [first, first + count) into tokens (count, S) and labels
+ * (count). Either may be NULL to skip it. Allocates nothing, so it may run
+ * in a device loop and on many threads at once.
+ * Errors: TL_EINVAL for a field of spec out of range (the message names the
+ * field, the value and the range), or when first < 0, count < 0 or
+ * first + count > N.
+ */
+TL_API tl_status tl_synthetic_sequences_generate(const tl_synthetic_sequences_spec *spec, int64_t first,
+                                                 int64_t count, float *tokens, int32_t *labels);
+
+/*
+ * All N examples of spec in memory: features (N, S), feature_shape (S),
+ * num_classes V. Freed with tl_labeled_data_destroy.
+ * Errors: as tl_synthetic_sequences_generate; TL_EINVAL when N * S floats do
+ * not fit in memory's address space; TL_ENOMEM.
+ */
+TL_API tl_status tl_synthetic_sequences_load(const tl_synthetic_sequences_spec *spec, tl_labeled_data **out);
 
 #ifdef __cplusplus
 }

@@ -585,6 +585,16 @@ TL_API void tl_predict_result_free(tl_predict_result *res);
  * order, as 64 hex digits and a NUL. Errors: TL_ENOMEM (a table's copy). */
 TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65]);
 
+/*
+ * Estimator.get_variable_value: copies variable `name` (trainable or state,
+ * such as "bn/moving_mean") into out, n floats in row-major order, n being
+ * the variable's element count. The model is built (and a restore takes
+ * effect) at the first train, evaluate or predict, so call it after one.
+ * Errors: TL_ENOTFOUND ("no variable named dense/kernl; the model has 4
+ * variables"), TL_EINVAL (n is not its element count, or no model built yet).
+ */
+TL_API tl_status tl_estimator_variable_value(const tl_estimator *est, const char *name, float *out, int64_t n);
+
 /* The global step. */
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
 

@@ -729,10 +729,147 @@ TL_API tl_t tl_batch_norm(tl_graph *g, tl_t x, double momentum, double epsilon, 
  */
 TL_API tl_t tl_batch_matmul(tl_graph *g, tl_t a, tl_t b, bool adj_a, bool adj_b);
 
+/*
+ * tf.einsum on 1 to 3 float32 operands xs[0..n-1] ("operand k" is xs[k]):
+ * the equation names each operand's axes by labels, one letter per axis
+ * (a-z and A-Z, case-sensitive; spaces are ignored), terms separated by
+ * commas. The output's labels follow "->"; without it (implicit mode) they
+ * are the labels that appear exactly once, sorted (A-Z before a-z, as
+ * tf.einsum). y[out] = the sum, over every label not in the output, of the
+ * operands' products:
+ *
+ *     tl_einsum(g, "bhqd,bhkd->bhqk", (tl_t[]){q, k}, 2);   // scores Q·Kᵀ
+ *     tl_einsum(g, "bhqk,bhkd->bhqd", (tl_t[]){p, v}, 2);   // P·V
+ *     tl_einsum(g, "ij->ji", &x, 1);                         // transpose
+ *     tl_einsum(g, "ij->", &x, 1);                           // sum of all
+ *     tl_einsum(g, "bi,bi->b", (tl_t[]){x, y}, 2);           // row dots
+ *
+ * Traced, not a kernel: a label that only one operand has and the output
+ * does not is summed first (tl_reduce_sum), then the operands are multiplied
+ * left to right, each pair as one tl_batch_matmul (its shared labels kept
+ * for the output or a later operand are the batch, the others contracted;
+ * a pair with nothing to contract is a broadcast tl_mul), with tl_transpose
+ * and tl_reshape around it where the axes need it. Gradients are those ops'
+ * gradients; an equation that changes nothing ("ij->ij") returns the operand
+ * itself.
+ *
+ * Not supported: the ellipsis ("...") for broadcast dimensions; a label
+ * repeated within one operand ("ii->i", TF's diagonals); more than 3
+ * operands. Every label has one size in all operands (TF's rule too: named
+ * dimensions do not broadcast). Folding left to right, the product of the
+ * first two of three operands may need more than TL_MAX_RANK axes even when
+ * the result does not ("abcde,fghij,abcdefgh->ij"); that is an error.
+ *
+ * Errors (in the graph's status): n outside 1..3, xs NULL, an operand not a
+ * float32 tensor of the graph ("einsum: operand 1 must be float32"), the
+ * equation NULL, a character not a label, ',', '->' or a space, an ellipsis,
+ * more than one "->", a term count that differs from n, "einsum: operand 1
+ * has rank 3 but the equation gives it 2 labels 'ij'", a label twice in one
+ * operand, "einsum: label 'j' has size 3 in operand 0 (2, 3) but 4 in
+ * operand 1 (4, 5)", an output label twice or in no operand, a result or
+ * intermediate product of rank over TL_MAX_RANK.
+ */
+TL_API tl_t tl_einsum(tl_graph *g, const char *equation, const tl_t *xs, int n);
+
 
 /* (end of linear algebra) */
 
 /* ---- vision, NHWC (ops_vision.c) --------------------------------------------- */
+
+/*
+ * Images are float32 (batch, height, width, channels), TensorFlow's default
+ * NHWC. Windows — a convolution's filter, a pool — slide by strides and are
+ * placed by TF's padding rule on each spatial axis, with the dilated window
+ * keff = (k - 1)·dilation + 1:
+ *   TL_PAD_VALID  no padding; out = ceil((in - keff + 1) / stride), an error
+ *                 when keff > in;
+ *   TL_PAD_SAME   out = ceil(in / stride); pad_total = max((out - 1)·stride +
+ *                 keff - in, 0) zeros, pad_total / 2 before and the rest
+ *                 after — the odd one goes after (bottom, right), as TF.
+ * The gradient ops run on oneDNN (tpuloop's own im2col + GEMM where that is
+ * faster) with one thread per device: the same step gives the same bits.
+ *
+ * A small CNN's layers:
+ *
+ *     int64_t fshape[4] = {3, 3, 1, 16};                           // HWIO
+ *     tl_t f = tl_variable(g, "conv/kernel", fshape, 4, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
+ *     tl_conv2d_attrs same = {.padding = TL_PAD_SAME};             // stride 1, groups 1
+ *     tl_t h = tl_relu(g, tl_conv2d(g, images, f, &same));         // (batch, 28, 28, 16)
+ *     h = tl_max_pool2d(g, h, (int64_t[2]){2, 2}, (int64_t[2]){2, 2}, TL_PAD_VALID);   // (batch, 14, 14, 16)
+ *     h = tl_global_avg_pool2d(g, h, false);                       // (batch, 16)
+ */
+typedef enum { TL_PAD_VALID = 0, TL_PAD_SAME = 1 } tl_padding;
+
+typedef enum {
+    TL_RESIZE_BILINEAR = 0, /* tf.image.ResizeMethod.BILINEAR, tf.image.resize's default */
+    TL_RESIZE_NEAREST = 1   /* tf.image.ResizeMethod.NEAREST_NEIGHBOR */
+} tl_resize_method;
+
+/* A convolution's attributes; zero fields take the defaults, so
+ * `(tl_conv2d_attrs){.padding = TL_PAD_SAME}` is stride 1, no dilation, one
+ * group. A NULL attrs is all defaults (VALID). */
+typedef struct tl_conv2d_attrs {
+    int64_t strides[2];   /* (h, w), >= 1; 0 means 1 */
+    int64_t dilations[2]; /* (h, w), >= 1; 0 means 1 */
+    tl_padding padding;
+    int64_t groups;       /* >= 1, dividing x's channels and the filter's outputs; 0 means 1 */
+} tl_conv2d_attrs;
+
+/*
+ * tf.nn.conv2d(x, filter, strides, padding, dilations) in NHWC, and Keras'
+ * Conv2D(groups=...): x (batch, h, w, c), filter (kh, kw, c / groups, o) —
+ * TF's HWIO — to (batch, oh, ow, o). With groups g, output channel q sees
+ * input channels [q / (o/g) · c/g, +c/g). No bias: add one with tl_bias_add.
+ * Gradients with respect to x and the filter.
+ * TF differences: Keras refuses strides > 1 together with dilations > 1;
+ * tpuloop computes the strided dilated convolution.
+ * Errors (in the graph's status): x or filter not 4-D float32, the filter's
+ * input channels other than c / groups, groups dividing neither c nor o,
+ * strides, dilations or groups < 0, an unknown padding, VALID with a window
+ * larger than the input.
+ */
+TL_API tl_t tl_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);
+
+/*
+ * tf.nn.depthwise_conv2d: x (batch, h, w, c), filter (kh, kw, c, m) to
+ * (batch, oh, ow, c·m), output channel k·m + j being input channel k under
+ * filter[:, :, k, j] — a grouped convolution with c groups. attrs' groups
+ * must be 0 or 1. TF differences: TF asks for strides 1 when dilated;
+ * tpuloop computes the strided dilated convolution.
+ * Errors: as tl_conv2d, and the filter's third dimension other than c.
+ */
+TL_API tl_t tl_depthwise_conv2d(tl_graph *g, tl_t x, tl_t filter, const tl_conv2d_attrs *attrs);
+
+/*
+ * tf.nn.max_pool2d / tf.nn.avg_pool2d in NHWC: windows of ksize (h, w)
+ * strides (h, w) apart, per channel, to (batch, oh, ow, c). Padding never
+ * counts: max takes the window's elements inside the image, and avg divides
+ * by their number (so a SAME edge window of 2 of its 4 elements is their
+ * mean). max_pool's gradient goes, as TensorFlow's CPU MaxPoolGrad, to the
+ * first maximum of each window in row-major order (ties: the top-left one);
+ * avg_pool's spreads evenly over the counted elements.
+ * Errors: x not 4-D float32, ksize or strides < 1, an unknown padding,
+ * VALID with a window larger than the input.
+ */
+TL_API tl_t tl_max_pool2d(tl_graph *g, tl_t x, const int64_t ksize[2], const int64_t strides[2],
+                          tl_padding padding);
+TL_API tl_t tl_avg_pool2d(tl_graph *g, tl_t x, const int64_t ksize[2], const int64_t strides[2],
+                          tl_padding padding);
+
+/* The mean over height and width, Keras' GlobalAveragePooling2D:
+ * (batch, c), or (batch, 1, 1, c) with keepdims. Errors: x not 4-D float32. */
+TL_API tl_t tl_global_avg_pool2d(tl_graph *g, tl_t x, bool keepdims);
+
+/*
+ * tf.image.resize(x, (out_h, out_w), method) in TF2 (half_pixel_centers,
+ * no align_corners, no antialias) of x (batch, h, w, c) to (batch, out_h,
+ * out_w, c), with its gradient. Scales and sample positions are float32 as
+ * TF's CPU kernels compute them: nearest takes source index
+ * min(floor((i + 0.5)·in/out), in - 1); bilinear samples at (i + 0.5)·in/out
+ * - 0.5 between its two clamped neighbours. Errors: x not 4-D float32,
+ * out_h or out_w < 1, an unknown method.
+ */
+TL_API tl_t tl_resize(tl_graph *g, tl_t x, int64_t out_h, int64_t out_w, tl_resize_method method);
 
 /* (end of vision) */
 

@@ -7,7 +7,8 @@
  * writes by hand around the estimator:
  *
  *   - the model, by model_name (the built-in model_fns of models.h: "mlp",
- *     "dlrm", "dcn"), with the model section's optimizer;
+ *     "cnn", "transformer", "dlrm", "dcn"), with the model section's
+ *     optimizer;
  *   - the input of each mode from the input section: a dataset in memory
  *     (fashion_mnist, synthetic, criteo_synthetic) or an input_fn over files
  *     (tfrecord, criteo, csv, idx) deployed as the configuration says;

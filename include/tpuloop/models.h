@@ -1,7 +1,7 @@
 /*
  * tpuloop/models.h — built-in model_fns, written only against the public API
- * (graph.h), as a user would write their own: an MLP classifier, DLRM and
- * DCN-v2.
+ * (graph.h), as a user would write their own: an MLP classifier, a small
+ * ResNet (cnn), a Transformer encoder classifier, DLRM and DCN-v2.
  *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
@@ -40,6 +40,88 @@ extern "C" {
  * from params_json's "num_classes" (default 10).
  */
 TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * A small ResNet image classifier (He et al. 2016's basic blocks), NHWC as
+ * TensorFlow, the model of `configs/cnn_fashion_mnist.json`:
+ *
+ *     x     = features, (batch, H, W) → (batch, H, W, 1), or (batch, H, W, C)
+ *     h     = relu(bn(conv3x3(x, filters[0])))                       "stem"
+ *     stage s = 1..S: one basic block, filters[s-1], stride 1 for s = 1 else 2:
+ *         y = bn(conv3x3(relu(bn(conv3x3(h, stride))), 1))          "block<s>/a", "block<s>/b"
+ *         h = relu(y + shortcut), shortcut = h, or bn(conv1x1(h, stride)) when
+ *             the shape changes                                      "block<s>/shortcut"
+ *     logits = Dense(num_classes)(global_avg_pool(h))                 "dense"
+ *     loss   = mean sparse softmax cross-entropy (not in PREDICT)
+ *
+ * Convolutions are SAME-padded without bias (TensorFlow's asymmetric SAME
+ * for stride 2), kernels "<layer>/conv/kernel" (KH, KW, in, out) Glorot
+ * uniform as Keras' Conv2D; each batch norm "<layer>/bn/{gamma, beta,
+ * moving_mean, moving_variance}" with epsilon 1e-3. params_json may set
+ * "num_classes" (default 10), "filters" (default [16, 32, 64]: the stages)
+ * and "batch_norm_momentum" (default 0.99). user is unused.
+ * Errors (TL_EINVAL, in the graph's status): features of rank other than 3
+ * or 4, a params value out of range ("cnn: params filters[1] must be an int
+ * in [1, 65536], got 0").
+ */
+TL_API tl_status tl_model_cnn(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * A Transformer encoder classifier over token ids (Vaswani et al. 2017, with
+ * BERT's post-LN layers and learned positions), the model of
+ * configs/transformer_sequences.json and of bench/peers/transformer_torch.py:
+ *
+ *     ids    = cast(features, int32)                    (batch, S): features hold token ids
+ *     x      = gather(embedding/embeddings, ids)        (batch, S, d)
+ *              + position_embedding/embeddings          (S, d), broadcast over the batch
+ *     for i in 0 .. L-1:                                per token, (batch * S, d)
+ *       q, k, v = Dense(d)(x) each, split into h heads  (batch, h, S, d/h)
+ *       a      = softmax(q kᵀ / sqrt(d/h)) v            softmax over the keys
+ *       x      = LayerNorm(x + Dense(d)(heads merged))  epsilon 1e-3
+ *       x      = LayerNorm(x + Dense(d)(gelu(Dense(ff)(x))))   exact (erf) gelu
+ *     pooled = mean of x over the sequence              (batch, d)
+ *     logits = Dense(num_classes)(pooled)               (batch, C)
+ *     loss   = mean sparse softmax cross-entropy of logits and labels (not in PREDICT)
+ *
+ * There is no mask and no dropout: every position of every sequence attends
+ * to every other. The query is scaled by 1/sqrt(d/h) before the product, as
+ * Keras' MultiHeadAttention does. spec->logits and spec->predictions are the
+ * logits.
+ *
+ * Variables (Keras' names; each Dense has /kernel (in, units) Glorot uniform
+ * and /bias (units) zeros; each LayerNorm /gamma (d) ones and /beta (d)
+ * zeros; the embeddings U(-0.05, 0.05) as Keras' Embedding):
+ *
+ *     embedding/embeddings               (V, d)
+ *     position_embedding/embeddings      (S, d)
+ *     layer_<i>/attention/query          Dense d -> d     (and key, value, output)
+ *     layer_<i>/attention_norm           LayerNorm d
+ *     layer_<i>/ffn/dense                Dense d -> ff
+ *     layer_<i>/ffn/dense_1              Dense ff -> d
+ *     layer_<i>/ffn_norm                 LayerNorm d
+ *     logits                             Dense d -> C
+ *
+ * The sizes come from params_json, each an int: "d_model" d (32, in
+ * [1, 65536]), "num_heads" h (2, in [1, d], dividing d), "num_layers" L (2, in
+ * [0, 64]), "d_ff" ff (4 d, in [1, 1048576]), "vocab_size" V (in [2, 16777216];
+ * default: the data's, else 16) and "num_classes" C (V, in [2, 16777216]).
+ * user is NULL or a const tl_transformer_data * telling what the data
+ * decides: its vocab_size is V's default and the least V allowed, since the
+ * data's ids reach vocab_size - 1.
+ *
+ * Errors (TL_EINVAL, in the graph's status, naming the param, its value and
+ * what is allowed): a param that is not an int in its range ("transformer:
+ * params num_layers must be an int in [0, 64], got 100"); d_model not a
+ * multiple of num_heads ("transformer: params d_model 30 is not divisible by
+ * num_heads 4"); vocab_size below the data's; features not of rank 2
+ * (batch, sequence_length); user's vocab_size outside [0, 16777216]. A token
+ * id outside [0, V) fails the step, as tl_gather does.
+ */
+typedef struct tl_transformer_data {
+    int64_t vocab_size; /* the data's token ids are in [0, vocab_size); 0: unknown (params' or 16) */
+} tl_transformer_data;
+
+TL_API tl_status tl_model_transformer(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
 
 /*
  * DLRM (Naumov et al. 2019), the click-through model of TPUEmbedding's

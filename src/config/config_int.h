@@ -119,7 +119,7 @@ struct tl_input_store;
  * TL_ETYPE (naming the option, the key and field, the value and what is
  * allowed), TL_ENOMEM. */
 tl_status tl_config_resolve_input(tl_config *cfg);
-/* The synthetic datasets' options (synthetic_examples ... synthetic_num_features),
+/* The synthetic datasets' options (synthetic_examples ... synthetic_vocab),
  * in the table's order: each is set in rc.input when the dataset reads it,
  * to its value or, for null, its default (the table's, or the dataset's for
  * the sizes), and unset otherwise; one the dataset does not read must be

@@ -110,6 +110,8 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_synthetic_vocab_cap:
     case TL_OPT_ID_synthetic_vocab_sizes:
     case TL_OPT_ID_synthetic_num_features:
+    case TL_OPT_ID_synthetic_sequence_length:
+    case TL_OPT_ID_synthetic_vocab:
     case TL_OPT_ID_files:
     case TL_OPT_ID_eval_files:
     case TL_OPT_ID_compression:

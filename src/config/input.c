@@ -467,15 +467,19 @@ static tl_status parse_vocab_sizes(const tl_config *cfg, struct tl_input_store *
  * their help). */
 static const struct {
     tl_opt_id id;
-    const char *readers; /* "synthetic", "criteo_synthetic" or both, for messages */
-    bool synthetic, criteo;
-    int64_t synthetic_default, criteo_default; /* 0: the table's */
+    const char *readers; /* the datasets that read it, for messages */
+    bool synthetic, criteo, sequences;
+    int64_t synthetic_default, criteo_default, sequences_default; /* 0: the table's */
 } synth_opts[] = {
-    {TL_OPT_ID_synthetic_examples, "datasets synthetic and criteo_synthetic", true, true, 60000, 1048576},
-    {TL_OPT_ID_synthetic_eval_examples, "datasets synthetic and criteo_synthetic", true, true, 10000, 131072},
-    {TL_OPT_ID_synthetic_vocab_cap, "dataset criteo_synthetic", false, true, 0, 0},
-    {TL_OPT_ID_synthetic_vocab_sizes, "dataset criteo_synthetic", false, true, 0, 0},
-    {TL_OPT_ID_synthetic_num_features, "dataset synthetic", true, false, 0, 0},
+    {TL_OPT_ID_synthetic_examples, "datasets synthetic, criteo_synthetic and synthetic_sequences", true, true, true,
+     60000, 1048576, 60000},
+    {TL_OPT_ID_synthetic_eval_examples, "datasets synthetic, criteo_synthetic and synthetic_sequences", true, true,
+     true, 10000, 131072, 10000},
+    {TL_OPT_ID_synthetic_vocab_cap, "dataset criteo_synthetic", false, true, false, 0, 0, 0},
+    {TL_OPT_ID_synthetic_vocab_sizes, "dataset criteo_synthetic", false, true, false, 0, 0, 0},
+    {TL_OPT_ID_synthetic_num_features, "dataset synthetic", true, false, false, 0, 0, 0},
+    {TL_OPT_ID_synthetic_sequence_length, "dataset synthetic_sequences", false, false, true, 0, 0, 0},
+    {TL_OPT_ID_synthetic_vocab, "dataset synthetic_sequences", false, false, true, 0, 0, 0},
 };
 
 static struct tl_input_store *input_store(tl_config *cfg)
@@ -492,6 +496,8 @@ static tl_opt_int *synth_field(tl_input_config *in, tl_opt_id id)
     case TL_OPT_ID_synthetic_eval_examples: return &in->synthetic_eval_examples;
     case TL_OPT_ID_synthetic_vocab_cap: return &in->synthetic_vocab_cap;
     case TL_OPT_ID_synthetic_num_features: return &in->synthetic_num_features;
+    case TL_OPT_ID_synthetic_sequence_length: return &in->synthetic_sequence_length;
+    case TL_OPT_ID_synthetic_vocab: return &in->synthetic_vocab;
     default: return NULL;
     }
 }
@@ -503,10 +509,12 @@ tl_status tl_config_resolve_synthetic(tl_config *cfg)
     if (s == NULL)
         return tl_error_oom();
     bool synthetic = strcmp(in->dataset, "synthetic") == 0, criteo = strcmp(in->dataset, "criteo_synthetic") == 0;
+    bool sequences = strcmp(in->dataset, "synthetic_sequences") == 0;
     for (size_t i = 0; i < TL_ARRAY_LEN(synth_opts); i++) {
         tl_opt_id id = synth_opts[i].id;
         const json_t *v = cfg->raw[id];
-        if (!(synthetic && synth_opts[i].synthetic) && !(criteo && synth_opts[i].criteo)) {
+        if (!(synthetic && synth_opts[i].synthetic) && !(criteo && synth_opts[i].criteo) &&
+            !(sequences && synth_opts[i].sequences)) {
             /* The table's default is no choice of the user's: only a value
              * given for a dataset that does not read it is a mistake. */
             if (cfg->source[id] != TL_SOURCE_DEFAULT && !json_is_null(v))
@@ -525,7 +533,9 @@ tl_status tl_config_resolve_synthetic(tl_config *cfg)
             return st;
         if (f->set)
             continue;
-        int64_t d = synthetic ? synth_opts[i].synthetic_default : synth_opts[i].criteo_default;
+        int64_t d = synthetic ? synth_opts[i].synthetic_default
+                    : criteo  ? synth_opts[i].criteo_default
+                              : synth_opts[i].sequences_default;
         if (d == 0 && tl_parse_int64(tl_options[id].default_json, &d) != 0)
             TL_ASSERT(!"a synthetic option's table default is an int");
         *f = (tl_opt_int){true, d};
@@ -840,11 +850,15 @@ json_t *tl_input_value_json(const tl_config *cfg, tl_opt_id id)
     case TL_OPT_ID_synthetic_examples:
     case TL_OPT_ID_synthetic_eval_examples:
     case TL_OPT_ID_synthetic_vocab_cap:
-    case TL_OPT_ID_synthetic_num_features: {
-        tl_opt_int f = id == TL_OPT_ID_synthetic_examples        ? in->synthetic_examples
-                       : id == TL_OPT_ID_synthetic_eval_examples ? in->synthetic_eval_examples
-                       : id == TL_OPT_ID_synthetic_vocab_cap     ? in->synthetic_vocab_cap
-                                                                 : in->synthetic_num_features;
+    case TL_OPT_ID_synthetic_num_features:
+    case TL_OPT_ID_synthetic_sequence_length:
+    case TL_OPT_ID_synthetic_vocab: {
+        tl_opt_int f = id == TL_OPT_ID_synthetic_examples          ? in->synthetic_examples
+                       : id == TL_OPT_ID_synthetic_eval_examples   ? in->synthetic_eval_examples
+                       : id == TL_OPT_ID_synthetic_vocab_cap       ? in->synthetic_vocab_cap
+                       : id == TL_OPT_ID_synthetic_num_features    ? in->synthetic_num_features
+                       : id == TL_OPT_ID_synthetic_sequence_length ? in->synthetic_sequence_length
+                                                                   : in->synthetic_vocab;
         return f.set ? json_integer(f.value) : json_null();
     }
     case TL_OPT_ID_scale: return json_real(in->scale);

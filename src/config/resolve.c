@@ -591,11 +591,11 @@ static tl_status resolve_sections(tl_config *cfg)
 {
     tl_model_config *m = &cfg->rc.model;
     tl_input_config *in = &cfg->rc.input;
-    static const char *const models[] = {"mlp", "dlrm", "dcn", NULL};
+    static const char *const models[] = {"mlp", "cnn", "transformer", "dlrm", "dcn", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
-    static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "tfrecord", "criteo", "csv",
-                                       "idx", NULL};
+    static const char *const sets[] = {"fashion_mnist", "synthetic", "criteo_synthetic", "synthetic_sequences",
+                                       "tfrecord", "criteo", "csv", "idx", NULL};
     static const char *const reductions[] = {"MEAN", "SUM", NULL};
     const char *reduction = NULL;
     tl_status st;

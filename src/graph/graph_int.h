@@ -116,6 +116,12 @@ typedef enum {
     TL_OP_LINALG_LAST_,
 
     TL_OP_VISION_FIRST_, /* ops_vision.c: conv2d, pooling, resize (oneDNN) */
+    TL_OP_CONV2D,        /* in (x, filter); iattr[0..1] kernel (h, w), [2] groups, [3..4] strides, [5..6] dilations,
+                            [7..10] padding (top, left, bottom, right), [11] 1 for depthwise_conv2d's filter shape */
+    TL_OP_MAX_POOL2D,    /* iattr[0..1] ksize (h, w), [2..3] strides, [4..7] padding (top, left, bottom, right) */
+    TL_OP_AVG_POOL2D,    /* as TL_OP_MAX_POOL2D; global_avg_pool2d is one over the whole image, shaped
+                            (batch, c) or (batch, 1, 1, c) */
+    TL_OP_RESIZE,        /* iattr[0] tl_resize_method; the output size is the node's shape */
     TL_OP_VISION_LAST_,
 
     TL_OP_COUNT_

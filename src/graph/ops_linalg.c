@@ -1,5 +1,6 @@
 /* ops_linalg.c — batched matmul (tf.linalg.matmul, BatchMatMulV2) with
- * broadcast batch dimensions: tracing, forward and backward. */
+ * broadcast batch dimensions: tracing, forward and backward. tl_einsum
+ * (einsum.c) traces into this op and the shape, reduce and element-wise ones. */
 #include "../kernels/batch_matmul.h"
 #include "ops.h"
 

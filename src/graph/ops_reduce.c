@@ -1,12 +1,13 @@
 /* ops_reduce.c — reductions over axes, argmax / argmin, softmax / log_softmax / logsumexp, losses and metrics:
  * their constructors (tpuloop/graph.h), and forward and backward passes over the kernels of
- * kernels/reduce_axes.h. No op of the family needs scratch: the backward kernels recompute
- * what they need (row maxima, sums of exponentials) from the inputs and the op's output. */
+ * kernels/reduce_axes.h and kernels/reduce_losses.h. No op of the family needs scratch: the backward kernels
+ * recompute what they need (row maxima, sums of exponentials) from the inputs and the op's output. */
 #include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../kernels/reduce_axes.h"
+#include "../kernels/reduce_losses.h"
 #include "ops.h"
 
 _Static_assert(TL_MAX_RANK <= TL_K_AXES_MAX_RANK, "the kernels take every rank a graph holds");

@@ -1,7 +1,8 @@
 /* data.c — the job's in-memory datasets: Fashion-MNIST (Debian's
  * dataset-fashion-mnist, or data_dir), the synthetic set of a planted model
- * shaped like it, and Criteo-shaped click logs of a planted model
- * (criteo_synth.h) with its oracle AUC. Missing data is an error: synthetic
+ * shaped like it, Criteo-shaped click logs of a planted model
+ * (criteo_synth.h) with its oracle AUC, and token sequences labelled by their
+ * majority token (data.h). Missing data is an error: synthetic
  * data only when the configuration asks for it. */
 #include <string.h>
 
@@ -50,6 +51,32 @@ static tl_status synthetic(tl_job *job)
     s.num_classes = SYNTH_CLASSES;
     s.seed = seed_of(job->r);
     tl_status st = tl_synthetic_load(&s, &job->owned[0]);
+    if (st != TL_OK)
+        return st;
+    const tl_labeled_data *all = job->owned[0];
+    job->train = job->test = *all;
+    job->train.num_examples = job->opt.train ? ntrain : 0;
+    job->test.num_examples = neval;
+    job->test.features += ntrain * all->num_features;
+    job->test.labels += ntrain;
+    return TL_OK;
+}
+
+/* synthetic_examples sequences to train and synthetic_eval_examples after
+ * them to test, of synthetic_sequence_length tokens from synthetic_vocab,
+ * each labelled by its majority token. As synthetic's, the whole set is
+ * made. */
+static tl_status synthetic_sequences(tl_job *job)
+{
+    const tl_input_config *in = &job->r->input;
+    int64_t ntrain = in->synthetic_examples.value, neval = in->synthetic_eval_examples.value;
+    tl_synthetic_sequences_spec s;
+    tl_synthetic_sequences_spec_init(&s);
+    s.num_examples = ntrain + neval;
+    s.sequence_length = in->synthetic_sequence_length.value;
+    s.vocab_size = in->synthetic_vocab.value;
+    s.seed = seed_of(job->r);
+    tl_status st = tl_synthetic_sequences_load(&s, &job->owned[0]);
     if (st != TL_OK)
         return st;
     const tl_labeled_data *all = job->owned[0];
@@ -114,9 +141,11 @@ tl_status tl_job_data_load(tl_job *job)
         st = synthetic(job);
     else if (strcmp(d, "criteo_synthetic") == 0)
         st = criteo_synthetic(job);
+    else if (strcmp(d, "synthetic_sequences") == 0)
+        st = synthetic_sequences(job);
     else
         return tl_error(TL_EINVAL, "input.dataset: '%s' is not an in-memory dataset (fashion_mnist, synthetic, "
-                                   "criteo_synthetic)", d);
+                                   "criteo_synthetic, synthetic_sequences)", d);
     /* The input section's scale, as tl_dataset_scale applies it to files:
      * the features (not labels, not ids), as the float product. */
     float s = (float)job->r->input.scale;

@@ -142,6 +142,13 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
     if (strcmp(r->model.model_name, "mlp") == 0) {
         eo.model_fn = tl_model_mlp;
         eo.user = (void *)&r->model;
+    } else if (strcmp(r->model.model_name, "cnn") == 0) {
+        eo.model_fn = tl_model_cnn;
+    } else if (strcmp(r->model.model_name, "transformer") == 0) {
+        /* synthetic_sequences' vocabulary is the model's default and least one. */
+        job->transformer.vocab_size = r->input.synthetic_vocab.set ? r->input.synthetic_vocab.value : 0;
+        eo.model_fn = tl_model_transformer;
+        eo.user = &job->transformer;
     } else if (strcmp(r->model.model_name, "dlrm") != 0 && strcmp(r->model.model_name, "dcn") != 0) {
         st = tl_error(TL_EINVAL, "model.model_name: '%s' is not a built-in model (mlp, cnn, transformer, dlrm, dcn)",
                       r->model.model_name);

@@ -2,6 +2,8 @@
  * elementwise_bcast.h — element-wise math with NumPy / TensorFlow
  * broadcasting: binary arithmetic, unary math and activations, comparisons,
  * where, casts and constants, each with the kernels its gradient needs.
+ * (elementwise_unary.c holds the unary math and activations,
+ * elementwise_bcast.c the rest.)
  *
  * The conventions are kernels.h's: row-major buffers allocated by the caller,
  * `restrict` pointers, no allocation, float64 `_ref` twins with the obvious

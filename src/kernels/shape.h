@@ -1,7 +1,7 @@
 /*
  * shape.h — the kernels that move elements without arithmetic, and the sums
- * their gradients need: transpose, broadcast, tile, constant pad, gather and
- * one-hot (ops_shape.c traces and runs them).
+ * their gradients need: transpose, broadcast, tile, constant pad (shape.c),
+ * gather and one-hot (shape_gather.c); ops_shape.c traces and runs them.
  *
  * The conventions of kernels.h hold: row-major float32 buffers allocated by
  * the caller, restrict pointers, nothing allocated, a float64 twin (`_ref`)

@@ -866,6 +866,26 @@ void tl_est_sha256_floats(void *sha256_ctx, const float *p, int64_t n)
     }
 }
 
+tl_status tl_estimator_variable_value(const tl_estimator *est, const char *name, float *out, int64_t n)
+{
+    const tl_vars *vars = est->vars;
+    if (vars == NULL || est->params == NULL)
+        return tl_error(TL_EINVAL, "variable %s has no value yet: the model is built at the first train, evaluate or "
+                                   "predict", name ? name : "(null)");
+    for (int i = 0; name != NULL && i < vars->n; i++) {
+        const tl_var *v = &vars->v[i];
+        if (strcmp(v->name, name) != 0)
+            continue;
+        if (n != v->size)
+            return tl_error(TL_EINVAL, "variable %s has %lld elements; n is %lld", name, (long long)v->size,
+                            (long long)n);
+        memcpy(out, est->params + v->offset, (size_t)n * sizeof *out);
+        return TL_OK;
+    }
+    return tl_error(TL_ENOTFOUND, "no variable named %s; the model has %d variables", name ? name : "(null)",
+                    vars->n);
+}
+
 tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65])
 {
     SHA2_CTX ctx;

@@ -1,0 +1,191 @@
+/* bench_conv.c — the convolution engines of src/kernels/conv.h on a small
+ * CNN's shapes (batch 128, NHWC, one thread): oneDNN against im2col +
+ * OpenBLAS GEMM (tl_k_matmul), forward and both gradients.
+ *
+ * Each (shape, pass) runs ROUNDS rounds after a warm-up call of each engine
+ * (which builds oneDNN's plan); a round times one call of each engine, the
+ * two in alternating order, so drift and a noisy neighbour hit both alike.
+ * Prints one JSON line per (shape, pass): min and max milliseconds of each
+ * engine, the faster by the minimum, and the engine the AUTO rule picks
+ * (tl_k_conv2d_engine), and the heap allocations one call of each engine
+ * makes after the warm-up — all of them: malloc and friends are counted
+ * here, so oneDNN's and libstdc++'s own show up (-1 under a sanitizer). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/conv.h"
+#include "kernels/kernels.h"
+#include "util/bench_util.h"
+
+enum { ROUNDS = 9, BATCH = 128 }; /* bench_conv N: N rounds instead */
+
+/* ---- counting allocations ------------------------------------------------------
+ * glibc's allocator under its __libc_ names, with a counter in front; not
+ * under a sanitizer, which brings its own malloc. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define COUNT_ALLOCS 1
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+static long allocs;
+/* Exported from the executable (the build hides symbols by default), so
+ * the shared libraries' calls land here. */
+#define EXPORT __attribute__((visibility("default")))
+EXPORT void *malloc(size_t n);
+EXPORT void *calloc(size_t n, size_t size);
+EXPORT void *realloc(void *p, size_t n);
+EXPORT int posix_memalign(void **p, size_t align, size_t n);
+EXPORT void *aligned_alloc(size_t align, size_t n);
+EXPORT void *memalign(size_t align, size_t n);
+void *malloc(size_t n)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t size)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t n)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    return __libc_realloc(p, n);
+}
+int posix_memalign(void **p, size_t align, size_t n)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    *p = __libc_memalign(align, n);
+    return *p != NULL || n == 0 ? 0 : 12; /* ENOMEM */
+}
+void *aligned_alloc(size_t align, size_t n)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    return __libc_memalign(align, n);
+}
+void *memalign(size_t align, size_t n)
+{
+    __atomic_fetch_add(&allocs, 1, __ATOMIC_RELAXED);
+    return __libc_memalign(align, n);
+}
+#endif
+
+typedef struct shape {
+    const char *name;
+    int64_t h, c, k, o, stride;
+} shape;
+
+static const shape shapes[] = {
+    {"28x28x16 3x3 16->16", 28, 16, 3, 16, 1}, {"14x14x32 3x3 32->32", 14, 32, 3, 32, 1},
+    {"7x7x64 3x3 64->64", 7, 64, 3, 64, 1},    {"28x28x16 1x1/2 16->32", 28, 16, 1, 32, 2},
+    {"14x14x32 1x1/2 32->64", 14, 32, 1, 64, 2}, {"28x28x16 3x3/2 16->32", 28, 16, 3, 32, 2},
+    {"14x14x32 3x3/2 32->64", 14, 32, 3, 64, 2},
+    /* Beside the CNN's: where the 7x7x64 forward's GEMM edge comes from. */
+    {"14x14x64 3x3 64->64", 14, 64, 3, 64, 1}, {"7x7x32 3x3 32->32", 7, 32, 3, 32, 1},
+};
+
+static const char *const pass_names[3] = {"forward", "grad_input", "grad_filter"};
+
+typedef struct bufs {
+    float *x, *f, *y, *scratch;
+    int64_t scratch_floats;
+} bufs;
+
+static float *filled(int64_t n, float v)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    if (p == NULL) {
+        fprintf(stderr, "bench_conv: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++)
+        p[i] = v * (float)((i * 7919) % 17 - 8) / 8.0f;
+    return p;
+}
+
+static tl_status call(const tl_k_conv_geom *cv, int pass, bufs *b)
+{
+    switch (pass) {
+    case 0: return tl_k_conv2d(cv, b->x, b->f, b->y, b->scratch, b->scratch_floats);
+    case 1: return tl_k_conv2d_grad_input(cv, b->y, b->f, b->x, b->scratch, b->scratch_floats);
+    default: return tl_k_conv2d_grad_filter(cv, b->x, b->y, b->f, b->scratch, b->scratch_floats);
+    }
+}
+
+static double timed(const tl_k_conv_geom *cv, int pass, bufs *b)
+{
+    double t0 = bench_now();
+    tl_status st = call(cv, pass, b);
+    double ms = (bench_now() - t0) * 1e3;
+    if (st != TL_OK) {
+        fprintf(stderr, "bench_conv: %s\n", tl_last_error());
+        exit(1);
+    }
+    return ms;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : ROUNDS;
+    rounds = rounds >= 1 && rounds <= 1000 ? rounds : ROUNDS;
+    tl_k_blas_single_thread();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *sh = &shapes[s];
+        tl_k_conv_geom cv[2];
+        const int64_t x[4] = {BATCH, sh->h, sh->h, sh->c}, f[4] = {sh->k, sh->k, sh->c, sh->o};
+        const int64_t strides[2] = {sh->stride, sh->stride}, dil[2] = {1, 1};
+        for (int e = 0; e < 2; e++) {
+            tl_k_conv2d_init(&cv[e], x, f, 1, strides, dil, true);
+            cv[e].impl = e == 0 ? TL_K_CONV_DNNL : TL_K_CONV_GEMM;
+        }
+        bufs b;
+        b.x = filled(BATCH * sh->h * sh->h * sh->c, 1.0f);
+        b.f = filled(sh->k * sh->k * sh->c * sh->o, 0.1f);
+        b.y = filled(BATCH * cv[0].oh * cv[0].ow * sh->o, 1.0f);
+        for (int pass = 0; pass < 3; pass++) {
+            int64_t need[2];
+            for (int e = 0; e < 2; e++)
+                if (tl_k_conv2d_scratch(&cv[e], (tl_k_conv_pass)pass, &need[e]) != TL_OK) {
+                    fprintf(stderr, "bench_conv: %s\n", tl_last_error());
+                    return 1;
+                }
+            b.scratch_floats = need[0] > need[1] ? need[0] : need[1];
+            b.scratch = filled(b.scratch_floats + 1, 0.0f);
+            double lo[2] = {1e30, 1e30}, hi[2] = {0, 0};
+            for (int e = 0; e < 2; e++)
+                timed(&cv[e], pass, &b); /* warm-up: plans, page faults */
+            for (int r = 0; r < rounds; r++)
+                for (int k = 0; k < 2; k++) {
+                    int e = (r + k) % 2; /* alternate which engine goes first */
+                    double ms = timed(&cv[e], pass, &b);
+                    lo[e] = ms < lo[e] ? ms : lo[e];
+                    hi[e] = ms > hi[e] ? ms : hi[e];
+                }
+            tl_k_conv_geom autocv = cv[0];
+            autocv.impl = TL_K_CONV_AUTO;
+            tl_k_conv_impl pick = tl_k_conv2d_engine(&autocv, (tl_k_conv_pass)pass);
+            long count[2] = {-1, -1};
+#ifdef COUNT_ALLOCS
+            for (int e = 0; e < 2; e++) {
+                long before = allocs;
+                call(&cv[e], pass, &b);
+                count[e] = allocs - before;
+            }
+#endif
+            printf("{\"bench\": \"conv\", \"shape\": \"%s\", \"batch\": %d, \"pass\": \"%s\", "
+                   "\"rounds\": %d, \"onednn_ms\": [%.2f, %.2f], \"im2col_gemm_ms\": [%.2f, %.2f], \"faster\": \"%s\", "
+                   "\"auto\": \"%s\", \"allocations_per_call\": {\"onednn\": %ld, \"im2col_gemm\": %ld}}\n",
+                   sh->name, BATCH, pass_names[pass], rounds, lo[0], hi[0], lo[1], hi[1],
+                   lo[0] <= lo[1] ? "onednn" : "im2col_gemm", pick == TL_K_CONV_GEMM ? "im2col_gemm" : "onednn",
+                   count[0], count[1]);
+            fflush(stdout);
+            free(b.scratch);
+        }
+        free(b.x);
+        free(b.f);
+        free(b.y);
+    }
+    return 0;
+}
