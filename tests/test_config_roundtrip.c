@@ -116,6 +116,7 @@ static void same_resolved(const tl_run_config *a, const tl_run_config *b)
     ints_eq(m->hidden_units, n->hidden_units, m->num_hidden, "hidden_units");
     ints_eq(m->bottom_mlp, n->bottom_mlp, m->num_bottom, "bottom_mlp");
     ints_eq(m->top_mlp, n->top_mlp, m->num_top, "top_mlp");
+    cr_assert_eq(m->num_cross, n->num_cross, "num_cross_layers");
     str_eq(m->activation, n->activation, "activation");
     cr_assert(m->dropout == n->dropout && m->learning_rate == n->learning_rate, "dropout, learning_rate");
     str_eq(m->optimizer, n->optimizer, "optimizer");
@@ -221,6 +222,7 @@ Test(roundtrip, params_and_model)
 {
     round_trips(tu_from_json("{'params': {'num_classes': 3, 'nested': {'a': [1, 2.5, 'x', null, true]}, 'lr': 0.1},"
                              " 'model': {'model_name': 'dlrm', 'bottom_mlp': [32, 8], 'top_mlp': [],"
+                             " 'num_cross_layers': 5,"
                              " 'hidden_units': [7],"
                              " 'activation': 'tanh', 'dropout': 0.25, 'optimizer': 'momentum',"
                              " 'learning_rate': 0.05, 'cross_shard_reduction': 'SUM'}}"),

@@ -85,8 +85,8 @@ Test(sequences_cfg, bounds_and_types)
     tu_json_fails("{'input': {'dataset': 'sequences'}}", TL_EINVAL, "synthetic_sequences (token sequences");
     tu_json_fails("{'model': {'model_name': 'bert'}}", TL_EINVAL,
                   "model_name must be mlp, cnn (images; params filters, num_classes, batch_norm_momentum), "
-                  "transformer (token ids; params d_model, num_heads, num_layers, d_ff, vocab_size, num_classes) or "
-                  "dlrm");
+                  "transformer (token ids; params d_model, num_heads, num_layers, d_ff, vocab_size, num_classes), "
+                  "dlrm or dcn");
 }
 
 Test(sequences_cfg, given_for_a_dataset_that_does_not_read_it)

@@ -120,6 +120,7 @@ typedef struct tl_model_config {
     int num_bottom, num_top;      /* dlrm */
     int64_t bottom_mlp[TL_MAX_HIDDEN_LAYERS];
     int64_t top_mlp[TL_MAX_HIDDEN_LAYERS];
+    int num_cross;                /* dcn: num_cross_layers, [0, 16] */
     const char *activation;       /* "relu", "sigmoid" or "tanh" */
     double dropout;               /* [0, 1) */
     const char *optimizer;        /* "sgd", "momentum", "adagrad", "adam", "rmsprop" */

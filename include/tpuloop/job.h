@@ -7,7 +7,8 @@
  * writes by hand around the estimator:
  *
  *   - the model, by model_name (the built-in model_fns of models.h: "mlp",
- *     "dlrm"), with the model section's optimizer;
+ *     "cnn", "transformer", "dlrm", "dcn"), with the model section's
+ *     optimizer;
  *   - the input of each mode from the input section: a dataset in memory
  *     (fashion_mnist, synthetic, criteo_synthetic) or an input_fn over files
  *     (tfrecord, criteo, csv, idx) deployed as the configuration says;
@@ -122,12 +123,12 @@ TL_API void tl_job_options_init(tl_job_options *o);
  * file input's patterns), reads the embedding configuration and creates the
  * estimator; nothing is traced or trained yet.
  * Errors: TL_EINVAL for a configuration the job cannot run, naming the
- * option and the value (an unknown model_name, dlrm without embedding
- * tables, more embedding features than the DLRM takes); TL_EIO when the
- * data is missing or unreadable (fashion_mnist's data_dir is named; there
- * is no fallback to synthetic data, which only `dataset: synthetic` gives);
- * the readers', the embedding configuration's and tl_estimator_create's
- * errors; TL_ENOMEM.
+ * option and the value (an unknown model_name, dlrm or dcn without
+ * embedding tables, more embedding features than the DLRM or DCN takes);
+ * TL_EIO when the data is missing or unreadable (fashion_mnist's data_dir
+ * is named; there is no fallback to synthetic data, which only `dataset:
+ * synthetic` gives); the readers', the embedding configuration's and
+ * tl_estimator_create's errors; TL_ENOMEM.
  */
 TL_API tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **out);
 

@@ -1,7 +1,7 @@
 /*
  * tpuloop/models.h — built-in model_fns, written only against the public API
  * (graph.h), as a user would write their own: an MLP classifier, a small
- * ResNet (cnn), a Transformer encoder classifier and DLRM.
+ * ResNet (cnn), a Transformer encoder classifier, DLRM and DCN-v2.
  *
  *     tl_estimator_options o;
  *     tl_estimator_options_init(&o);
@@ -14,6 +14,12 @@
  *         dlrm.dims[f] = 64;                           // = bottom's last width
  *     o.model_fn = tl_model_dlrm;
  *     o.user = &dlrm;                                  // borrowed: keep it while the estimator lives
+ *
+ *     tl_dcn_config dcn = {.num_cross = 3, .num_deep = 2, .deep = {512, 256}, .num_features = 26};
+ *     for (int f = 0; f < 26; f++)
+ *         dcn.dims[f] = 16;                            // any dims: x0 is 13 + 26 * 16 wide
+ *     o.model_fn = tl_model_dcn;
+ *     o.user = &dcn;
  */
 #ifndef TPULOOP_MODELS_H
 #define TPULOOP_MODELS_H
@@ -163,6 +169,54 @@ typedef struct tl_dlrm_config {
 } tl_dlrm_config;
 
 TL_API tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
+
+/*
+ * DCN-v2 (Wang et al. 2021, "DCN V2"), the stacked structure with full-rank
+ * cross layers, as TF Recommenders' tfrs.layers.dcn.Cross builds them:
+ *
+ *     x0     = [features[:, :num_dense], e_0, ..., e_F-1]    (batch, D), D = num_dense + Σ dims
+ *     e_f    = tl_embedding_activations(f, (batch, dims[f]))  f = 0 .. num_features - 1
+ *     x_l+1  = x0 ⊙ (x_l W_l + b_l) + x_l                    l = 0 .. num_cross - 1, W_l (D, D)
+ *     h      = deep network(x_num_cross), Dense + ReLU per layer
+ *     logits = Dense(1)(h)                                    (batch, 1)
+ *     loss   = mean sigmoid cross-entropy of logits and labels (not in PREDICT)
+ *
+ * Cross(projection_dim=None, diag_scale=0, use_bias=True): x0 * dense(x) + x.
+ * Embedding features may have different dims (unlike DLRM's, which must
+ * equal the bottom MLP's width). The features are the dense inputs only; the
+ * embedding ids travel typed beside them, to the engine (estimator.h). With
+ * num_cross 0 the model is the deep network over x0, with num_deep 0 the
+ * logit reads the cross network directly. Labels and outputs as DLRM's:
+ * int32 (batch,) of 0/1 or float32 (batch, 1); spec->logits and
+ * spec->predictions are the logits.
+ *
+ * Variables, as Keras names the layers: cross/dense, cross_1/dense, ... (one
+ * per cross layer; /kernel (D, D) truncated normal with stddev 0.05, Keras'
+ * "truncated_normal" and Cross's default, /bias (D) zeros), deep/dense,
+ * deep/dense_1, ... and logits (/kernel (in, units) Glorot uniform, /bias
+ * (units) zeros, as Keras' Dense).
+ *
+ * user is a const tl_dcn_config *. Errors (TL_EINVAL, in the graph's status,
+ * naming the field, its value and the allowed range): user NULL; features
+ * not of rank 2; num_features outside [0, TL_DCN_MAX_FEATURES]; num_cross or
+ * num_deep outside [0, TL_DCN_MAX_LAYERS] ("dcn: num_cross must be in [0,
+ * 16], got 17"); num_dense outside [0, the features' width]; a deep width or
+ * a dim < 1. In TRAIN and EVAL, an int32 label other than 0 or 1 fails the
+ * step (tl_sigmoid_xent).
+ */
+#define TL_DCN_MAX_LAYERS 16
+#define TL_DCN_MAX_FEATURES 64
+typedef struct tl_dcn_config {
+    int num_dense;                          /* the first num_dense columns of features are the dense inputs, >= 1;
+                                               0: all of them (the features' width) */
+    int num_cross;                          /* cross layers, [0, TL_DCN_MAX_LAYERS] */
+    int num_deep;                           /* [0, TL_DCN_MAX_LAYERS] */
+    int64_t deep[TL_DCN_MAX_LAYERS];        /* (num_deep) deep network widths, before Dense(1) */
+    int num_features;                       /* embedding features 0 .. num_features - 1, [0, TL_DCN_MAX_FEATURES] */
+    int dims[TL_DCN_MAX_FEATURES];          /* (num_features) each feature's embedding dim */
+} tl_dcn_config;
+
+TL_API tl_status tl_model_dcn(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,7 @@
  *   comm.h          collectives with a fixed reduction order
  *   estimator.h     train, evaluate and predict in device loops on the replicas of this
  *                   process, from memory or from input_fn datasets by TPUEstimator's deployment
- *   models.h        built-in model_fns (the MLP, DLRM)
+ *   models.h        built-in model_fns (the MLP, CNN, Transformer, DLRM, DCN-v2)
  *   job.h           from a resolved configuration to a running job: what `tpuloop train`,
  *                   `train_and_evaluate`, `evaluate` and `predict` do
  */

@@ -96,6 +96,7 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
             json_array_append_new(a, json_integer(bottom ? rc->model.bottom_mlp[i] : rc->model.top_mlp[i]));
         return a;
     }
+    case TL_OPT_ID_num_cross_layers: return json_integer(rc->model.num_cross);
     case TL_OPT_ID_activation: return json_string(rc->model.activation);
     case TL_OPT_ID_dropout: return json_real(rc->model.dropout);
     case TL_OPT_ID_optimizer: return json_string(rc->model.optimizer);

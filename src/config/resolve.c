@@ -591,7 +591,7 @@ static tl_status resolve_sections(tl_config *cfg)
 {
     tl_model_config *m = &cfg->rc.model;
     tl_input_config *in = &cfg->rc.input;
-    static const char *const models[] = {"mlp", "cnn", "transformer", "dlrm", NULL};
+    static const char *const models[] = {"mlp", "cnn", "transformer", "dlrm", "dcn", NULL};
     static const char *const acts[] = {"relu", "sigmoid", "tanh", NULL};
     static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam", "rmsprop", NULL};
     static const char *const decays[] = {"none", "cosine", NULL};
@@ -606,6 +606,10 @@ static tl_status resolve_sections(tl_config *cfg)
         (st = widths(cfg, TL_OPT_ID_bottom_mlp, 1, m->bottom_mlp, &m->num_bottom)) != TL_OK ||
         (st = widths(cfg, TL_OPT_ID_top_mlp, 0, m->top_mlp, &m->num_top)) != TL_OK)
         return st;
+    int64_t num_cross = 0;
+    if ((st = int_in_table_range(cfg, TL_OPT_ID_num_cross_layers, &num_cross)) != TL_OK)
+        return st;
+    m->num_cross = (int)num_cross;
     if ((st = one_of(cfg, TL_OPT_ID_activation, acts, &m->activation)) != TL_OK ||
         (st = get_real(cfg, TL_OPT_ID_dropout, 0.0, false, 1.0, &m->dropout)) != TL_OK ||
         (st = one_of(cfg, TL_OPT_ID_optimizer, opts, &m->optimizer)) != TL_OK ||

@@ -42,16 +42,42 @@ static tl_status optimizer_of(const tl_model_config *m, tl_optimizer_config *o)
                     m->optimizer);
 }
 
+/* DCN-v2 over the tables: the features are the dense inputs, and every
+ * embedding feature's activations (each of its table's dim) join them in
+ * x0; the deep network is model.top_mlp. */
+static tl_status dcn_of(tl_job *job, const tl_emb_config *e, tl_estimator_options *o)
+{
+    const tl_model_config *mc = &job->r->model;
+    tl_dcn_config *m = &job->dcn;
+    memset(m, 0, sizeof *m);
+    if (e->num_features > TL_DCN_MAX_FEATURES)
+        return tl_error(TL_EINVAL, "dcn: %d embedding features; at most %d are supported", e->num_features,
+                        TL_DCN_MAX_FEATURES);
+    m->num_features = e->num_features;
+    for (int f = 0; f < e->num_features; f++)
+        m->dims[f] = e->tables[e->features[f].table].dim;
+    m->num_cross = mc->num_cross;
+    _Static_assert(TL_DCN_MAX_LAYERS == TL_MAX_HIDDEN_LAYERS, "top_mlp fits the deep network");
+    m->num_deep = mc->num_top;
+    memcpy(m->deep, mc->top_mlp, sizeof m->deep);
+    m->num_dense = 0; /* the features' width */
+    o->model_fn = tl_model_dcn;
+    o->user = m;
+    return TL_OK;
+}
+
 /* The embedding section's tables (or embedding_config's), and for
- * model_name dlrm the model over them. */
+ * model_name dlrm or dcn the model over them. */
 static tl_status embedding_of(tl_job *job, tl_estimator_options *o)
 {
     const tl_run_config *r = job->r;
     bool dlrm = strcmp(r->model.model_name, "dlrm") == 0;
+    bool dcn = strcmp(r->model.model_name, "dcn") == 0;
     if (r->embedding_json == NULL && r->embedding_config == NULL) {
-        if (dlrm)
-            return tl_error(TL_EINVAL, "model_name dlrm needs embedding tables: set embedding (a JSON section) or "
-                                       "embedding_config (a TPUEmbeddingConfiguration .pb)");
+        if (dlrm || dcn)
+            return tl_error(TL_EINVAL, "model_name %s needs embedding tables: set embedding (a JSON section) or "
+                                       "embedding_config (a TPUEmbeddingConfiguration .pb)",
+                            r->model.model_name);
         return TL_OK;
     }
     tl_status st = r->embedding_json != NULL
@@ -61,6 +87,8 @@ static tl_status embedding_of(tl_job *job, tl_estimator_options *o)
         return st;
     const tl_emb_config *e = tl_emb_spec_config(job->emb_spec);
     o->embedding_config = e; /* the estimator sizes it from its topology */
+    if (dcn)
+        return dcn_of(job, e, o);
     if (!dlrm)
         return TL_OK;
     /* The DLRM: the features are the dense inputs; each embedding feature's
@@ -125,8 +153,8 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
         job->transformer.vocab_size = r->input.synthetic_vocab.set ? r->input.synthetic_vocab.value : 0;
         eo.model_fn = tl_model_transformer;
         eo.user = &job->transformer;
-    } else if (strcmp(r->model.model_name, "dlrm") != 0) {
-        st = tl_error(TL_EINVAL, "model.model_name: '%s' is not a built-in model (mlp, cnn, transformer, dlrm)",
+    } else if (strcmp(r->model.model_name, "dlrm") != 0 && strcmp(r->model.model_name, "dcn") != 0) {
+        st = tl_error(TL_EINVAL, "model.model_name: '%s' is not a built-in model (mlp, cnn, transformer, dlrm, dcn)",
                       r->model.model_name);
     }
     /* The configuration's mistakes first, then the data (which may take a

@@ -44,6 +44,7 @@ struct tl_job {
     /* The model. */
     tl_emb_spec *emb_spec;       /* the embedding section's tables; NULL without */
     tl_dlrm_config dlrm;         /* model_name dlrm's, borrowed by the estimator */
+    tl_dcn_config dcn;           /* model_name dcn's, borrowed by the estimator */
     tl_transformer_data transformer; /* model_name transformer's, borrowed by the estimator */
     tl_estimator *est;
     bool params_ready;           /* trained or restored: evaluate and predict use them */
