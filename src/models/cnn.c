@@ -1,13 +1,13 @@
 /* cnn.c — the built-in CNN classifier (public API only): a small ResNet of
  * convolutions, batch norm and residual blocks over NHWC images, global
  * average pooling and a Dense logit layer. tpuloop/models.h describes it. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <jansson.h>
 
 #include "tpuloop/models.h"
+#include "models_int.h"
 
 #define BN_EPSILON 1e-3 /* Keras BatchNormalization's default */
 #define CNN_MAX_STAGES 8
@@ -19,19 +19,6 @@ typedef struct cnn_params {
     int64_t filters[CNN_MAX_STAGES]; /* per stage; the stem has filters[0] */
     double momentum;                 /* batch norm's */
 } cnn_params;
-
-/* Records a configuration error in the graph. */
-static tl_status bad(tl_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static tl_status bad(tl_graph *g, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tl_graph_fail(g, TL_EINVAL, msg);
-}
 
 /* The JSON text of v, for messages. */
 static void json_text(const json_t *v, char *buf, size_t n)
@@ -53,7 +40,7 @@ static tl_status read_params(tl_graph *g, const char *params_json, cnn_params *c
     if (v != NULL) {
         if (!json_is_integer(v) || json_integer_value(v) < 2 || json_integer_value(v) > (1 << 24)) {
             json_text(v, got, sizeof got);
-            st = bad(g, "cnn: params num_classes must be an int in [2, 16777216], got %s", got);
+            st = tl_model_bad(g, "cnn: params num_classes must be an int in [2, 16777216], got %s", got);
         }
         c->num_classes = json_is_integer(v) ? json_integer_value(v) : 0;
     }
@@ -62,14 +49,14 @@ static tl_status read_params(tl_graph *g, const char *params_json, cnn_params *c
         size_t n = json_array_size(v);
         if (!json_is_array(v) || n < 1 || n > CNN_MAX_STAGES) {
             json_text(v, got, sizeof got);
-            st = bad(g, "cnn: params filters must be a list of 1 to %d ints (one per stage), got %s",
-                     CNN_MAX_STAGES, got);
+            st = tl_model_bad(g, "cnn: params filters must be a list of 1 to %d ints (one per stage), got %s",
+                              CNN_MAX_STAGES, got);
         }
         for (size_t i = 0; st == TL_OK && i < n; i++) {
             const json_t *f = json_array_get(v, i);
             if (!json_is_integer(f) || json_integer_value(f) < 1 || json_integer_value(f) > 65536) {
                 json_text(f, got, sizeof got);
-                st = bad(g, "cnn: params filters[%zu] must be an int in [1, 65536], got %s", i, got);
+                st = tl_model_bad(g, "cnn: params filters[%zu] must be an int in [1, 65536], got %s", i, got);
             } else {
                 c->filters[i] = json_integer_value(f);
             }
@@ -80,7 +67,7 @@ static tl_status read_params(tl_graph *g, const char *params_json, cnn_params *c
     if (st == TL_OK && v != NULL) {
         if (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) < 1.0)) {
             json_text(v, got, sizeof got);
-            st = bad(g, "cnn: params batch_norm_momentum must be a number in [0, 1), got %s", got);
+            st = tl_model_bad(g, "cnn: params batch_norm_momentum must be a number in [0, 1), got %s", got);
         } else {
             c->momentum = json_number_value(v);
         }
@@ -135,9 +122,9 @@ tl_status tl_model_cnn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec,
     int rank = tl_rank(g, a->features, d);
     if (rank != 3 && rank != 4) {
         if (rank < 0)
-            return bad(g, "cnn: features are not a tensor of this graph");
-        return bad(g, "cnn: features must be images (batch, height, width) or (batch, height, width, channels); "
-                      "got rank %d", rank);
+            return tl_model_bad(g, "cnn: features are not a tensor of this graph");
+        return tl_model_bad(g, "cnn: features must be images (batch, height, width) or "
+                               "(batch, height, width, channels); got rank %d", rank);
     }
     tl_t x = a->features;
     if (rank == 3) {

@@ -5,42 +5,29 @@
  * ("DCN V2", eq. 1, the stacked structure) and TF Recommenders'
  * tfrs.layers.dcn.Cross (full rank, use_bias, diag_scale 0, its
  * truncated-normal kernels). tpuloop/models.h describes it. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "tpuloop/models.h"
-
-/* Records a configuration error in the graph. */
-static tl_status bad(tl_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static tl_status bad(tl_graph *g, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tl_graph_fail(g, TL_EINVAL, msg);
-}
+#include "models_int.h"
 
 /* The configuration against itself and the features' width. */
 static tl_status check(tl_graph *g, const tl_dcn_config *c, int64_t width)
 {
     if (c->num_features < 0 || c->num_features > TL_DCN_MAX_FEATURES)
-        return bad(g, "dcn: num_features must be in [0, %d], got %d", TL_DCN_MAX_FEATURES, c->num_features);
+        return tl_model_bad(g, "dcn: num_features must be in [0, %d], got %d", TL_DCN_MAX_FEATURES, c->num_features);
     if (c->num_cross < 0 || c->num_cross > TL_DCN_MAX_LAYERS)
-        return bad(g, "dcn: num_cross must be in [0, %d], got %d", TL_DCN_MAX_LAYERS, c->num_cross);
+        return tl_model_bad(g, "dcn: num_cross must be in [0, %d], got %d", TL_DCN_MAX_LAYERS, c->num_cross);
     if (c->num_deep < 0 || c->num_deep > TL_DCN_MAX_LAYERS)
-        return bad(g, "dcn: num_deep must be in [0, %d], got %d", TL_DCN_MAX_LAYERS, c->num_deep);
+        return tl_model_bad(g, "dcn: num_deep must be in [0, %d], got %d", TL_DCN_MAX_LAYERS, c->num_deep);
     if (c->num_dense < 0 || c->num_dense > width)
-        return bad(g, "dcn: num_dense must be in [1, %lld] (the features' width), or 0 for all of them; got %d",
-                   (long long)width, c->num_dense);
+        return tl_model_bad(g, "dcn: num_dense must be in [1, %lld] (the features' width), or 0 for all of them; "
+                               "got %d", (long long)width, c->num_dense);
     for (int i = 0; i < c->num_deep; i++)
         if (c->deep[i] < 1)
-            return bad(g, "dcn: deep[%d] must be >= 1, got %lld", i, (long long)c->deep[i]);
+            return tl_model_bad(g, "dcn: deep[%d] must be >= 1, got %lld", i, (long long)c->deep[i]);
     for (int f = 0; f < c->num_features; f++)
         if (c->dims[f] < 1)
-            return bad(g, "dcn: dims[%d] must be >= 1, got %d", f, c->dims[f]);
+            return tl_model_bad(g, "dcn: dims[%d] must be >= 1, got %d", f, c->dims[f]);
     return TL_OK;
 }
 
@@ -51,23 +38,6 @@ static void keras_name(char *buf, size_t n, const char *base, int i)
         snprintf(buf, n, "%s", base);
     else
         snprintf(buf, n, "%s_%d", base, i);
-}
-
-/* xs[0..n) concatenated along axis 1. tl_concat takes at most
- * TL_DCN_CONCAT_FANIN inputs, so longer lists are joined in groups first;
- * concatenation is associative, so the result is the same tensor. */
-#define TL_DCN_CONCAT_FANIN 16
-static tl_t concat_many(tl_graph *g, tl_t *xs, int n)
-{
-    while (n > TL_DCN_CONCAT_FANIN) {
-        int m = 0;
-        for (int i = 0; i < n; i += TL_DCN_CONCAT_FANIN) {
-            int k = n - i < TL_DCN_CONCAT_FANIN ? n - i : TL_DCN_CONCAT_FANIN;
-            xs[m++] = k == 1 ? xs[i] : tl_concat(g, xs + i, k, 1);
-        }
-        n = m;
-    }
-    return n == 1 ? xs[0] : tl_concat(g, xs, n, 1);
 }
 
 /* One full-rank cross layer, tfrs.layers.dcn.Cross(projection_dim=None):
@@ -95,8 +65,8 @@ tl_status tl_model_dcn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec,
     int rank = tl_rank(g, a->features, fdims);
     if (rank != 2) {
         if (rank < 0)
-            return bad(g, "dcn: features are not a tensor of this graph");
-        return bad(g, "dcn: features must be (batch, columns), the dense inputs; got rank %d", rank);
+            return tl_model_bad(g, "dcn: features are not a tensor of this graph");
+        return tl_model_bad(g, "dcn: features must be (batch, columns), the dense inputs; got rank %d", rank);
     }
     tl_status st = check(g, c, fdims[1]);
     if (st != TL_OK)
@@ -115,7 +85,7 @@ tl_status tl_model_dcn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec,
         parts[f + 1] = tl_embedding_activations(g, f, es, 2);
         d += c->dims[f];
     }
-    tl_t x0 = concat_many(g, parts, c->num_features + 1); /* (batch, d) */
+    tl_t x0 = tl_model_concat_many(g, parts, c->num_features + 1); /* (batch, d) */
 
     /* The cross network, then the deep network on its output (DCN-v2's
      * stacked structure), then the logit. */

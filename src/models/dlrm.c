@@ -2,49 +2,36 @@
  * MLP over the dense features, the dot interaction of its output with every
  * embedding feature's activations, a top MLP to one logit, and the mean log
  * loss. The shapes follow the DLRM paper and shared/bench/torch_dlrm.py. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "tpuloop/models.h"
-
-/* Records a configuration error in the graph. */
-static tl_status bad(tl_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static tl_status bad(tl_graph *g, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tl_graph_fail(g, TL_EINVAL, msg);
-}
+#include "models_int.h"
 
 /* The configuration against itself and the features' width. */
 static tl_status check(tl_graph *g, const tl_dlrm_config *c, int64_t width)
 {
     if (c->num_features < 0 || c->num_features > TL_DLRM_MAX_FEATURES)
-        return bad(g, "dlrm: num_features must be in [0, %d], got %d", TL_DLRM_MAX_FEATURES, c->num_features);
+        return tl_model_bad(g, "dlrm: num_features must be in [0, %d], got %d", TL_DLRM_MAX_FEATURES, c->num_features);
     if (c->num_bottom < 1 || c->num_bottom > TL_DLRM_MAX_LAYERS)
-        return bad(g, "dlrm: num_bottom must be in [1, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_bottom);
+        return tl_model_bad(g, "dlrm: num_bottom must be in [1, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_bottom);
     if (c->num_top < 0 || c->num_top > TL_DLRM_MAX_LAYERS)
-        return bad(g, "dlrm: num_top must be in [0, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_top);
+        return tl_model_bad(g, "dlrm: num_top must be in [0, %d], got %d", TL_DLRM_MAX_LAYERS, c->num_top);
     if (c->num_dense < 0 || c->num_dense > width)
-        return bad(g, "dlrm: num_dense must be in [1, %lld] (the features' width), or 0 for all of them; got %d",
-                   (long long)width, c->num_dense);
+        return tl_model_bad(g, "dlrm: num_dense must be in [1, %lld] (the features' width), or 0 for all of them; "
+                               "got %d", (long long)width, c->num_dense);
     for (int i = 0; i < c->num_bottom; i++)
         if (c->bottom[i] < 1)
-            return bad(g, "dlrm: bottom[%d] must be >= 1, got %lld", i, (long long)c->bottom[i]);
+            return tl_model_bad(g, "dlrm: bottom[%d] must be >= 1, got %lld", i, (long long)c->bottom[i]);
     for (int i = 0; i < c->num_top; i++)
         if (c->top[i] < 1)
-            return bad(g, "dlrm: top[%d] must be >= 1, got %lld", i, (long long)c->top[i]);
+            return tl_model_bad(g, "dlrm: top[%d] must be >= 1, got %lld", i, (long long)c->top[i]);
     int64_t d = c->bottom[c->num_bottom - 1];
     for (int f = 0; f < c->num_features; f++) {
         if (c->dims[f] < 1)
-            return bad(g, "dlrm: dims[%d] must be >= 1, got %d", f, c->dims[f]);
+            return tl_model_bad(g, "dlrm: dims[%d] must be >= 1, got %d", f, c->dims[f]);
         if (c->dims[f] != d)
-            return bad(g, "dlrm: bottom_mlp's last width %lld must equal feature %d's embedding dim %d", (long long)d,
-                       f, c->dims[f]);
+            return tl_model_bad(g, "dlrm: bottom_mlp's last width %lld must equal feature %d's embedding dim %d",
+                                (long long)d, f, c->dims[f]);
     }
     return TL_OK;
 }
@@ -58,23 +45,6 @@ static void layer_name(char *buf, size_t n, const char *scope, int i)
         snprintf(buf, n, "%s/dense_%d", scope, i);
 }
 
-/* xs[0..n) concatenated along axis 1. tl_concat takes at most
- * TL_DLRM_CONCAT_FANIN inputs, so longer lists are joined in groups first;
- * concatenation is associative, so the result is the same tensor. */
-#define TL_DLRM_CONCAT_FANIN 16
-static tl_t concat_many(tl_graph *g, tl_t *xs, int n)
-{
-    while (n > TL_DLRM_CONCAT_FANIN) {
-        int m = 0;
-        for (int i = 0; i < n; i += TL_DLRM_CONCAT_FANIN) {
-            int k = n - i < TL_DLRM_CONCAT_FANIN ? n - i : TL_DLRM_CONCAT_FANIN;
-            xs[m++] = k == 1 ? xs[i] : tl_concat(g, xs + i, k, 1);
-        }
-        n = m;
-    }
-    return n == 1 ? xs[0] : tl_concat(g, xs, n, 1);
-}
-
 tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
 {
     const tl_dlrm_config *c = user;
@@ -84,8 +54,8 @@ tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
     int rank = tl_rank(g, a->features, fdims);
     if (rank != 2) {
         if (rank < 0)
-            return bad(g, "dlrm: features are not a tensor of this graph");
-        return bad(g, "dlrm: features must be (batch, columns), the dense inputs; got rank %d", rank);
+            return tl_model_bad(g, "dlrm: features are not a tensor of this graph");
+        return tl_model_bad(g, "dlrm: features must be (batch, columns), the dense inputs; got rank %d", rank);
     }
     tl_status st = check(g, c, fdims[1]);
     if (st != TL_OK)
@@ -115,7 +85,7 @@ tl_status tl_model_dlrm(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
             parts[f + 1] = tl_embedding_activations(g, f, es, 2);
         }
         int64_t s3[3] = {batch, (int64_t)c->num_features + 1, d};
-        tl_t stack = tl_reshape(g, concat_many(g, parts, c->num_features + 1), s3, 3);
+        tl_t stack = tl_reshape(g, tl_model_concat_many(g, parts, c->num_features + 1), s3, 3);
         tl_t z = tl_pairwise_dot(g, stack); /* (batch, (F+1)F/2) */
         top_in = tl_concat(g, (tl_t[]){x, z}, 2, 1);
     }

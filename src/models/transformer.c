@@ -4,13 +4,13 @@
  * sequence and Dense logits. The shapes and names follow tpuloop/models.h
  * and bench/peers/transformer_torch.py. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <jansson.h>
 
 #include "tpuloop/models.h"
+#include "models_int.h"
 
 #define MAX_VOCAB (1 << 24) /* token ids travel as float32: exact below 2^24 */
 #define MAX_LAYERS 64
@@ -20,18 +20,6 @@
 typedef struct sizes {
     int64_t d, heads, layers, ff, vocab, classes;
 } sizes;
-
-static tl_status bad(tl_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static tl_status bad(tl_graph *g, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tl_graph_fail(g, TL_EINVAL, msg);
-}
 
 /* params' int `key` into *out when present (else *out keeps its default);
  * an error naming the param, the value and the range otherwise. */
@@ -45,8 +33,8 @@ static tl_status param(tl_graph *g, const json_t *params, const char *key, int64
         return TL_OK;
     }
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    tl_status st = bad(g, "transformer: params %s must be an int in [%lld, %lld], got %.60s", key, (long long)lo,
-                       (long long)hi, text != NULL ? text : "?");
+    tl_status st = tl_model_bad(g, "transformer: params %s must be an int in [%lld, %lld], got %.60s", key,
+                                (long long)lo, (long long)hi, text != NULL ? text : "?");
     free(text);
     return st;
 }
@@ -55,8 +43,8 @@ static tl_status read_sizes(tl_graph *g, const char *params_json, const tl_trans
 {
     int64_t data_vocab = data != NULL ? data->vocab_size : 0;
     if (data_vocab < 0 || data_vocab > MAX_VOCAB)
-        return bad(g, "transformer: the data's vocab_size must be in [0, %d] (0: unknown), got %lld", MAX_VOCAB,
-                   (long long)data_vocab);
+        return tl_model_bad(g, "transformer: the data's vocab_size must be in [0, %d] (0: unknown), got %lld",
+                            MAX_VOCAB, (long long)data_vocab);
     *z = (sizes){.d = 32, .heads = 2, .layers = 2, .vocab = data_vocab > 0 ? data_vocab : 16};
     json_t *params = params_json != NULL ? json_loads(params_json, 0, NULL) : NULL;
     tl_status st = param(g, params, "d_model", 1, 65536, &z->d);
@@ -76,11 +64,12 @@ static tl_status read_sizes(tl_graph *g, const char *params_json, const tl_trans
     if (st != TL_OK)
         return st;
     if (z->d % z->heads != 0)
-        return bad(g, "transformer: params d_model %lld is not divisible by num_heads %lld (each head takes "
-                      "d_model / num_heads)", (long long)z->d, (long long)z->heads);
+        return tl_model_bad(g, "transformer: params d_model %lld is not divisible by num_heads %lld (each head takes "
+                               "d_model / num_heads)", (long long)z->d, (long long)z->heads);
     if (z->vocab < data_vocab)
-        return bad(g, "transformer: params vocab_size %lld is below the data's %lld (its token ids reach %lld)",
-                   (long long)z->vocab, (long long)data_vocab, (long long)data_vocab - 1);
+        return tl_model_bad(g, "transformer: params vocab_size %lld is below the data's %lld "
+                               "(its token ids reach %lld)",
+                            (long long)z->vocab, (long long)data_vocab, (long long)data_vocab - 1);
     return TL_OK;
 }
 
@@ -136,8 +125,8 @@ tl_status tl_model_transformer(tl_graph *g, const tl_model_args *a, tl_model_spe
     int rank = tl_rank(g, a->features, dims);
     if (rank != 2) {
         if (rank < 0)
-            return bad(g, "transformer: features are not a tensor of this graph");
-        return bad(g, "transformer: features must be token ids (batch, sequence_length); got rank %d", rank);
+            return tl_model_bad(g, "transformer: features are not a tensor of this graph");
+        return tl_model_bad(g, "transformer: features must be token ids (batch, sequence_length); got rank %d", rank);
     }
     int64_t batch = dims[0], s = dims[1];
     int64_t vshape[2] = {z.vocab, z.d}, pshape[2] = {s, z.d};
