@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/program.h"
 #include "test_graph_util.h"
+#include "test_models_util.h"
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
 
@@ -36,65 +36,19 @@ static tl_dcn_config small(void)
     return c;
 }
 
-typedef struct {
-    tl_vars *vars;
-    tl_graph *g;
-    tl_model_args args;
-    tl_model_spec spec;
-    tl_status st;
-} traced;
-
 /* Calls tl_model_dcn on features (batch, width) and labels as the runtime
  * passes them: int32 (batch,), or float32 (batch, 1) with float_labels. */
 static traced trace(const tl_dcn_config *c, tl_mode mode, int64_t batch, int64_t width, bool float_labels)
 {
-    traced t;
-    memset(&t, 0, sizeof t);
-    cr_assert_eq(tl_vars_create(&t.vars), TL_OK);
-    cr_assert_eq(tl_graph_create(t.vars, mode, &t.g), TL_OK);
+    traced t = tm_trace_begin(mode);
     int64_t fs[2] = {batch, width}, ls[2] = {batch, 1};
-    t.args.mode = mode;
     t.args.features = tl_graph_input(t.g, TL_F32, fs, 2);
     t.args.labels = mode == TL_MODE_PREDICT ? TL_T_INVALID
                     : float_labels          ? tl_graph_input(t.g, TL_F32, ls, 2)
                                             : tl_graph_input(t.g, TL_I32, ls, 1);
     t.args.batch_size = batch;
-    t.spec.loss = t.spec.logits = t.spec.predictions = TL_T_INVALID;
     t.st = tl_model_dcn(t.g, &t.args, &t.spec, (void *)c);
     return t;
-}
-
-static void untrace(traced *t)
-{
-    tl_graph_destroy(t->g);
-    tl_vars_destroy(t->vars);
-}
-
-static const tl_var *find_var(const tl_vars *vars, const char *name)
-{
-    for (int i = 0; i < vars->n; i++)
-        if (strcmp(vars->v[i].name, name) == 0)
-            return &vars->v[i];
-    return NULL;
-}
-
-static void assert_var(const tl_vars *vars, const char *name, int64_t d0, int64_t d1)
-{
-    const tl_var *v = find_var(vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    cr_assert_eq(v->rank, d1 ? 2 : 1, "%s", name);
-    cr_assert_eq(v->shape[0], d0, "%s: dim 0 is %lld", name, (long long)v->shape[0]);
-    if (d1)
-        cr_assert_eq(v->shape[1], d1, "%s: dim 1 is %lld", name, (long long)v->shape[1]);
-}
-
-/* The embedding leaf of feature f, or TL_T_INVALID. */
-static tl_t leaf(const tl_graph *g, int f)
-{
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == TL_OP_EMBEDDING && g->nodes[i].iattr[0] == f)
-            return i;
-    return TL_T_INVALID;
 }
 
 Test(models_dcn, shapes_and_variables)
@@ -108,35 +62,35 @@ Test(models_dcn, shapes_and_variables)
     cr_assert_eq(t.spec.predictions, t.spec.logits);
     cr_assert_eq(tl_rank(t.g, t.spec.loss, NULL), 0);
     cr_assert_eq(t.vars->n, 8);
-    assert_var(t.vars, "cross/dense/kernel", D, D); /* full rank: (D, D) */
-    assert_var(t.vars, "cross/dense/bias", D, 0);
-    assert_var(t.vars, "cross_1/dense/kernel", D, D);
-    assert_var(t.vars, "cross_1/dense/bias", D, 0);
-    assert_var(t.vars, "deep/dense/kernel", D, DEEP);
-    assert_var(t.vars, "deep/dense/bias", DEEP, 0);
-    assert_var(t.vars, "logits/kernel", DEEP, 1);
-    assert_var(t.vars, "logits/bias", 1, 0);
+    tm_assert_var(t.vars, "cross/dense/kernel", D, D); /* full rank: (D, D) */
+    tm_assert_var(t.vars, "cross/dense/bias", D, 0);
+    tm_assert_var(t.vars, "cross_1/dense/kernel", D, D);
+    tm_assert_var(t.vars, "cross_1/dense/bias", D, 0);
+    tm_assert_var(t.vars, "deep/dense/kernel", D, DEEP);
+    tm_assert_var(t.vars, "deep/dense/bias", DEEP, 0);
+    tm_assert_var(t.vars, "logits/kernel", DEEP, 1);
+    tm_assert_var(t.vars, "logits/bias", 1, 0);
     for (int f = 0; f < NF; f++) {
-        tl_t e = leaf(t.g, f);
+        tl_t e = tm_leaf(t.g, f);
         cr_assert_neq(e, TL_T_INVALID, "no activations for feature %d", f);
         cr_assert_eq(tl_rank(t.g, e, d), 2);
         cr_assert(d[0] == B && d[1] == dims[f], "feature %d: (%lld, %lld)", f, (long long)d[0], (long long)d[1]);
     }
-    cr_assert_eq(leaf(t.g, NF), TL_T_INVALID);
-    untrace(&t);
+    cr_assert_eq(tm_leaf(t.g, NF), TL_T_INVALID);
+    tm_untrace(&t);
 
     /* PREDICT: no labels, no loss, the logits as predictions */
     t = trace(&c, TL_MODE_PREDICT, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(t.spec.loss, TL_T_INVALID);
     cr_assert_eq(t.spec.predictions, t.spec.logits);
-    untrace(&t);
+    tm_untrace(&t);
 
     /* Float (batch, 1) labels take sigmoid_xent's float form. */
     t = trace(&c, TL_MODE_EVAL, B, WIDTH, true);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(tl_rank(t.g, t.spec.loss, NULL), 0);
-    untrace(&t);
+    tm_untrace(&t);
 }
 
 /* 64 features is more than one tl_concat takes: x0 is joined in groups and
@@ -152,25 +106,25 @@ Test(models_dcn, most_features_and_none)
         width += c.dims[f];
     traced t = trace(&c, TL_MODE_TRAIN, 2, ND, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "cross_1/dense/kernel", width, width);
-    assert_var(t.vars, "deep/dense/kernel", width, DEEP);
+    tm_assert_var(t.vars, "cross_1/dense/kernel", width, width);
+    tm_assert_var(t.vars, "deep/dense/kernel", width, DEEP);
     for (int f = 0; f < 64; f++)
-        cr_assert_neq(leaf(t.g, f), TL_T_INVALID, "feature %d", f);
-    untrace(&t);
+        cr_assert_neq(tm_leaf(t.g, f), TL_T_INVALID, "feature %d", f);
+    tm_untrace(&t);
 
     /* num_dense 0: the features' whole width; below it, the first columns. */
     c = small();
     c.num_dense = 0;
     t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "cross/dense/kernel", D, D);
-    untrace(&t);
+    tm_assert_var(t.vars, "cross/dense/kernel", D, D);
+    tm_untrace(&t);
     c = small();
     c.num_dense = ND - 1;
     t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "cross/dense/kernel", D - 1, D - 1);
-    untrace(&t);
+    tm_assert_var(t.vars, "cross/dense/kernel", D - 1, D - 1);
+    tm_untrace(&t);
 
     /* No features, no cross layers, no deep network: logistic regression
      * on the dense inputs. */
@@ -181,9 +135,9 @@ Test(models_dcn, most_features_and_none)
     t = trace(&c, TL_MODE_TRAIN, B, ND, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(t.vars->n, 2);
-    assert_var(t.vars, "logits/kernel", ND, 1);
-    cr_assert_eq(leaf(t.g, 0), TL_T_INVALID);
-    untrace(&t);
+    tm_assert_var(t.vars, "logits/kernel", ND, 1);
+    cr_assert_eq(tm_leaf(t.g, 0), TL_T_INVALID);
+    tm_untrace(&t);
 }
 
 Test(models_dcn, configuration_errors)
@@ -262,10 +216,7 @@ static model build(void)
     tl_dcn_config c = small();
     m.t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(m.t.st, TL_OK, "%s", tl_graph_error(m.t.g));
-    cr_assert_eq(tl_vars_layout(m.t.vars), TL_OK);
-    cr_assert_eq(tl_program_compile(m.t.g, m.t.spec.loss, true, &m.p), TL_OK, "%s", tl_last_error());
-    m.params = calloc((size_t)m.t.vars->total, sizeof(float));
-    tl_vars_initialize(m.t.vars, 11, m.params);
+    m.params = tm_compile(&m.t, &m.p);
     tl_rng r;
     tl_rng_init(&r, 3, 1, 4, 1);
     for (int i = 0; i < m.t.vars->n; i++) {
@@ -274,13 +225,7 @@ static model build(void)
             for (int64_t k = 0; k < v->size; k++)
                 m.params[v->offset + k] = (float)(0.2 * tl_rng_uniform(&r) - 0.1);
     }
-    m.e.act = calloc((size_t)m.p->act_floats + 1, sizeof(float));
-    m.e.grad = calloc((size_t)m.p->grad_floats + 1, sizeof(float));
-    m.e.mask = calloc((size_t)m.p->mask_bytes + 1, 1);
-    m.e.scratch = calloc((size_t)m.p->scratch_floats + 1, sizeof(float));
-    m.e.param_grad = calloc((size_t)m.t.vars->total, sizeof(float));
-    m.e.params = m.params;
-    m.e.loss_scale = 1.0f;
+    tm_exec_alloc(&m.e, m.p, m.t.vars, m.params);
     m.features = tl_exec_value(m.p, &m.e, m.t.args.features);
     m.labels = (int32_t *)tl_exec_value(m.p, &m.e, m.t.args.labels);
     for (int b = 0; b < B; b++) {
@@ -289,7 +234,7 @@ static model build(void)
         m.labels[b] = (b == 0 || b == 3) ? 1 : 0;
     }
     for (int f = 0; f < NF; f++) {
-        tl_t e = leaf(m.t.g, f);
+        tl_t e = tm_leaf(m.t.g, f);
         m.emb[f] = tl_exec_value(m.p, &m.e, e);
         for (int k = 0; k < B * dims[f]; k++)
             m.emb[f][k] = (float)(0.5 * tl_rng_normal(&r));
@@ -300,28 +245,21 @@ static model build(void)
 static void destroy(model *m)
 {
     free(m->params);
-    free(m->e.act);
-    free(m->e.grad);
-    free(m->e.mask);
-    free(m->e.scratch);
-    free(m->e.param_grad);
+    tm_exec_free(&m->e);
     tl_program_destroy(m->p);
-    untrace(&m->t);
+    tm_untrace(&m->t);
 }
 
 static double loss(model *m)
 {
-    cr_assert_eq(tl_program_forward(m->p, &m->e), TL_OK, "%s", tl_last_error());
-    return *tl_exec_value(m->p, &m->e, m->t.spec.loss);
+    return tm_loss(m->p, &m->e, m->t.spec.loss);
 }
 
 /* ---- the float64 recomputation ---- */
 
 static const float *param(const model *m, const char *name)
 {
-    const tl_var *v = find_var(m->t.vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    return m->params + v->offset;
+    return tm_param(m->t.vars, m->params, name);
 }
 
 /* y (out) = x (in) · name/kernel + name/bias, then ReLU when relu. */
@@ -409,7 +347,7 @@ Test(models_dcn, gradients_match_finite_differences)
 
     num2 = diff2 = 0;
     for (int f = 0; f < NF; f++) {
-        const float *g = tl_exec_grad(m.p, &m.e, leaf(m.t.g, f));
+        const float *g = tl_exec_grad(m.p, &m.e, tm_leaf(m.t.g, f));
         cr_assert_not_null(g, "feature %d's activations get a gradient", f);
         float analytic[B * 4];
         memcpy(analytic, g, sizeof(float) * (size_t)(B * dims[f]));

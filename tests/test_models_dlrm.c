@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/program.h"
+#include "test_models_util.h"
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
 
@@ -35,65 +35,19 @@ static tl_dlrm_config small(void)
     return c;
 }
 
-typedef struct {
-    tl_vars *vars;
-    tl_graph *g;
-    tl_model_args args;
-    tl_model_spec spec;
-    tl_status st;
-} traced;
-
 /* Calls tl_model_dlrm on features (batch, width) and labels as the runtime
  * passes them: int32 (batch,), or float32 (batch, 1) with float_labels. */
 static traced trace(const tl_dlrm_config *c, tl_mode mode, int64_t batch, int64_t width, bool float_labels)
 {
-    traced t;
-    memset(&t, 0, sizeof t);
-    cr_assert_eq(tl_vars_create(&t.vars), TL_OK);
-    cr_assert_eq(tl_graph_create(t.vars, mode, &t.g), TL_OK);
+    traced t = tm_trace_begin(mode);
     int64_t fs[2] = {batch, width}, ls[2] = {batch, 1};
-    t.args.mode = mode;
     t.args.features = tl_graph_input(t.g, TL_F32, fs, 2);
     t.args.labels = mode == TL_MODE_PREDICT ? TL_T_INVALID
                     : float_labels          ? tl_graph_input(t.g, TL_F32, ls, 2)
                                             : tl_graph_input(t.g, TL_I32, ls, 1);
     t.args.batch_size = batch;
-    t.spec.loss = t.spec.logits = t.spec.predictions = TL_T_INVALID;
     t.st = tl_model_dlrm(t.g, &t.args, &t.spec, (void *)c);
     return t;
-}
-
-static void untrace(traced *t)
-{
-    tl_graph_destroy(t->g);
-    tl_vars_destroy(t->vars);
-}
-
-static const tl_var *find_var(const tl_vars *vars, const char *name)
-{
-    for (int i = 0; i < vars->n; i++)
-        if (strcmp(vars->v[i].name, name) == 0)
-            return &vars->v[i];
-    return NULL;
-}
-
-static void assert_var(const tl_vars *vars, const char *name, int64_t d0, int64_t d1)
-{
-    const tl_var *v = find_var(vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    cr_assert_eq(v->rank, d1 ? 2 : 1, "%s", name);
-    cr_assert_eq(v->shape[0], d0, "%s: dim 0 is %lld", name, (long long)v->shape[0]);
-    if (d1)
-        cr_assert_eq(v->shape[1], d1, "%s: dim 1 is %lld", name, (long long)v->shape[1]);
-}
-
-/* The embedding leaf of feature f, or TL_T_INVALID. */
-static tl_t leaf(const tl_graph *g, int f)
-{
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == TL_OP_EMBEDDING && g->nodes[i].iattr[0] == f)
-            return i;
-    return TL_T_INVALID;
 }
 
 Test(models_dlrm, shapes_and_variables)
@@ -107,36 +61,36 @@ Test(models_dlrm, shapes_and_variables)
     cr_assert_eq(t.spec.predictions, t.spec.logits);
     cr_assert_eq(tl_rank(t.g, t.spec.loss, NULL), 0);
     cr_assert_eq(t.vars->n, 8);
-    assert_var(t.vars, "bottom_mlp/dense/kernel", ND, 8);
-    assert_var(t.vars, "bottom_mlp/dense/bias", 8, 0);
-    assert_var(t.vars, "bottom_mlp/dense_1/kernel", 8, DIM);
-    assert_var(t.vars, "bottom_mlp/dense_1/bias", DIM, 0);
+    tm_assert_var(t.vars, "bottom_mlp/dense/kernel", ND, 8);
+    tm_assert_var(t.vars, "bottom_mlp/dense/bias", 8, 0);
+    tm_assert_var(t.vars, "bottom_mlp/dense_1/kernel", 8, DIM);
+    tm_assert_var(t.vars, "bottom_mlp/dense_1/bias", DIM, 0);
     /* top input: x (4) and the (3+1)·3/2 = 6 pairwise dots */
-    assert_var(t.vars, "top_mlp/dense/kernel", DIM + 6, 8);
-    assert_var(t.vars, "top_mlp/dense/bias", 8, 0);
-    assert_var(t.vars, "top_mlp/logits/kernel", 8, 1);
-    assert_var(t.vars, "top_mlp/logits/bias", 1, 0);
+    tm_assert_var(t.vars, "top_mlp/dense/kernel", DIM + 6, 8);
+    tm_assert_var(t.vars, "top_mlp/dense/bias", 8, 0);
+    tm_assert_var(t.vars, "top_mlp/logits/kernel", 8, 1);
+    tm_assert_var(t.vars, "top_mlp/logits/bias", 1, 0);
     for (int f = 0; f < NF; f++) {
-        tl_t e = leaf(t.g, f);
+        tl_t e = tm_leaf(t.g, f);
         cr_assert_neq(e, TL_T_INVALID, "no activations for feature %d", f);
         cr_assert_eq(tl_rank(t.g, e, d), 2);
         cr_assert(d[0] == B && d[1] == DIM);
     }
-    cr_assert_eq(leaf(t.g, NF), TL_T_INVALID);
-    untrace(&t);
+    cr_assert_eq(tm_leaf(t.g, NF), TL_T_INVALID);
+    tm_untrace(&t);
 
     /* PREDICT: no labels, no loss, the logits as predictions */
     t = trace(&c, TL_MODE_PREDICT, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(t.spec.loss, TL_T_INVALID);
     cr_assert_eq(t.spec.predictions, t.spec.logits);
-    untrace(&t);
+    tm_untrace(&t);
 
     /* Float (batch, 1) labels take sigmoid_xent's float form. */
     t = trace(&c, TL_MODE_EVAL, B, WIDTH, true);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(tl_rank(t.g, t.spec.loss, NULL), 0);
-    untrace(&t);
+    tm_untrace(&t);
 }
 
 /* 64 features is more than one tl_concat takes: the stack is joined in
@@ -149,10 +103,10 @@ Test(models_dlrm, most_features_and_none)
         c.dims[f] = DIM;
     traced t = trace(&c, TL_MODE_TRAIN, 2, ND, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "top_mlp/dense/kernel", DIM + 65 * 64 / 2, 8);
+    tm_assert_var(t.vars, "top_mlp/dense/kernel", DIM + 65 * 64 / 2, 8);
     for (int f = 0; f < 64; f++)
-        cr_assert_neq(leaf(t.g, f), TL_T_INVALID, "feature %d", f);
-    untrace(&t);
+        cr_assert_neq(tm_leaf(t.g, f), TL_T_INVALID, "feature %d", f);
+    tm_untrace(&t);
 
     /* num_dense 0: the features' whole width, every feature an embedding
      * feature all the same (no id columns among the features). */
@@ -160,15 +114,15 @@ Test(models_dlrm, most_features_and_none)
     c.num_dense = 0;
     t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "bottom_mlp/dense/kernel", WIDTH, c.bottom[0]);
-    untrace(&t);
+    tm_assert_var(t.vars, "bottom_mlp/dense/kernel", WIDTH, c.bottom[0]);
+    tm_untrace(&t);
     /* num_dense below the width: the first columns. */
     c = small();
     c.num_dense = ND - 1;
     t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
-    assert_var(t.vars, "bottom_mlp/dense/kernel", ND - 1, c.bottom[0]);
-    untrace(&t);
+    tm_assert_var(t.vars, "bottom_mlp/dense/kernel", ND - 1, c.bottom[0]);
+    tm_untrace(&t);
 
     /* No features: no interaction, the top MLP sees the bottom's output. */
     c = small();
@@ -177,9 +131,9 @@ Test(models_dlrm, most_features_and_none)
     t = trace(&c, TL_MODE_TRAIN, B, ND, false);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(t.vars->n, 6);
-    assert_var(t.vars, "top_mlp/logits/kernel", DIM, 1);
-    cr_assert_eq(leaf(t.g, 0), TL_T_INVALID);
-    untrace(&t);
+    tm_assert_var(t.vars, "top_mlp/logits/kernel", DIM, 1);
+    cr_assert_eq(tm_leaf(t.g, 0), TL_T_INVALID);
+    tm_untrace(&t);
 }
 
 Test(models_dlrm, configuration_errors)
@@ -260,10 +214,7 @@ static model build(void)
     tl_dlrm_config c = small();
     m.t = trace(&c, TL_MODE_TRAIN, B, WIDTH, false);
     cr_assert_eq(m.t.st, TL_OK, "%s", tl_graph_error(m.t.g));
-    cr_assert_eq(tl_vars_layout(m.t.vars), TL_OK);
-    cr_assert_eq(tl_program_compile(m.t.g, m.t.spec.loss, true, &m.p), TL_OK, "%s", tl_last_error());
-    m.params = calloc((size_t)m.t.vars->total, sizeof(float));
-    tl_vars_initialize(m.t.vars, 11, m.params);
+    m.params = tm_compile(&m.t, &m.p);
     tl_rng r;
     tl_rng_init(&r, 3, 1, 4, 1);
     for (int i = 0; i < m.t.vars->n; i++) {
@@ -272,13 +223,7 @@ static model build(void)
             for (int64_t k = 0; k < v->size; k++)
                 m.params[v->offset + k] = (float)(0.2 * tl_rng_uniform(&r) - 0.1);
     }
-    m.e.act = calloc((size_t)m.p->act_floats + 1, sizeof(float));
-    m.e.grad = calloc((size_t)m.p->grad_floats + 1, sizeof(float));
-    m.e.mask = calloc((size_t)m.p->mask_bytes + 1, 1);
-    m.e.scratch = calloc((size_t)m.p->scratch_floats + 1, sizeof(float));
-    m.e.param_grad = calloc((size_t)m.t.vars->total, sizeof(float));
-    m.e.params = m.params;
-    m.e.loss_scale = 1.0f;
+    tm_exec_alloc(&m.e, m.p, m.t.vars, m.params);
     m.features = tl_exec_value(m.p, &m.e, m.t.args.features);
     m.labels = (int32_t *)tl_exec_value(m.p, &m.e, m.t.args.labels);
     for (int b = 0; b < B; b++) {
@@ -287,7 +232,7 @@ static model build(void)
         m.labels[b] = (b == 0 || b == 3) ? 1 : 0;
     }
     for (int f = 0; f < NF; f++) {
-        tl_t e = leaf(m.t.g, f);
+        tl_t e = tm_leaf(m.t.g, f);
         m.emb[f] = tl_exec_value(m.p, &m.e, e);
         for (int k = 0; k < B * DIM; k++)
             m.emb[f][k] = (float)(0.5 * tl_rng_normal(&r));
@@ -298,28 +243,21 @@ static model build(void)
 static void destroy(model *m)
 {
     free(m->params);
-    free(m->e.act);
-    free(m->e.grad);
-    free(m->e.mask);
-    free(m->e.scratch);
-    free(m->e.param_grad);
+    tm_exec_free(&m->e);
     tl_program_destroy(m->p);
-    untrace(&m->t);
+    tm_untrace(&m->t);
 }
 
 static double loss(model *m)
 {
-    cr_assert_eq(tl_program_forward(m->p, &m->e), TL_OK, "%s", tl_last_error());
-    return *tl_exec_value(m->p, &m->e, m->t.spec.loss);
+    return tm_loss(m->p, &m->e, m->t.spec.loss);
 }
 
 /* ---- the float64 recomputation ---- */
 
 static const float *param(const model *m, const char *name)
 {
-    const tl_var *v = find_var(m->t.vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    return m->params + v->offset;
+    return tm_param(m->t.vars, m->params, name);
 }
 
 /* y (out) = x (in) · name/kernel + name/bias, then ReLU when relu. */
@@ -414,7 +352,7 @@ Test(models_dlrm, gradients_match_finite_differences)
 
     num2 = diff2 = 0;
     for (int f = 0; f < NF; f++) {
-        const float *g = tl_exec_grad(m.p, &m.e, leaf(m.t.g, f));
+        const float *g = tl_exec_grad(m.p, &m.e, tm_leaf(m.t.g, f));
         cr_assert_not_null(g, "feature %d's activations get a gradient", f);
         float analytic[B * DIM];
         memcpy(analytic, g, sizeof analytic); /* forward passes below leave it alone, but be plain */

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/program.h"
 #include "test_cli_util.h"
 #include "testutil.h"
 #include "tpuloop/job.h"
+#include "test_models_util.h"
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
 
@@ -23,56 +23,19 @@
 enum { B = 2, S = 4, V = 6, D = 4, H = 2, DK = D / H, FF = 8, C = 3, L = 2 };
 #define SMALL "{\"d_model\": 4, \"num_heads\": 2, \"num_layers\": 2, \"d_ff\": 8, \"num_classes\": 3}"
 
-typedef struct {
-    tl_vars *vars;
-    tl_graph *g;
-    tl_model_args args;
-    tl_model_spec spec;
-    tl_status st;
-} traced;
-
 /* Calls tl_model_transformer on features (batch, s) (rank 3 with a trailing
  * 1 when frank is 3) and int32 labels (batch,), as the runtime passes them. */
 static traced trace(const char *params, const tl_transformer_data *data, tl_mode mode, int64_t batch, int64_t s,
                     int frank)
 {
-    traced t;
-    memset(&t, 0, sizeof t);
-    cr_assert_eq(tl_vars_create(&t.vars), TL_OK);
-    cr_assert_eq(tl_graph_create(t.vars, mode, &t.g), TL_OK);
+    traced t = tm_trace_begin(mode);
     int64_t fs[3] = {batch, s, 1}, ls[1] = {batch};
-    t.args.mode = mode;
     t.args.features = tl_graph_input(t.g, TL_F32, fs, frank);
     t.args.labels = mode == TL_MODE_PREDICT ? TL_T_INVALID : tl_graph_input(t.g, TL_I32, ls, 1);
     t.args.batch_size = batch;
     t.args.params_json = params;
-    t.spec.loss = t.spec.logits = t.spec.predictions = TL_T_INVALID;
     t.st = tl_model_transformer(t.g, &t.args, &t.spec, (void *)data);
     return t;
-}
-
-static void untrace(traced *t)
-{
-    tl_graph_destroy(t->g);
-    tl_vars_destroy(t->vars);
-}
-
-static const tl_var *find_var(const tl_vars *vars, const char *name)
-{
-    for (int i = 0; i < vars->n; i++)
-        if (strcmp(vars->v[i].name, name) == 0)
-            return &vars->v[i];
-    return NULL;
-}
-
-static void assert_var(const tl_vars *vars, const char *name, int64_t d0, int64_t d1)
-{
-    const tl_var *v = find_var(vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    cr_assert_eq(v->rank, d1 ? 2 : 1, "%s", name);
-    cr_assert_eq(v->shape[0], d0, "%s: dim 0 is %lld", name, (long long)v->shape[0]);
-    if (d1)
-        cr_assert_eq(v->shape[1], d1, "%s: dim 1 is %lld", name, (long long)v->shape[1]);
 }
 
 static void assert_dense(const tl_vars *vars, const char *name, int64_t in, int64_t out)
@@ -80,8 +43,8 @@ static void assert_dense(const tl_vars *vars, const char *name, int64_t in, int6
     char k[96], b[96];
     snprintf(k, sizeof k, "%s/kernel", name);
     snprintf(b, sizeof b, "%s/bias", name);
-    assert_var(vars, k, in, out);
-    assert_var(vars, b, out, 0);
+    tm_assert_var(vars, k, in, out);
+    tm_assert_var(vars, b, out, 0);
 }
 
 static void assert_norm(const tl_vars *vars, const char *name, int64_t d)
@@ -89,16 +52,16 @@ static void assert_norm(const tl_vars *vars, const char *name, int64_t d)
     char gm[96], bt[96];
     snprintf(gm, sizeof gm, "%s/gamma", name);
     snprintf(bt, sizeof bt, "%s/beta", name);
-    assert_var(vars, gm, d, 0);
-    assert_var(vars, bt, d, 0);
+    tm_assert_var(vars, gm, d, 0);
+    tm_assert_var(vars, bt, d, 0);
 }
 
 /* Every variable of an L-layer model, by its Keras name and shape. */
 static void assert_variables(const tl_vars *vars, int64_t v, int64_t s, int64_t d, int64_t ff, int64_t c, int layers)
 {
     cr_assert_eq(vars->n, 2 + 16 * layers + 2, "%d variables", vars->n);
-    assert_var(vars, "embedding/embeddings", v, d);
-    assert_var(vars, "position_embedding/embeddings", s, d);
+    tm_assert_var(vars, "embedding/embeddings", v, d);
+    tm_assert_var(vars, "position_embedding/embeddings", s, d);
     char name[96];
     for (int i = 0; i < layers; i++) {
         static const char *const parts[] = {"query", "key", "value", "output"};
@@ -129,26 +92,26 @@ Test(models_transformer, shapes_and_variables)
     cr_assert_eq(t.spec.predictions, t.spec.logits);
     cr_assert_eq(tl_rank(t.g, t.spec.loss, NULL), 0);
     assert_variables(t.vars, V, S, D, FF, C, L);
-    untrace(&t);
+    tm_untrace(&t);
 
     /* PREDICT: no labels, no loss, the logits as predictions. */
     t = trace(SMALL, &data, TL_MODE_PREDICT, B, S, 2);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     cr_assert_eq(t.spec.loss, TL_T_INVALID);
     cr_assert_eq(t.spec.predictions, t.spec.logits);
-    untrace(&t);
+    tm_untrace(&t);
 
     /* The defaults: d 32, 2 heads, 2 layers, ff 4 d, V 16 without data,
      * the data's V with it, C = V. */
     t = trace("{}", NULL, TL_MODE_EVAL, 3, 16, 2);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     assert_variables(t.vars, 16, 16, 32, 128, 16, 2);
-    untrace(&t);
+    tm_untrace(&t);
     tl_transformer_data wide = {40};
     t = trace(NULL, &wide, TL_MODE_TRAIN, 3, 5, 2);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     assert_variables(t.vars, 40, 5, 32, 128, 40, 2);
-    untrace(&t);
+    tm_untrace(&t);
 
     /* No layers: embeddings, the mean and the logits; one head; a vocab
      * above the data's. */
@@ -156,7 +119,7 @@ Test(models_transformer, shapes_and_variables)
               7, 2);
     cr_assert_eq(t.st, TL_OK, "%s", tl_graph_error(t.g));
     assert_variables(t.vars, 50, 7, 6, 24, 50, 0);
-    untrace(&t);
+    tm_untrace(&t);
 }
 
 Test(models_transformer, params_errors)
@@ -228,10 +191,7 @@ static model build(void)
     m.data.vocab_size = V;
     m.t = trace(SMALL, &m.data, TL_MODE_TRAIN, B, S, 2);
     cr_assert_eq(m.t.st, TL_OK, "%s", tl_graph_error(m.t.g));
-    cr_assert_eq(tl_vars_layout(m.t.vars), TL_OK);
-    cr_assert_eq(tl_program_compile(m.t.g, m.t.spec.loss, true, &m.p), TL_OK, "%s", tl_last_error());
-    m.params = calloc((size_t)m.t.vars->total, sizeof(float));
-    tl_vars_initialize(m.t.vars, 11, m.params);
+    m.params = tm_compile(&m.t, &m.p);
     tl_rng r;
     tl_rng_init(&r, 3, 1, 4, 1);
     for (int i = 0; i < m.t.vars->n; i++) {
@@ -243,13 +203,7 @@ static model build(void)
         for (int64_t k = 0; strstr(v->name, "embeddings") && k < v->size; k++)
             m.params[v->offset + k] = (float)tl_rng_normal(&r);
     }
-    m.e.act = calloc((size_t)m.p->act_floats + 1, sizeof(float));
-    m.e.grad = calloc((size_t)m.p->grad_floats + 1, sizeof(float));
-    m.e.mask = calloc((size_t)m.p->mask_bytes + 1, 1);
-    m.e.scratch = calloc((size_t)m.p->scratch_floats + 1, sizeof(float));
-    m.e.param_grad = calloc((size_t)m.t.vars->total, sizeof(float));
-    m.e.params = m.params;
-    m.e.loss_scale = 1.0f;
+    tm_exec_alloc(&m.e, m.p, m.t.vars, m.params);
     m.e.state_scale = 1.0f;
     m.features = tl_exec_value(m.p, &m.e, m.t.args.features);
     m.labels = (int32_t *)tl_exec_value(m.p, &m.e, m.t.args.labels);
@@ -263,28 +217,21 @@ static model build(void)
 static void destroy(model *m)
 {
     free(m->params);
-    free(m->e.act);
-    free(m->e.grad);
-    free(m->e.mask);
-    free(m->e.scratch);
-    free(m->e.param_grad);
+    tm_exec_free(&m->e);
     tl_program_destroy(m->p);
-    untrace(&m->t);
+    tm_untrace(&m->t);
 }
 
 static double loss(model *m)
 {
-    cr_assert_eq(tl_program_forward(m->p, &m->e), TL_OK, "%s", tl_last_error());
-    return *tl_exec_value(m->p, &m->e, m->t.spec.loss);
+    return tm_loss(m->p, &m->e, m->t.spec.loss);
 }
 
 /* ---- the float64 recomputation, from models.h's description ---- */
 
 static const float *param(const model *m, const char *name)
 {
-    const tl_var *v = find_var(m->t.vars, name);
-    cr_assert_not_null(v, "no variable %s", name);
-    return m->params + v->offset;
+    return tm_param(m->t.vars, m->params, name);
 }
 
 /* y (n, out) = x (n, in) · name/kernel + name/bias. */
