@@ -406,7 +406,7 @@ Test(ops_elementwise, compare_f32_matches_twin)
                 x.d[i] = x.f[i] = roundf(x.f[i]);
             for (int64_t i = 0; i < y.n; i++)
                 y.d[i] = y.f[i] = roundf(y.f[i]);
-            tl_k_compare(op, TL_F32, &b, x.f, y.f, z.f);
+            tl_k_compare(op, TL_K_F32, &b, x.f, y.f, z.f);
             tl_k_compare_ref(op, xs, ys, x.d, y.d, z.d);
             tk_assert_close(b.size, z.f, z.d, 0, 0, cmp_names[op]);
             tk_free(&x);
@@ -422,19 +422,19 @@ Test(ops_elementwise, compare_integers_exactly)
     const int64_t x64[3] = {big, big + 1, -5}, y64[1] = {big};
     tl_k_bcast b = plan2((tl_k_shape){1, {3}}, (tl_k_shape){0, {0}});
     float z[3];
-    tl_k_compare(TL_K_EQUAL, TL_I64, &b, x64, y64, z);
+    tl_k_compare(TL_K_EQUAL, TL_K_I64, &b, x64, y64, z);
     cr_assert(z[0] == 1 && z[1] == 0 && z[2] == 0);
-    tl_k_compare(TL_K_GREATER, TL_I64, &b, x64, y64, z);
+    tl_k_compare(TL_K_GREATER, TL_K_I64, &b, x64, y64, z);
     cr_assert(z[0] == 0 && z[1] == 1 && z[2] == 0);
     /* int32 (2, 3) against a column (2, 1). */
     const int32_t x32[6] = {1, 2, 3, 4, 5, 6}, y32[2] = {2, 5};
     b = plan2((tl_k_shape){2, {2, 3}}, (tl_k_shape){2, {2, 1}});
     float w[6];
-    tl_k_compare(TL_K_LESS_EQUAL, TL_I32, &b, x32, y32, w);
+    tl_k_compare(TL_K_LESS_EQUAL, TL_K_I32, &b, x32, y32, w);
     const float want[6] = {1, 1, 0, 1, 1, 0};
     for (int i = 0; i < 6; i++)
         cr_assert_eq(w[i], want[i], "less_equal [%d] = %g", i, (double)w[i]);
-    tl_k_compare(TL_K_NOT_EQUAL, TL_I32, &b, x32, y32, w);
+    tl_k_compare(TL_K_NOT_EQUAL, TL_K_I32, &b, x32, y32, w);
     const float ne[6] = {1, 0, 1, 1, 0, 1};
     for (int i = 0; i < 6; i++)
         cr_assert_eq(w[i], ne[i], "not_equal [%d] = %g", i, (double)w[i]);
@@ -442,7 +442,7 @@ Test(ops_elementwise, compare_integers_exactly)
     const float nan1[1] = {NAN};
     b = plan2((tl_k_shape){0, {0}}, (tl_k_shape){0, {0}});
     for (int op = 0; op < TL_K_CMPOP_COUNT_; op++) {
-        tl_k_compare(op, TL_F32, &b, nan1, nan1, z);
+        tl_k_compare(op, TL_K_F32, &b, nan1, nan1, z);
         cr_assert_eq(z[0], op == TL_K_NOT_EQUAL ? 1.0f : 0.0f, "%s(NaN, NaN)", cmp_names[op]);
     }
 }
@@ -480,7 +480,7 @@ Test(ops_elementwise, where_and_grad_match_twins)
                 c.d[i] = c.f[i];
                 ci[i] = c.f[i] != 0 ? (int32_t)(i + 1) * (i % 2 ? -1 : 1) : 0;
             }
-            tl_dtype dt = as_int ? TL_I32 : TL_F32;
+            tl_k_elem dt = as_int ? TL_K_I32 : TL_K_F32;
             const void *cond = as_int ? (const void *)ci : (const void *)c.f;
             tl_k_where(&b, dt, cond, x.f, y.f, z.f);
             tl_k_where_ref(&s[0], &s[1], &s[2], c.d, x.d, y.d, z.d);
@@ -540,17 +540,17 @@ Test(ops_elementwise, cast_float_to_int_truncates_and_saturates)
 {
     const float f[10] = {2.7f, -2.7f, 3e9f, -3e9f, NAN, INFINITY, -INFINITY, 2147483520.0f, -2147483648.0f, -0.5f};
     int32_t i32[10];
-    tl_k_cast(10, TL_F32, f, TL_I32, i32);
+    tl_k_cast(10, TL_K_F32, f, TL_K_I32, i32);
     const int32_t w32[10] = {2, -2, INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MIN, 2147483520, INT32_MIN, 0};
     for (int i = 0; i < 10; i++)
         cr_assert_eq(i32[i], w32[i], "float32 %g → int32 %d, want %d", (double)f[i], i32[i], w32[i]);
     int64_t i64[10];
-    tl_k_cast(10, TL_F32, f, TL_I64, i64);
+    tl_k_cast(10, TL_K_F32, f, TL_K_I64, i64);
     const int64_t w64[10] = {2, -2, 3000000000, -3000000000, 0, INT64_MAX, INT64_MIN, 2147483520, -2147483648, 0};
     for (int i = 0; i < 10; i++)
         cr_assert_eq(i64[i], w64[i], "float32 %g → int64 %lld", (double)f[i], (long long)i64[i]);
     const float huge[3] = {1e19f, -1e19f, 9.0e18f};
-    tl_k_cast(3, TL_F32, huge, TL_I64, i64);
+    tl_k_cast(3, TL_K_F32, huge, TL_K_I64, i64);
     cr_assert(i64[0] == INT64_MAX && i64[1] == INT64_MIN && i64[2] == (int64_t)9.0e18f);
 }
 
@@ -558,33 +558,33 @@ Test(ops_elementwise, cast_between_integers_and_to_float)
 {
     const int64_t w[5] = {((int64_t)1 << 32) + 5, (int64_t)1 << 31, -1, ((int64_t)3 << 31) + 1, INT64_MIN};
     int32_t n[5];
-    tl_k_cast(5, TL_I64, w, TL_I32, n);
+    tl_k_cast(5, TL_K_I64, w, TL_K_I32, n);
     const int32_t want[5] = {5, INT32_MIN, -1, INT32_MIN + 1, 0};
     for (int i = 0; i < 5; i++)
         cr_assert_eq(n[i], want[i], "int64 %lld → int32 %d, want %d", (long long)w[i], n[i], want[i]);
     int64_t back[5];
-    tl_k_cast(5, TL_I32, n, TL_I64, back);
+    tl_k_cast(5, TL_K_I32, n, TL_K_I64, back);
     for (int i = 0; i < 5; i++)
         cr_assert_eq(back[i], (int64_t)want[i]);
     /* Round to nearest even: 2^24 + 1 → 2^24, 2^53 + 1 → 2^53, 2^24 + 3 → 2^24 + 4. */
     const int32_t a[3] = {16777217, 16777219, -7};
     float f[3];
-    tl_k_cast(3, TL_I32, a, TL_F32, f);
+    tl_k_cast(3, TL_K_I32, a, TL_K_F32, f);
     cr_assert(f[0] == 16777216.0f && f[1] == 16777220.0f && f[2] == -7.0f);
     const int64_t b[2] = {((int64_t)1 << 53) + 1, -((int64_t)1 << 40)};
-    tl_k_cast(2, TL_I64, b, TL_F32, f);
+    tl_k_cast(2, TL_K_I64, b, TL_K_F32, f);
     cr_assert(f[0] == 9007199254740992.0f && f[1] == -1099511627776.0f);
     /* Round trips of what fits. */
     const int32_t labels[4] = {0, 1, 2, -9};
     float lf[4];
     int32_t again[4];
-    tl_k_cast(4, TL_I32, labels, TL_F32, lf);
-    tl_k_cast(4, TL_F32, lf, TL_I32, again);
+    tl_k_cast(4, TL_K_I32, labels, TL_K_F32, lf);
+    tl_k_cast(4, TL_K_F32, lf, TL_K_I32, again);
     cr_assert(memcmp(labels, again, sizeof labels) == 0);
     /* The same dtype copies; nothing to do for n = 0. */
-    tl_k_cast(4, TL_I32, labels, TL_I32, again);
+    tl_k_cast(4, TL_K_I32, labels, TL_K_I32, again);
     cr_assert(memcmp(labels, again, sizeof labels) == 0);
-    tl_k_cast(0, TL_F32, NULL, TL_I64, NULL);
+    tl_k_cast(0, TL_K_F32, NULL, TL_K_I64, NULL);
 }
 
 Test(ops_elementwise, constant_fills)

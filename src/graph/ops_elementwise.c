@@ -23,6 +23,18 @@ static bool is_binary(tl_op_kind k) { return k >= TL_OP_EW_ADD && k <= TL_OP_EW_
 static bool is_unary(tl_op_kind k) { return k >= TL_OP_EW_NEG && k <= TL_OP_EW_SOFTPLUS; }
 static bool is_compare(tl_op_kind k) { return k >= TL_OP_EW_EQUAL && k <= TL_OP_EW_GREATER_EQUAL; }
 
+/* The kernels' element type of a graph dtype. */
+static tl_k_elem elem(tl_dtype dt)
+{
+    switch (dt) {
+    case TL_F32: return TL_K_F32;
+    case TL_I32: return TL_K_I32;
+    case TL_I64: return TL_K_I64;
+    }
+    TL_ASSERT(!"elem: unknown dtype");
+    return TL_K_F32;
+}
+
 static tl_k_shape kshape(const tl_node *nd)
 {
     tl_k_shape s;
@@ -243,18 +255,18 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
         tl_k_unary((tl_k_unop)(nd->op - TL_OP_EW_NEG), nd->size, (float)nd->fattr[0], (float)nd->fattr[1],
                    tl_exec_value(p, e, nd->in[0]), z);
     } else if (nd->op == TL_OP_EW_CAST) {
-        tl_k_cast(nd->size, g->nodes[nd->in[0]].dtype, tl_exec_value(p, e, nd->in[0]), nd->dtype, z);
+        tl_k_cast(nd->size, elem(g->nodes[nd->in[0]].dtype), tl_exec_value(p, e, nd->in[0]), elem(nd->dtype), z);
     } else if ((st = plan(g, nd, &b)) != TL_OK) {
         return st;
     } else if (is_binary(nd->op)) {
         tl_k_binary((tl_k_binop)(nd->op - TL_OP_EW_ADD), &b, tl_exec_value(p, e, nd->in[0]),
                     tl_exec_value(p, e, nd->in[1]), z);
     } else if (is_compare(nd->op)) {
-        tl_k_compare((tl_k_cmpop)(nd->op - TL_OP_EW_EQUAL), g->nodes[nd->in[0]].dtype, &b,
+        tl_k_compare((tl_k_cmpop)(nd->op - TL_OP_EW_EQUAL), elem(g->nodes[nd->in[0]].dtype), &b,
                      tl_exec_value(p, e, nd->in[0]), tl_exec_value(p, e, nd->in[1]), z);
     } else {
         TL_ASSERT(nd->op == TL_OP_EW_WHERE);
-        tl_k_where(&b, g->nodes[nd->in[0]].dtype, tl_exec_value(p, e, nd->in[0]), tl_exec_value(p, e, nd->in[1]),
+        tl_k_where(&b, elem(g->nodes[nd->in[0]].dtype), tl_exec_value(p, e, nd->in[0]), tl_exec_value(p, e, nd->in[1]),
                    tl_exec_value(p, e, nd->in[2]), z);
     }
     return st;
@@ -292,7 +304,7 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cur)
     } else {
         if (d[0] != NULL) /* a float32 mask computed from variables: its gradient is zero */
             memset(d[0], 0, (size_t)g->nodes[nd->in[0]].size * sizeof *d[0]);
-        tl_k_where_grad(&b, g->nodes[nd->in[0]].dtype, tl_exec_value(p, e, nd->in[0]), dz, d[1], d[2], scratch);
+        tl_k_where_grad(&b, elem(g->nodes[nd->in[0]].dtype), tl_exec_value(p, e, nd->in[0]), dz, d[1], d[2], scratch);
     }
     for (int k = 0; k < nd->nin; k++)
         if (d[k] != NULL)

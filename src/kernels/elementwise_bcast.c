@@ -488,22 +488,22 @@ CMP_ROWS(float, f32)
 CMP_ROWS(int32_t, i32)
 CMP_ROWS(int64_t, i64)
 
-static size_t dtype_size(tl_dtype dt)
+static size_t dtype_size(tl_k_elem dt)
 {
     switch (dt) {
-    case TL_F32: return sizeof(float);
-    case TL_I32: return sizeof(int32_t);
-    case TL_I64: return sizeof(int64_t);
+    case TL_K_F32: return sizeof(float);
+    case TL_K_I32: return sizeof(int32_t);
+    case TL_K_I64: return sizeof(int64_t);
     }
     TL_ASSERT(!"unknown dtype");
     return 0;
 }
 
-void tl_k_compare(tl_k_cmpop op, tl_dtype dt, const tl_k_bcast *b, const void *restrict x, const void *restrict y,
+void tl_k_compare(tl_k_cmpop op, tl_k_elem dt, const tl_k_bcast *b, const void *restrict x, const void *restrict y,
                   float *restrict z)
 {
     TL_ASSERT(op >= 0 && op < TL_K_CMPOP_COUNT_ && b->nin == 2);
-    const row_fn fn = dt == TL_F32 ? cmp_rows_f32[op] : dt == TL_I32 ? cmp_rows_i32[op] : cmp_rows_i64[op];
+    const row_fn fn = dt == TL_K_F32 ? cmp_rows_f32[op] : dt == TL_K_I32 ? cmp_rows_i32[op] : cmp_rows_i64[op];
     operand ops[2] = {{x, dtype_size(dt), b->stride[0]}, {y, dtype_size(dt), b->stride[1]}};
     run_rows(b, 2, ops, z, sizeof *z, fn);
 }
@@ -544,20 +544,20 @@ ROW2(row_wy_f, float, float, float, wy_f)
 ROW2(row_wx_i, int32_t, float, float, wx_i)
 ROW2(row_wy_i, int32_t, float, float, wy_i)
 
-void tl_k_where(const tl_k_bcast *b, tl_dtype cond_dt, const void *restrict cond, const float *restrict x,
+void tl_k_where(const tl_k_bcast *b, tl_k_elem cond_dt, const void *restrict cond, const float *restrict x,
                 const float *restrict y, float *restrict z)
 {
-    TL_ASSERT(b->nin == 3 && (cond_dt == TL_F32 || cond_dt == TL_I32));
+    TL_ASSERT(b->nin == 3 && (cond_dt == TL_K_F32 || cond_dt == TL_K_I32));
     operand ops[3] = {{cond, dtype_size(cond_dt), b->stride[0]},
                       {x, sizeof(float), b->stride[1]},
                       {y, sizeof(float), b->stride[2]}};
-    run_rows(b, 3, ops, z, sizeof *z, cond_dt == TL_F32 ? row_where_f : row_where_i);
+    run_rows(b, 3, ops, z, sizeof *z, cond_dt == TL_K_F32 ? row_where_f : row_where_i);
 }
 
-void tl_k_where_grad(const tl_k_bcast *b, tl_dtype cond_dt, const void *restrict cond, const float *restrict dz,
+void tl_k_where_grad(const tl_k_bcast *b, tl_k_elem cond_dt, const void *restrict cond, const float *restrict dz,
                      float *restrict dx, float *restrict dy, float *restrict scratch)
 {
-    TL_ASSERT(b->nin == 3 && (cond_dt == TL_F32 || cond_dt == TL_I32));
+    TL_ASSERT(b->nin == 3 && (cond_dt == TL_K_F32 || cond_dt == TL_K_I32));
     if (b->size == 0) {
         if (dx != NULL)
             memset(dx, 0, (size_t)b->in_size[1] * sizeof *dx);
@@ -566,7 +566,7 @@ void tl_k_where_grad(const tl_k_bcast *b, tl_dtype cond_dt, const void *restrict
         return;
     }
     operand ops[2] = {{cond, dtype_size(cond_dt), b->stride[0]}, {dz, sizeof(float), b->out_stride}};
-    bool f = cond_dt == TL_F32;
+    bool f = cond_dt == TL_K_F32;
     if (dx != NULL)
         grad_operand(b, 1, 2, ops, f ? row_wx_f : row_wx_i, dx, scratch);
     if (dy != NULL)
@@ -637,7 +637,7 @@ static inline int32_t i64_to_i32(int64_t v)
     return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
 }
 
-void tl_k_cast(int64_t n, tl_dtype from, const void *restrict x, tl_dtype to, void *restrict y)
+void tl_k_cast(int64_t n, tl_k_elem from, const void *restrict x, tl_k_elem to, void *restrict y)
 {
     TL_ASSERT(n >= 0);
     if (from == to) {
@@ -645,27 +645,27 @@ void tl_k_cast(int64_t n, tl_dtype from, const void *restrict x, tl_dtype to, vo
             memcpy(y, x, (size_t)n * dtype_size(from));
         return;
     }
-    if (from == TL_F32 && to == TL_I32) {
+    if (from == TL_K_F32 && to == TL_K_I32) {
         const float *restrict a = x;
         int32_t *restrict b = y;
         EACH(n, b[i] = f32_to_i32(a[i]));
-    } else if (from == TL_F32 && to == TL_I64) {
+    } else if (from == TL_K_F32 && to == TL_K_I64) {
         const float *restrict a = x;
         int64_t *restrict b = y;
         EACH(n, b[i] = f32_to_i64(a[i]));
-    } else if (from == TL_I32 && to == TL_F32) {
+    } else if (from == TL_K_I32 && to == TL_K_F32) {
         const int32_t *restrict a = x;
         float *restrict b = y;
         EACH(n, b[i] = (float)a[i]);
-    } else if (from == TL_I32 && to == TL_I64) {
+    } else if (from == TL_K_I32 && to == TL_K_I64) {
         const int32_t *restrict a = x;
         int64_t *restrict b = y;
         EACH(n, b[i] = a[i]);
-    } else if (from == TL_I64 && to == TL_F32) {
+    } else if (from == TL_K_I64 && to == TL_K_F32) {
         const int64_t *restrict a = x;
         float *restrict b = y;
         EACH(n, b[i] = (float)a[i]);
-    } else if (from == TL_I64 && to == TL_I32) {
+    } else if (from == TL_K_I64 && to == TL_K_I32) {
         const int64_t *restrict a = x;
         int32_t *restrict b = y;
         EACH(n, b[i] = i64_to_i32(a[i]));

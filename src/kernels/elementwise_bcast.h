@@ -45,7 +45,11 @@
 #include <stdint.h>
 
 #include "kernels.h"
-#include "tpuloop/graph.h" /* tl_dtype, TL_MAX_RANK */
+#include "tpuloop/topology.h" /* TL_MAX_RANK */
+
+/* The element types of the kernels that take more than float32 (the graph
+ * maps its tl_dtype onto them one to one; kernels/ knows nothing of graphs). */
+typedef enum { TL_K_F32 = 0, TL_K_I32 = 1, TL_K_I64 = 2 } tl_k_elem;
 
 /* Operands of one broadcasting kernel: where's cond, x and y. */
 #define TL_K_BCAST_MAX_IN 3
@@ -189,7 +193,7 @@ typedef enum {
     TL_K_CMPOP_COUNT_
 } tl_k_cmpop;
 
-void tl_k_compare(tl_k_cmpop op, tl_dtype dt, const tl_k_bcast *b, const void *restrict x, const void *restrict y,
+void tl_k_compare(tl_k_cmpop op, tl_k_elem dt, const tl_k_bcast *b, const void *restrict x, const void *restrict y,
                   float *restrict z);
 void tl_k_compare_ref(tl_k_cmpop op, const tl_k_shape *xs, const tl_k_shape *ys, const double *restrict x,
                       const double *restrict y, double *restrict z);
@@ -200,12 +204,12 @@ void tl_k_compare_ref(tl_k_cmpop op, const tl_k_shape *xs, const tl_k_shape *ys,
  * (true where nonzero), as cond_dt says. Backward: dx = dz where cond, dy = dz
  * elsewhere, each summed over its broadcast axes (either may be NULL).
  */
-void tl_k_where(const tl_k_bcast *b, tl_dtype cond_dt, const void *restrict cond, const float *restrict x,
+void tl_k_where(const tl_k_bcast *b, tl_k_elem cond_dt, const void *restrict cond, const float *restrict x,
                 const float *restrict y, float *restrict z);
 void tl_k_where_ref(const tl_k_shape *cs, const tl_k_shape *xs, const tl_k_shape *ys, const double *restrict cond,
                     const double *restrict x, const double *restrict y, double *restrict z);
 /* b planned for (cond, x, y); scratch as tl_k_binary_grad_scratch(b). */
-void tl_k_where_grad(const tl_k_bcast *b, tl_dtype cond_dt, const void *restrict cond, const float *restrict dz,
+void tl_k_where_grad(const tl_k_bcast *b, tl_k_elem cond_dt, const void *restrict cond, const float *restrict dz,
                      float *restrict dx, float *restrict dy, float *restrict scratch);
 void tl_k_where_grad_ref(const tl_k_shape *cs, const tl_k_shape *xs, const tl_k_shape *ys,
                          const double *restrict cond, const double *restrict dz, double *restrict dx,
@@ -221,7 +225,7 @@ void tl_k_where_grad_ref(const tl_k_shape *cs, const tl_k_shape *xs, const tl_k_
  * nearest even; int64 → int32 keeps the low 32 bits (wraps modulo 2^32), as
  * TensorFlow's static_cast; the same dtype copies.
  */
-void tl_k_cast(int64_t n, tl_dtype from, const void *restrict x, tl_dtype to, void *restrict y);
+void tl_k_cast(int64_t n, tl_k_elem from, const void *restrict x, tl_k_elem to, void *restrict y);
 
 /* y[i] = value over n elements. */
 void tl_k_constant(int64_t n, float value, float *restrict y);
