@@ -13,13 +13,6 @@
 
 #define EXAMPLE "examples/dcn_synthetic.json"
 
-static double eval_num(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(json_object_get(j, "eval"), key);
-    cr_assert(json_is_number(v), "eval.%s is missing", key);
-    return json_number_value(v);
-}
-
 /* The issue's bar: within 0.01 of the oracle, on the DLRM test's data
  * (vocabularies capped at 100 rows). The planted interactions are DLRM's dot
  * products, which DCN has to learn as blocks of its cross kernels, and it
@@ -34,7 +27,7 @@ Test(cli_dcn, reaches_the_planted_models_auc)
                                "--num_cross_layers=1 --synthetic_eval_examples=65536 --eval_steps=64");
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_t *j = tc_json(&r);
-    double auc = eval_num(j, "auc"), oracle = eval_num(j, "oracle_auc");
+    double auc = tc_eval_num(j, "auc"), oracle = tc_eval_num(j, "oracle_auc");
     cr_assert(oracle > 0.75 && oracle < 0.85, "oracle_auc %.4f", oracle);
     cr_assert(auc >= oracle - 0.01, "eval auc %.4f is not within 0.01 of the planted model's %.4f", auc, oracle);
     cr_assert(strstr(r.err, "training dcn on 2097152 examples") != NULL, "%s", r.err);

@@ -15,13 +15,6 @@
 
 #define EXAMPLE "examples/dlrm_synthetic.json"
 
-static double eval_num(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(json_object_get(j, "eval"), key);
-    cr_assert(json_is_number(v), "eval.%s is missing", key);
-    return json_number_value(v);
-}
-
 /* The issue's bar: within 0.01 of the oracle. Vocabularies capped at 100
  * rows (every id is seen often enough in 1M examples to be learnt; with
  * 100000 the rare ids' embeddings stay noise at this size), one epoch. */
@@ -31,7 +24,7 @@ Test(cli_dlrm, reaches_the_planted_models_auc)
                                "--synthetic_eval_examples=65536 --eval_steps=64");
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_t *j = tc_json(&r);
-    double auc = eval_num(j, "auc"), oracle = eval_num(j, "oracle_auc");
+    double auc = tc_eval_num(j, "auc"), oracle = tc_eval_num(j, "oracle_auc");
     cr_assert(oracle > 0.75 && oracle < 0.85, "oracle_auc %.4f", oracle);
     cr_assert(auc >= oracle - 0.01, "eval auc %.4f is not within 0.01 of the planted model's %.4f", auc, oracle);
     cr_assert(strstr(r.err, "(the planted model's: ") != NULL, "%s", r.err);
@@ -127,7 +120,7 @@ Test(cli_dlrm, trains_from_criteo_tsv)
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_t *j = tc_json(&r);
     cr_assert_eq(json_integer_value(json_object_get(j, "global_step")), 4);
-    cr_assert(eval_num(j, "auc") > 0 && eval_num(j, "auc") <= 1);
+    cr_assert(tc_eval_num(j, "auc") > 0 && tc_eval_num(j, "auc") <= 1);
     cr_assert_null(json_object_get(json_object_get(j, "eval"), "oracle_auc"), "files have no planted model");
     json_decref(j);
     tc_done(&r);

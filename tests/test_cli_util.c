@@ -329,3 +329,10 @@ const char *tc_binary(void)
 {
     return binary();
 }
+
+double tc_eval_num(json_t *summary, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(summary, "eval"), key);
+    cr_assert(json_is_number(v), "eval.%s is missing", key);
+    return json_number_value(v);
+}

@@ -39,6 +39,8 @@ const char *tc_binary(void);
 
 /* stdout as one JSON value; fails the test when it is not. */
 json_t *tc_json(const tc_result *r);
+/* The number at summary["eval"][key] (the test fails when it is missing). */
+double tc_eval_num(json_t *summary, const char *key);
 
 /* A command started in the background: argv after the binary's name. */
 typedef struct tc_proc {
