@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/norm.h"
 #include "test_kernels_util.h"
 
@@ -116,57 +117,93 @@ static void batch_norm_train_vs_twin(int64_t rows, int64_t c, double lo, double 
     int64_t n = rows * c;
     tk_buf x = tk_rand(n, 20, lo, hi), gamma = tk_rand(c, 21, 0.5, 1.5), beta = tk_rand(c, 22, -1, 1);
     tk_buf y = tk_zeros(n), mean = tk_zeros(c), var = tk_zeros(c), dy = tk_rand(n, 23, -1, 1);
-    tk_buf dx = tk_zeros(n), dg = tk_zeros(c), db = tk_zeros(c), mean2 = tk_zeros(c), var2 = tk_zeros(c);
-    tk_buf dx2 = tk_zeros(n);
-    tl_k_batch_norm_train(rows, c, EPS, x.f, gamma.f, beta.f, y.f, mean.f, var.f);
+    tk_buf dx = tk_zeros(n), dg = tk_zeros(c), db = tk_zeros(c), dx2 = tk_zeros(n);
+    double *stat = tk_alloc((size_t)(2 * c) * sizeof(double)); /* the kernel's float64 mean, then variance */
+    tl_k_batch_norm_train(rows, c, EPS, x.f, gamma.f, beta.f, false, y.f, stat, stat + c);
     tl_k_batch_norm_train_ref(rows, c, EPS, x.d, gamma.d, beta.d, y.d, mean.d, var.d);
+    for (int64_t j = 0; j < c; j++) {
+        mean.f[j] = (float)stat[j];
+        var.f[j] = (float)stat[c + j];
+    }
     tk_assert_close(n, y.f, y.d, tol, tol, "batch_norm_train");
     tk_assert_close(c, mean.f, mean.d, tol, 0, "batch_norm_train mean");
     tk_assert_close(c, var.f, var.d, tol, 0, "batch_norm_train var");
-    tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, dy.f, dx.f, dg.f, db.f, mean2.f, var2.f);
+    tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, NULL, stat, stat + c, false, dy.f, dx.f, dg.f, db.f);
     tl_k_batch_norm_train_grad_ref(rows, c, EPS, x.d, gamma.d, dy.d, dx.d, dg.d, db.d);
     tk_assert_close(n, dx.f, dx.d, tol, tol, "batch_norm_train_grad dx");
     tk_assert_close(c, dg.f, dg.d, tol, tol, "batch_norm_train_grad dgamma");
     tk_assert_close(c, db.f, db.d, tol, tol, "batch_norm_train_grad dbeta");
-    /* The backward pass recomputes the forward's statistics bit for bit. */
-    tk_assert_same_bits(c, mean2.f, mean.f, "batch_norm_train_grad mean");
-    tk_assert_same_bits(c, var2.f, var.f, "batch_norm_train_grad var");
-    tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, dy.f, dx2.f, NULL, NULL, NULL, NULL);
+    tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, NULL, stat, stat + c, false, dy.f, dx2.f, NULL, NULL);
     tk_assert_same_bits(n, dx2.f, dx.f, "batch_norm_train_grad dx alone");
     tk_free(&x), tk_free(&gamma), tk_free(&beta), tk_free(&y), tk_free(&mean), tk_free(&var), tk_free(&dy);
-    tk_free(&dx), tk_free(&dg), tk_free(&db), tk_free(&mean2), tk_free(&var2), tk_free(&dx2);
+    tk_free(&dx), tk_free(&dg), tk_free(&db), tk_free(&dx2);
+    free(stat);
 }
 
 Test(ops_norm_kernels, batch_norm_train_matches_twin)
 {
     for (size_t s = 0; s < NSHAPES; s++)
         batch_norm_train_vs_twin(shapes[s][0], shapes[s][1], -2, 2, 1e-6);
+    batch_norm_train_vs_twin(1000, 5, -2, 2, 1e-6); /* 32 blocks of rows merged, the last of 8 */
 }
 
 Test(ops_norm_kernels, batch_norm_is_stable_far_from_zero)
 {
     batch_norm_train_vs_twin(40, 6, 100, 101, 1e-6);
     batch_norm_train_vs_twin(64, 3, 1e6, 1e6 + 16, 1e-6);
+    batch_norm_train_vs_twin(999, 4, 1e6, 1e6 + 1, 1e-6);
 }
 
-/* x = 1e6 + k/16 for k = 0..15 over the rows of one channel: the mean is
- * 1e6 + 15/32 and the biased variance (16² - 1) / 12 / 256 exactly; the
- * float32 result must be that value rounded. */
+/* x = 1e6 + k/16 for k = 0..rows-1 over the rows of one channel: the mean is
+ * 1e6 + (rows - 1)/32 and the biased variance (rows² - 1) / 12 / 256 exactly
+ * (16 rows: one block; 64: two blocks merged, exactly in float64); the
+ * float32 results must be those values rounded. */
 Test(ops_norm_kernels, batch_norm_variance_is_exact_at_a_large_offset)
 {
-    float x[16], gamma[1] = {1}, beta[1] = {0}, y[16], mean, var;
-    for (int k = 0; k < 16; k++)
-        x[k] = 1e6f + (float)k / 16.0f;
-    tl_k_batch_norm_train(16, 1, EPS, x, gamma, beta, y, &mean, &var);
-    cr_assert_eq(mean, (float)(1e6 + 15.0 / 32.0), "mean %.9g", (double)mean);
-    cr_assert_eq(var, (float)(255.0 / 12.0 / 256.0), "var %.9g", (double)var);
+    for (int rows = 16; rows <= 64; rows += 48) {
+        float x[64], gamma[1] = {1}, beta[1] = {0}, y[64];
+        double stat[2];
+        for (int k = 0; k < rows; k++)
+            x[k] = 1e6f + (float)k / 16.0f;
+        tl_k_batch_norm_train(rows, 1, EPS, x, gamma, beta, false, y, &stat[0], &stat[1]);
+        cr_assert_eq(stat[0], 1e6 + (rows - 1) / 32.0, "rows %d: mean %.17g", rows, stat[0]);
+        cr_assert_eq(stat[1], ((double)rows * rows - 1.0) / 12.0 / 256.0, "rows %d: var %.17g", rows, stat[1]);
+    }
 }
 
 Test(ops_norm_kernels, batch_norm_of_no_rows_has_nan_statistics)
 {
-    float mean[2], var[2];
-    tl_k_batch_norm_train(0, 2, EPS, NULL, (const float[]){1, 1}, (const float[]){0, 0}, NULL, mean, var);
-    cr_assert(isnan(mean[0]) && isnan(var[1]));
+    double stat[4];
+    tl_k_batch_norm_train(0, 2, EPS, NULL, (const float[]){1, 1}, (const float[]){0, 0}, false, NULL, stat, stat + 2);
+    cr_assert(isnan(stat[0]) && isnan(stat[3]));
+}
+
+/* The ReLU fused into batch norm (Conv → BN → ReLU, as the compiler fuses
+ * it) gives the bits of the two ops apart, forward and backward. */
+Test(ops_norm_kernels, batch_norm_fused_relu_is_relu_of_batch_norm_bit_for_bit)
+{
+    for (size_t s = 0; s < NSHAPES; s++) {
+        int64_t rows = shapes[s][0], c = shapes[s][1], n = rows * c;
+        tk_buf x = tk_rand(n, 50, -2, 2), gamma = tk_rand(c, 51, -1.5, 1.5), beta = tk_rand(c, 52, -1, 1);
+        tk_buf y = tk_zeros(n), z = tk_zeros(n), fused = tk_zeros(n), dz = tk_rand(n, 53, -1, 1), g = tk_zeros(n);
+        tk_buf dx = tk_zeros(n), dg = tk_zeros(c), db = tk_zeros(c), fdx = tk_zeros(n), fdg = tk_zeros(c);
+        tk_buf fdb = tk_zeros(c);
+        double *stat = tk_alloc((size_t)(4 * c) * sizeof(double));
+        tl_k_batch_norm_train(rows, c, EPS, x.f, gamma.f, beta.f, false, y.f, stat, stat + c);
+        tl_k_relu(n, y.f, z.f);
+        tl_k_batch_norm_train(rows, c, EPS, x.f, gamma.f, beta.f, true, fused.f, stat + 2 * c, stat + 3 * c);
+        tk_assert_same_bits(n, fused.f, z.f, "fused relu forward");
+        tl_k_relu_grad(n, z.f, dz.f, g.f);
+        tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, beta.f, stat, stat + c, false, g.f, dx.f, dg.f, db.f);
+        tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, beta.f, stat, stat + c, true, dz.f, fdx.f, fdg.f,
+                                   fdb.f);
+        tk_assert_same_bits(n, fdx.f, dx.f, "fused relu dx");
+        tk_assert_same_bits(c, fdg.f, dg.f, "fused relu dgamma");
+        tk_assert_same_bits(c, fdb.f, db.f, "fused relu dbeta");
+        tk_free(&x), tk_free(&gamma), tk_free(&beta), tk_free(&y), tk_free(&z), tk_free(&fused), tk_free(&dz);
+        tk_free(&g), tk_free(&dx), tk_free(&dg), tk_free(&db), tk_free(&fdx), tk_free(&fdg), tk_free(&fdb);
+        free(stat);
+    }
 }
 
 static void batch_norm_train_fwd(const double *in, double *y, void *ctx)
@@ -205,7 +242,7 @@ static void batch_norm_infer_vs_twin(int64_t rows, int64_t c)
     tk_buf x = tk_rand(n, 40, -2, 2), gamma = tk_rand(c, 41, 0.5, 1.5), beta = tk_rand(c, 42, -1, 1);
     tk_buf mean = tk_rand(c, 43, -0.5, 0.5), var = tk_rand(c, 44, 0.2, 2), y = tk_zeros(n), dy = tk_rand(n, 45, -1, 1);
     tk_buf dx = tk_zeros(n), dg = tk_zeros(c), db = tk_zeros(c), dm = tk_zeros(c), dv = tk_zeros(c);
-    tl_k_batch_norm_infer(rows, c, EPS, x.f, gamma.f, beta.f, mean.f, var.f, y.f);
+    tl_k_batch_norm_infer(rows, c, EPS, x.f, gamma.f, beta.f, mean.f, var.f, false, y.f);
     tl_k_batch_norm_infer_ref(rows, c, EPS, x.d, gamma.d, beta.d, mean.d, var.d, y.d);
     tk_assert_close(n, y.f, y.d, 1e-6, 1e-6, "batch_norm_infer");
     tl_k_batch_norm_infer_grad(rows, c, EPS, x.f, gamma.f, mean.f, var.f, dy.f, dx.f, dg.f, db.f, dm.f, dv.f);

@@ -21,6 +21,69 @@ static bool is_view(const tl_graph *g, int i)
     return f != NULL && f->view != NULL && f->view(g, i);
 }
 
+/* Whether node i's value and gradient are its input 0's: a view, or an op
+ * fused into its producer. */
+static bool aliases_input(const tl_program *p, int i)
+{
+    return is_view(p->g, i) || p->fuse[i] == TL_FUSE_INTO;
+}
+
+/* Floats a family op keeps beside its value (ops.h). */
+static int64_t op_aux(const tl_graph *g, int i)
+{
+    const tl_op_family *f = tl_op_family_of(g->nodes[i].op);
+    return f != NULL && f->aux != NULL ? f->aux(g, i) : 0;
+}
+
+/* Whether node t has node a's dtype and shape. */
+static bool same_shape(const tl_graph *g, tl_t t, tl_t a)
+{
+    const tl_node *x = &g->nodes[t], *y = &g->nodes[a];
+    return x->dtype == y->dtype && x->rank == y->rank &&
+           memcmp(x->shape, y->shape, (size_t)x->rank * sizeof x->shape[0]) == 0;
+}
+
+/* Whether op b can apply the ReLU that consumes it: a batch norm (a frozen
+ * one only without a backward pass), or a float32 sum of two tensors of its
+ * own shape (a residual connection; no broadcasting). */
+static bool takes_relu(const tl_graph *g, tl_t b, bool backward)
+{
+    const tl_node *nd = &g->nodes[b];
+    if (nd->op == TL_OP_BATCH_NORM)
+        return nd->iattr[0] || !backward;
+    return nd->op == TL_OP_EW_ADD && nd->dtype == TL_F32 && same_shape(g, nd->in[0], b) &&
+           same_shape(g, nd->in[1], b);
+}
+
+/* The fusions (program.h): relu(batch_norm(x)) and relu(a + b) where the
+ * batch norm's or the sum's value has no other reader. */
+static void plan_fusion(tl_program *p, tl_t loss, bool backward, const tl_t *keep, int nkeep)
+{
+    const tl_graph *g = p->g;
+    int *uses = tl_calloc((size_t)(g->n ? g->n : 1), sizeof *uses);
+    if (uses == NULL)
+        return; /* no fusion: the same results, slower */
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            uses[g->nodes[i].in[k]]++;
+    if (loss >= 0)
+        uses[loss]++;
+    for (int k = 0; k < nkeep; k++)
+        if (keep[k] >= 0 && keep[k] < g->n)
+            uses[keep[k]]++;
+    for (int i = 0; i < g->n; i++) {
+        const tl_node *r = &g->nodes[i];
+        if (r->op != TL_OP_RELU)
+            continue;
+        tl_t b = r->in[0];
+        if (uses[b] == 1 && takes_relu(g, b, backward)) {
+            p->fuse[b] = TL_FUSE_RELU;
+            p->fuse[i] = TL_FUSE_INTO;
+        }
+    }
+    tl_free(uses);
+}
+
 /* Floats of scratch a family op asks for (ops.h). */
 static int64_t op_scratch(const tl_graph *g, int i)
 {
@@ -29,6 +92,13 @@ static int64_t op_scratch(const tl_graph *g, int i)
 }
 
 tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_program **out)
+{
+    return tl_program_compile_fused(g, loss, backward, NULL, -1, out);
+}
+
+/* nkeep < 0: keep every value (no fusion). */
+tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, const tl_t *keep, int nkeep,
+                                   tl_program **out)
 {
     *out = NULL;
     if (g->status != TL_OK)
@@ -46,7 +116,8 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
     p->val_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->val_off);
     p->grad_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->grad_off);
     p->mask_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->mask_off);
-    if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL) {
+    p->fuse = tl_calloc((size_t)(n ? n : 1), sizeof *p->fuse);
+    if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL || p->fuse == NULL) {
         tl_free(reach);
         tl_program_destroy(p);
         return tl_error_oom();
@@ -54,6 +125,8 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
     p->g = g;
     p->loss = loss;
     p->backward = backward;
+    if (nkeep >= 0)
+        plan_fusion(p, backward ? loss : TL_T_INVALID, backward, keep, nkeep);
 
     /* Nodes the loss depends on, walking back from it. */
     if (backward) {
@@ -69,17 +142,18 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
         const tl_node *nd = &g->nodes[i];
         if (nd->op == TL_OP_VARIABLE) {
             p->val_off[i] = TL_OFF_PARAM;
-        } else if (is_view(g, i) && p->val_off[nd->in[0]] >= 0) {
+        } else if (aliases_input(p, i) && p->val_off[nd->in[0]] >= 0) {
             p->val_off[i] = p->val_off[nd->in[0]]; /* a view: same bytes (a variable's reshape is a copy) */
         } else {
             p->val_off[i] = act;
             act += round_up(nd->size * tl_dtype_slots(nd->dtype), 16); /* 64-byte aligned within the slab */
+            act += round_up(op_aux(g, i), 16);                         /* tl_exec_aux */
         }
         p->grad_off[i] = TL_OFF_NONE;
         if (backward && reach[i] && nd->needs_grad) {
             if (nd->op == TL_OP_VARIABLE) {
                 p->grad_off[i] = TL_OFF_PARAM;
-            } else if (is_view(g, i) && p->grad_off[nd->in[0]] >= 0) {
+            } else if (aliases_input(p, i) && p->grad_off[nd->in[0]] >= 0) {
                 p->grad_off[i] = p->grad_off[nd->in[0]];
             } else {
                 p->grad_off[i] = grad;
@@ -115,7 +189,7 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
     for (int i = n - 1; backward && i >= 0; i--) {
         const tl_node *nd = &g->nodes[i];
         if (p->grad_off[i] == TL_OFF_NONE ||
-            (is_view(g, i) && p->grad_off[i] == p->grad_off[nd->in[0]]))
+            (aliases_input(p, i) && p->grad_off[i] == p->grad_off[nd->in[0]]))
             continue; /* no gradient, or a view sharing its input's gradient */
         int64_t later = op_scratch(g, i); /* the op's own, taken after the staged gradients */
         for (int k = 0; k < nd->nin; k++) {
@@ -124,7 +198,7 @@ tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_pro
                 continue;
             /* A reshape shares its input's gradient buffer: count writes there. */
             tl_t owner = in;
-            while (is_view(g, owner) && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
+            while (aliases_input(p, owner) && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
                 owner = g->nodes[owner].in[0];
             bool *flag = g->nodes[owner].op == TL_OP_VARIABLE ? &var_seen[g->nodes[owner].var] : &seen[owner];
             if (!*flag) {
@@ -164,6 +238,7 @@ void tl_program_destroy(tl_program *p)
     tl_free(p->mask_off);
     tl_free(p->first_write);
     tl_free(p->zero_vars);
+    tl_free(p->fuse);
     tl_free(p);
 }
 
@@ -173,4 +248,11 @@ float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t)
     if (p->val_off[t] == TL_OFF_PARAM)
         return (float *)e->params + p->g->vars->v[nd->var].offset;
     return e->act + p->val_off[t];
+}
+
+float *tl_exec_aux(const tl_program *p, const tl_exec *e, tl_t t)
+{
+    const tl_node *nd = &p->g->nodes[t];
+    TL_ASSERT(p->val_off[t] >= 0);
+    return e->act + p->val_off[t] + round_up(nd->size * tl_dtype_slots(nd->dtype), 16);
 }

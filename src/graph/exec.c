@@ -47,6 +47,8 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
     const tl_graph *g = p->g;
     for (int i = 0; i < g->n; i++) {
         const tl_node *nd = &g->nodes[i];
+        if (p->fuse[i] == TL_FUSE_INTO)
+            continue; /* its producer wrote its value */
         float *y = val(p, e, i);
         tl_status st = TL_OK;
         switch (nd->op) {
@@ -179,8 +181,8 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
     *tl_op_grad(p, e, p->loss) = e->loss_scale;
     for (int i = p->loss; i >= 0; i--) {
         const tl_node *nd = &g->nodes[i];
-        if (p->grad_off[i] == TL_OFF_NONE)
-            continue;
+        if (p->grad_off[i] == TL_OFF_NONE || p->fuse[i] == TL_FUSE_INTO)
+            continue; /* no gradient, or its producer's backward does its work */
         const float *dy = tl_op_grad(p, e, i);
         int64_t cur = 0;
         tl_status st = TL_OK;

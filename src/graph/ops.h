@@ -13,7 +13,10 @@
  *     scratch(g, i)             floats of e->scratch the op needs beyond the
  *                               staging of its input gradients (0 if NULL);
  *     view(g, i)                the node's value is its input 0's bytes (a
- *                               reshape-like op: expand_dims, squeeze); NULL: never.
+ *                               reshape-like op: expand_dims, squeeze); NULL: never;
+ *     aux(g, i)                 floats the forward pass keeps beside the value
+ *                               for the backward pass (tl_exec_aux), 0 if NULL:
+ *                               batch norm's statistics.
  *
  * A backward pass writes input k's gradient through
  *
@@ -36,6 +39,7 @@ typedef struct tl_op_family {
     tl_status (*backward)(const tl_program *p, tl_exec *e, int i, int64_t *cursor);
     int64_t (*scratch)(const tl_graph *g, int i);
     bool (*view)(const tl_graph *g, int i);
+    int64_t (*aux)(const tl_graph *g, int i);
 } tl_op_family;
 
 extern const tl_op_family tl_ops_elementwise, tl_ops_shape, tl_ops_reduce, tl_ops_norm, tl_ops_linalg,

@@ -256,6 +256,8 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
                    tl_exec_value(p, e, nd->in[0]), z);
     } else if (nd->op == TL_OP_EW_CAST) {
         tl_k_cast(nd->size, elem(g->nodes[nd->in[0]].dtype), tl_exec_value(p, e, nd->in[0]), elem(nd->dtype), z);
+    } else if (p->fuse[i] == TL_FUSE_RELU) { /* relu(a + b), one shape (compile.c) */
+        tl_k_add_relu(nd->size, tl_exec_value(p, e, nd->in[0]), tl_exec_value(p, e, nd->in[1]), z);
     } else if ((st = plan(g, nd, &b)) != TL_OK) {
         return st;
     } else if (is_binary(nd->op)) {
@@ -289,6 +291,16 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cur)
     /* Constants, comparisons and casts carry no gradient (the planner gives
      * them none); what is left broadcasts. */
     TL_ASSERT(is_binary(nd->op) || nd->op == TL_OP_EW_WHERE);
+    if (p->fuse[i] == TL_FUSE_RELU) { /* relu(a + b): dz gated by the ReLU to both terms */
+        float *d0 = tl_op_wants(p, i, 0) ? tl_op_dst(p, e, i, 0, cur) : NULL;
+        float *d1 = tl_op_wants(p, i, 1) ? tl_op_dst(p, e, i, 1, cur) : NULL;
+        tl_k_add_relu_grad(nd->size, tl_exec_value(p, e, i), dz, d0, d1);
+        if (d0 != NULL)
+            tl_op_finish(p, e, i, 0, d0);
+        if (d1 != NULL)
+            tl_op_finish(p, e, i, 1, d1);
+        return TL_OK;
+    }
     tl_k_bcast b;
     tl_status st = plan(g, nd, &b);
     if (st != TL_OK)
@@ -324,4 +336,4 @@ static int64_t scratch(const tl_graph *g, int i)
 }
 
 const tl_op_family tl_ops_elementwise = {"elementwise", TL_OP_EW_FIRST_, TL_OP_EW_LAST_, forward, backward,
-                                         scratch, NULL};
+                                         scratch, NULL, NULL};

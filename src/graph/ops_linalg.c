@@ -85,4 +85,5 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     return st;
 }
 
-const tl_op_family tl_ops_linalg = {"linalg", TL_OP_LINALG_FIRST_, TL_OP_LINALG_LAST_, forward, backward, NULL, NULL};
+const tl_op_family tl_ops_linalg = {"linalg", TL_OP_LINALG_FIRST_, TL_OP_LINALG_LAST_, forward, backward,
+                                    NULL, NULL, NULL};

@@ -191,13 +191,26 @@ static int64_t last(const tl_node *nd)
     return nd->shape[nd->rank - 1];
 }
 
-/* n doubles of the op's scratch, 8-byte aligned (scratch is floats, 4-byte
- * aligned at least): 2n + 1 floats. */
-static double *scratch_doubles(const tl_exec *e, int64_t *cursor, int64_t n)
+/* s rounded up to 8 bytes: doubles in float buffers (4-byte aligned at
+ * least), which hold 2n + 1 floats for n doubles. */
+static double *align_doubles(float *s)
 {
-    float *s = tl_op_scratch(e, cursor, 2 * n + 1);
     uintptr_t a = ((uintptr_t)s + sizeof(double) - 1) & ~(uintptr_t)(sizeof(double) - 1);
     return (double *)a;
+}
+
+/* n doubles of the op's scratch. */
+static double *scratch_doubles(const tl_exec *e, int64_t *cursor, int64_t n)
+{
+    return align_doubles(tl_op_scratch(e, cursor, 2 * n + 1));
+}
+
+/* A training batch norm's statistics, kept from forward to backward (aux):
+ * the batch mean and variance, c doubles each. */
+static int64_t aux(const tl_graph *g, int i)
+{
+    const tl_node *nd = &g->nodes[i];
+    return nd->op == TL_OP_BATCH_NORM && nd->iattr[0] ? 2 * (2 * last(nd)) + 1 : 0;
 }
 
 static int64_t scratch(const tl_graph *g, int i)
@@ -205,7 +218,7 @@ static int64_t scratch(const tl_graph *g, int i)
     const tl_node *nd = &g->nodes[i];
     switch (nd->op) {
     case TL_OP_LAYER_NORM: return 2 * (2 * last(nd)) + 1; /* dgamma, dbeta accumulators */
-    case TL_OP_BATCH_NORM: return nd->iattr[0] ? 2 * last(nd) : 0; /* the batch mean and variance */
+    case TL_OP_BATCH_NORM: return nd->iattr[0] ? 2 * last(nd) : 0; /* the statistics as float32 */
     default: return 0;
     }
 }
@@ -220,13 +233,17 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
     case TL_OP_LAYER_NORM:
         tl_k_layer_norm(rows, c, nd->fattr[0], x, gamma, beta, y);
         return TL_OK;
-    case TL_OP_BATCH_NORM:
-        if (nd->iattr[0])
-            tl_k_batch_norm_train(rows, c, nd->fattr[1], x, gamma, beta, y, NULL, NULL);
-        else
+    case TL_OP_BATCH_NORM: {
+        bool relu = p->fuse[i] == TL_FUSE_RELU; /* y is the ReLU's value too */
+        if (nd->iattr[0]) {
+            double *mean = align_doubles(tl_exec_aux(p, e, i));
+            tl_k_batch_norm_train(rows, c, nd->fattr[1], x, gamma, beta, relu, y, mean, mean + c);
+        } else {
             tl_k_batch_norm_infer(rows, c, nd->fattr[1], x, gamma, beta, val(p, e, nd->in[3]), val(p, e, nd->in[4]),
-                                  y);
+                                  relu, y);
+        }
         return TL_OK;
+    }
     default:
         TL_ASSERT(!"a norm op kind without a forward pass");
         return TL_EINVAL;
@@ -273,9 +290,15 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     case TL_OP_BATCH_NORM:
         if (nd->iattr[0]) {
             dsts(p, e, i, 3, cursor, d);
-            float *mean = tl_op_scratch(e, cursor, c), *var = tl_op_scratch(e, cursor, c);
-            tl_k_batch_norm_train_grad(rows, c, nd->fattr[1], x, gamma, dy, d[0], d[1], d[2], mean, var);
+            const double *stat = align_doubles(tl_exec_aux(p, e, i)); /* the forward's mean, then variance */
+            tl_k_batch_norm_train_grad(rows, c, nd->fattr[1], x, gamma, val(p, e, nd->in[2]), stat, stat + c,
+                                       p->fuse[i] == TL_FUSE_RELU, dy, d[0], d[1], d[2]);
             finish(p, e, i, 3, d);
+            float *mean = tl_op_scratch(e, cursor, c), *var = tl_op_scratch(e, cursor, c);
+            for (int64_t j = 0; j < c; j++) {
+                mean[j] = (float)stat[j];
+                var[j] = (float)stat[c + j];
+            }
             moving_update(p, e, nd->in[3], nd->fattr[0], mean);
             moving_update(p, e, nd->in[4], nd->fattr[0], var);
         } else {
@@ -291,4 +314,4 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     }
 }
 
-const tl_op_family tl_ops_norm = {"norm", TL_OP_NORM_FIRST_, TL_OP_NORM_LAST_, forward, backward, scratch, NULL};
+const tl_op_family tl_ops_norm = {"norm", TL_OP_NORM_FIRST_, TL_OP_NORM_LAST_, forward, backward, scratch, NULL, aux};

@@ -424,4 +424,5 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     return TL_OK;
 }
 
-const tl_op_family tl_ops_reduce = {"reduce", TL_OP_REDUCE_FIRST_, TL_OP_REDUCE_LAST_, forward, backward, NULL, NULL};
+const tl_op_family tl_ops_reduce = {"reduce", TL_OP_REDUCE_FIRST_, TL_OP_REDUCE_LAST_, forward, backward,
+                                    NULL, NULL, NULL};

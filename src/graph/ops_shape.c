@@ -522,4 +522,4 @@ static bool view(const tl_graph *g, int i)
     return g->nodes[i].op == TL_OP_EXPAND_DIMS || g->nodes[i].op == TL_OP_SQUEEZE;
 }
 
-const tl_op_family tl_ops_shape = {"shape", TL_OP_SHAPE_FIRST_, TL_OP_SHAPE_LAST_, forward, backward, NULL, view};
+const tl_op_family tl_ops_shape = {"shape", TL_OP_SHAPE_FIRST_, TL_OP_SHAPE_LAST_, forward, backward, NULL, view, NULL};

@@ -347,4 +347,4 @@ static int64_t scratch(const tl_graph *g, int i)
 }
 
 const tl_op_family tl_ops_vision = {"vision", TL_OP_VISION_FIRST_, TL_OP_VISION_LAST_, forward, backward, scratch,
-                                    NULL};
+                                    NULL, NULL};

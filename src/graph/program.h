@@ -28,7 +28,24 @@ typedef struct tl_program {
     uint32_t *first_write;    /* (n) bit k: node i is the first, in backward order, to write input k's gradient */
     int *zero_vars;           /* variables whose gradient no op writes: zeroed each step */
     int nzero_vars;
+    uint8_t *fuse;            /* (n) tl_fuse: ops fused into their producer */
 } tl_program;
+
+/*
+ * Fusion. tl_program_compile_fused lets an op do the work of its only
+ * consumer when nothing else reads the op's value: today a ReLU after a
+ * batch norm (Keras' Conv → BN → ReLU; TensorFlow's grappler makes the same
+ * _FusedBatchNormEx) or after a sum of two tensors of one shape (a ResNet's
+ * residual add). The producer writes the ReLU's output and, in backward,
+ * gates its gradient as the ReLU would (norm.h, tl_k_add_relu), with the
+ * same bits as the two ops apart; the ReLU's value and gradient are the
+ * producer's buffers, as a reshape's are its input's, and it runs nothing.
+ */
+typedef enum {
+    TL_FUSE_NONE = 0,
+    TL_FUSE_RELU, /* this op applies the ReLU that consumes it */
+    TL_FUSE_INTO  /* this op's work is done by its input 0, whose value and gradient it shares */
+} tl_fuse;
 
 /*
  * Plans the program of graph g. With loss valid and backward true it also
@@ -36,6 +53,12 @@ typedef struct tl_program {
  * Errors: TL_EINVAL (loss not a scalar float of g), TL_ENOMEM.
  */
 tl_status tl_program_compile(const tl_graph *g, tl_t loss, bool backward, tl_program **out);
+
+/* tl_program_compile, with the fusions above wherever they hide no value a
+ * caller reads: the loss and the nkeep tensors of keep (the outputs it
+ * fetches with tl_exec_value) keep their values as traced. */
+tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, const tl_t *keep, int nkeep,
+                                   tl_program **out);
 void tl_program_destroy(tl_program *p);
 
 /* A replica's view of memory while it runs a program. */
@@ -55,6 +78,10 @@ typedef struct tl_exec {
 
 /* Pointer to node t's value in e. */
 float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t);
+
+/* Node t's aux floats in e (ops.h): what its forward pass keeps for its
+ * backward pass, right after its value. */
+float *tl_exec_aux(const tl_program *p, const tl_exec *e, tl_t t);
 
 /* Pointer to node t's gradient in e after the backward pass, or NULL when
  * the program computes none for t (the loss does not depend on it). */

@@ -106,6 +106,34 @@ TL_VECTOR_CLONES void tl_k_relu_grad(int64_t n, const float *restrict y, const f
         dx[i] = relu_grad1(y[i], dy[i]);
 }
 
+TL_VECTOR_CLONES void tl_k_add_relu(int64_t n, const float *restrict a, const float *restrict b, float *restrict y)
+{
+    TL_ASSERT(n >= 0);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = relu1(a[i] + b[i]);
+}
+
+TL_VECTOR_CLONES void tl_k_add_relu_grad(int64_t n, const float *restrict y, const float *restrict dy,
+                                         float *restrict dx0, float *restrict dx1)
+{
+    TL_ASSERT(n >= 0);
+    if (dx0 == NULL) {
+        dx0 = dx1;
+        dx1 = NULL;
+    }
+    if (dx0 == NULL)
+        return;
+    if (dx1 == NULL) {
+        tl_k_relu_grad(n, y, dy, dx0);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float g = relu_grad1(y[i], dy[i]);
+        dx0[i] = g;
+        dx1[i] = g;
+    }
+}
+
 /* expf and tanhf are library calls, which gcc does not vectorise without
  * -ffast-math; these two stay scalar. */
 void tl_k_sigmoid(int64_t n, const float *restrict x, float *restrict y)

@@ -121,6 +121,13 @@ void tl_k_relu(int64_t n, const float *restrict x, float *restrict y);
 void tl_k_relu_ref(int64_t n, const double *restrict x, double *restrict y);
 void tl_k_relu_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx);
 void tl_k_relu_grad_ref(int64_t n, const double *restrict y, const double *restrict dy, double *restrict dx);
+/* A residual sum and its ReLU in one pass (the compiler's fusion of
+ * relu(a + b), program.h): y = relu(a + b), the bits of tl_k_relu of the
+ * float32 sum. Backward, dx0 = dx1 = (y > 0 ? dy : 0), tl_k_relu_grad's
+ * rule, to both terms (either may be NULL). */
+void tl_k_add_relu(int64_t n, const float *restrict a, const float *restrict b, float *restrict y);
+void tl_k_add_relu_grad(int64_t n, const float *restrict y, const float *restrict dy, float *restrict dx0,
+                        float *restrict dx1);
 
 void tl_k_sigmoid(int64_t n, const float *restrict x, float *restrict y);
 void tl_k_sigmoid_ref(int64_t n, const double *restrict x, double *restrict y);

@@ -56,8 +56,8 @@ static void row_stats(int64_t d, const float *restrict x, double eps, double *me
     *rstd = 1.0 / sqrt(sq_dev_run(d, x, m) / (double)d + eps);
 }
 
-void tl_k_layer_norm(int64_t rows, int64_t d, double eps, const float *restrict x, const float *restrict gamma,
-                     const float *restrict beta, float *restrict y)
+TL_VECTOR_CLONES void tl_k_layer_norm(int64_t rows, int64_t d, double eps, const float *restrict x,
+                                      const float *restrict gamma, const float *restrict beta, float *restrict y)
 {
     TL_ASSERT(rows >= 0 && d >= 0);
     if (d == 0)
@@ -76,9 +76,9 @@ void tl_k_layer_norm(int64_t rows, int64_t d, double eps, const float *restrict 
     }
 }
 
-void tl_k_layer_norm_grad(int64_t rows, int64_t d, double eps, const float *restrict x,
-                          const float *restrict gamma, const float *restrict dy, float *restrict dx,
-                          float *restrict dgamma, float *restrict dbeta, double *restrict work)
+TL_VECTOR_CLONES void tl_k_layer_norm_grad(int64_t rows, int64_t d, double eps, const float *restrict x,
+                                           const float *restrict gamma, const float *restrict dy, float *restrict dx,
+                                           float *restrict dgamma, float *restrict dbeta, double *restrict work)
 {
     TL_ASSERT(rows >= 0 && d >= 0);
     bool params = dgamma != NULL || dbeta != NULL;
@@ -148,187 +148,357 @@ void tl_k_layer_norm_grad(int64_t rows, int64_t d, double eps, const float *rest
         dbeta[j] = (float)accb[j];
 }
 
-/* ---- batch norm: a chunk of channels at a time ------------------------------ */
+/* ---- batch norm: a chunk of channels, a tile of rows at a time --------------- */
 
-/* Per-channel statistics of channels [c0, c0 + w): mean and the biased
- * variance over the rows, rows added in order, two passes. */
-static void chunk_stats(int64_t rows, int64_t c, int64_t c0, int64_t w, const float *restrict x,
-                        double *restrict mean, double *restrict var)
+#if defined(__GNUC__)
+#define SPAN_INLINE static inline __attribute__((always_inline)) /* into each clone of its caller */
+#else
+#define SPAN_INLINE static inline
+#endif
+
+/* Rows per block of the statistics: a block of a chunk (at most 32 rows of
+ * 256 channels, 32 KiB) is read from memory once and again from L1. */
+#define STAT_BLOCK 32
+/* Floats a tile holds at least, when a chunk is whole rows: 16 channels go
+ * 4 rows a tile, so the inner loops run 64 floats, not 16. */
+#define TILE_MIN 64
+#define TILE_MAX (CHUNK + TILE_MIN)
+
+/* Channels [c0, c0 + w) of x (rows, c), walked a tile of k rows at a time:
+ * when the chunk is whole rows (w == c), k rows are t = k·w contiguous
+ * floats, element i of a tile being channel i mod w. Rows past the last
+ * whole tile go one at a time. Per-channel arrays are repeated k times
+ * (repeat) to line up with a tile, and per-channel sums kept as t partials
+ * (one per row of the tile) fold back in order (fold). */
+typedef struct chunk {
+    int64_t c, c0, w; /* row stride, first channel, channels */
+    int64_t k, t;     /* rows and floats per tile */
+} chunk;
+
+static chunk chunk_of(int64_t c, int64_t c0, int64_t w)
 {
-    for (int64_t j = 0; j < w; j++)
-        mean[j] = var[j] = 0.0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * c + c0;
-        int64_t j = 0;
-        for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-            for (int l = 0; l < TL_K_LANES; l++)
-                mean[j + l] += (double)xr[j + l];
-        for (; j < w; j++)
-            mean[j] += (double)xr[j];
+    chunk ch = {c, c0, w, 1, w};
+    if (w == c && w < TILE_MIN) {
+        ch.k = (TILE_MIN + w - 1) / w;
+        ch.t = ch.k * w;
     }
-    for (int64_t j = 0; j < w; j++)
-        mean[j] /= (double)rows;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * c + c0;
-        int64_t j = 0;
-        for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-            for (int l = 0; l < TL_K_LANES; l++) {
-                double v = (double)xr[j + l] - mean[j + l];
-                var[j + l] += v * v;
-            }
-        for (; j < w; j++) {
-            double v = (double)xr[j] - mean[j];
-            var[j] += v * v;
+    return ch;
+}
+
+/* out may be v (in place: copy q > 0 reads only v[0, w)). */
+SPAN_INLINE void repeat(const chunk *ch, const double *v, double *out)
+{
+    for (int64_t q = 0; q < ch->k; q++)
+        for (int64_t j = 0; j < ch->w; j++)
+            out[q * ch->w + j] = v[j];
+}
+
+/* out[j] = acc[j] + acc[w + j] + ... + acc[(k-1)·w + j], in that order. */
+SPAN_INLINE void fold(const chunk *ch, const double *restrict acc, double *restrict out)
+{
+    for (int64_t j = 0; j < ch->w; j++)
+        out[j] = acc[j];
+    for (int64_t q = 1; q < ch->k; q++)
+        for (int64_t j = 0; j < ch->w; j++)
+            out[j] += acc[q * ch->w + j];
+}
+
+SPAN_INLINE void zero(int64_t n, double *restrict a)
+{
+    for (int64_t i = 0; i < n; i++)
+        a[i] = 0.0;
+}
+
+/* The spans: n floats of a tile (n = t) or of one row (n = w), with the
+ * repeated per-channel arrays. */
+SPAN_INLINE void span_sum(int64_t n, const float *restrict x, double *restrict acc)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (double)x[i];
+}
+
+SPAN_INLINE void span_sq_dev(int64_t n, const float *restrict x, const double *restrict m, double *restrict acc)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)x[i] - m[i];
+        acc[i] += v * v;
+    }
+}
+
+/* y = (x - m)·rstd·gamma + beta, then max(y, 0) when relu (a NaN stays NaN,
+ * as tl_k_relu). */
+SPAN_INLINE void span_normalise(int64_t n, const float *restrict x, const double *restrict m,
+                                const double *restrict rstd, const double *restrict gm, const double *restrict bt,
+                                bool relu, float *restrict y)
+{
+    if (relu) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = (float)(((double)x[i] - m[i]) * rstd[i] * gm[i] + bt[i]);
+            y[i] = v < 0.0f ? 0.0f : v;
         }
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (float)(((double)x[i] - m[i]) * rstd[i] * gm[i] + bt[i]);
+    }
+}
+
+/* The gradient reaching the batch norm: dy without a fused ReLU, else dy
+ * where the ReLU passed its input and 0 elsewhere (tl_k_relu_grad's rule),
+ * written to gated. The ReLU's input is recomputed from x exactly as
+ * span_normalise made it, so the gate is the forward's bit for bit and y is
+ * not read. */
+SPAN_INLINE const float *span_gate(int64_t n, bool relu, const float *restrict x, const double *restrict m,
+                                   const double *restrict rstd, const double *restrict gm,
+                                   const double *restrict bt, const float *restrict dy, float *restrict gated)
+{
+    if (!relu)
+        return dy;
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)(((double)x[i] - m[i]) * rstd[i] * gm[i] + bt[i]);
+        float d = dy[i]; /* loaded whatever the branch, as tl_k_relu_grad, to vectorise */
+        gated[i] = v > 0.0f ? d : 0.0f;
+    }
+    return gated;
+}
+
+SPAN_INLINE void span_grad_sums(int64_t n, const float *restrict x, const float *restrict g,
+                                const double *restrict m, const double *restrict rstd, double *restrict s1,
+                                double *restrict s2)
+{
+    for (int64_t i = 0; i < n; i++) {
+        s1[i] += (double)g[i];
+        s2[i] += (double)g[i] * (((double)x[i] - m[i]) * rstd[i]);
+    }
+}
+
+/* dx = a·(g - s1 - xhat·s2), with s1 and s2 already divided by the rows. */
+SPAN_INLINE void span_dx(int64_t n, const float *restrict x, const float *restrict g, const double *restrict m,
+                         const double *restrict rstd, const double *restrict a, const double *restrict s1,
+                         const double *restrict s2, float *restrict dx)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double xhat = ((double)x[i] - m[i]) * rstd[i];
+        dx[i] = (float)(a[i] * ((double)g[i] - s1[i] - xhat * s2[i]));
+    }
+}
+
+/* Per-channel statistics of a chunk in one pass over memory: each block of
+ * STAT_BLOCK rows (the last may be shorter) gets its own mean and sum of
+ * squared deviations, two passes over the block, and the blocks merge in
+ * order by Chan, Golub and LeVeque's update (norm.h). rows > 0. */
+SPAN_INLINE void chunk_stats(const chunk *ch, int64_t rows, const float *restrict x, double *restrict mean,
+                             double *restrict var)
+{
+    double acc[TILE_MAX], bm[TILE_MAX], bq[CHUNK];
+    int64_t n = 0, c = ch->c, c0 = ch->c0, w = ch->w, k = ch->k, t = ch->t;
+    for (int64_t r0 = 0; r0 < rows; r0 += STAT_BLOCK) {
+        int64_t nb = rows - r0 < STAT_BLOCK ? rows - r0 : STAT_BLOCK, r;
+        zero(t, acc);
+        for (r = r0; r + k <= r0 + nb; r += k)
+            span_sum(t, x + r * c + c0, acc);
+        for (; r < r0 + nb; r++)
+            span_sum(w, x + r * c + c0, acc);
+        fold(ch, acc, bm);
+        for (int64_t j = 0; j < w; j++)
+            bm[j] /= (double)nb; /* the block's mean */
+        repeat(ch, bm, bm);      /* in place: copy q reads row 0 only */
+        zero(t, acc);
+        for (r = r0; r + k <= r0 + nb; r += k)
+            span_sq_dev(t, x + r * c + c0, bm, acc);
+        for (; r < r0 + nb; r++)
+            span_sq_dev(w, x + r * c + c0, bm, acc);
+        fold(ch, acc, bq);
+        if (n == 0) {
+            for (int64_t j = 0; j < w; j++) {
+                mean[j] = bm[j];
+                var[j] = bq[j];
+            }
+        } else {
+            double total = (double)(n + nb), wb = (double)nb / total, wx = (double)n * (double)nb / total;
+            for (int64_t j = 0; j < w; j++) {
+                double delta = bm[j] - mean[j];
+                mean[j] += delta * wb;
+                var[j] += bq[j] + delta * delta * wx;
+            }
+        }
+        n += nb;
     }
     for (int64_t j = 0; j < w; j++)
         var[j] /= (double)rows;
 }
 
-/* y = (x - mean)·rstd·gamma + beta over channels [c0, c0 + w). */
-static void chunk_normalise(int64_t rows, int64_t c, int64_t c0, int64_t w, const float *restrict x,
-                            const double *restrict mean, const double *restrict rstd, const float *restrict gamma,
-                            const float *restrict beta, float *restrict y)
+/* y of a chunk from its mean and rstd (w each), gamma and beta (all c). */
+SPAN_INLINE void chunk_normalise(const chunk *ch, int64_t rows, const float *restrict x,
+                                 const double *restrict mean, const double *restrict rstd,
+                                 const float *restrict gamma, const float *restrict beta, bool relu,
+                                 float *restrict y)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * c + c0;
-        float *restrict yr = y + r * c + c0;
-        int64_t j = 0;
-        for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-            for (int l = 0; l < TL_K_LANES; l++)
-                yr[j + l] = (float)(((double)xr[j + l] - mean[j + l]) * rstd[j + l] * (double)gamma[c0 + j + l] +
-                                    (double)beta[c0 + j + l]);
-        for (; j < w; j++)
-            yr[j] = (float)(((double)xr[j] - mean[j]) * rstd[j] * (double)gamma[c0 + j] + (double)beta[c0 + j]);
+    double m[TILE_MAX], rs[TILE_MAX], gm[TILE_MAX], bt[TILE_MAX];
+    int64_t c = ch->c, c0 = ch->c0, w = ch->w, k = ch->k, t = ch->t, r;
+    for (int64_t j = 0; j < w; j++) {
+        gm[j] = (double)gamma[c0 + j];
+        bt[j] = (double)beta[c0 + j];
     }
+    repeat(ch, mean, m);
+    repeat(ch, rstd, rs);
+    repeat(ch, gm, gm);
+    repeat(ch, bt, bt);
+    for (r = 0; r + k <= rows; r += k)
+        span_normalise(t, x + r * c + c0, m, rs, gm, bt, relu, y + r * c + c0);
+    for (; r < rows; r++)
+        span_normalise(w, x + r * c + c0, m, rs, gm, bt, relu, y + r * c + c0);
 }
 
-/* s1 = sum dy, s2 = sum dy·xhat over the rows, channels [c0, c0 + w). */
-static void chunk_grad_sums(int64_t rows, int64_t c, int64_t c0, int64_t w, const float *restrict x,
-                            const float *restrict dy, const double *restrict mean, const double *restrict rstd,
-                            double *restrict s1, double *restrict s2)
+/* The per-channel arrays of a chunk's backward pass, repeated over a tile:
+ * the mean, rstd, and gamma and beta for the fused ReLU's gate. */
+typedef struct grad_arrays {
+    double m[TILE_MAX], rstd[TILE_MAX], gm[TILE_MAX], bt[TILE_MAX];
+} grad_arrays;
+
+SPAN_INLINE void grad_arrays_fill(const chunk *ch, const double *restrict mean, const double *restrict rstd,
+                                  const float *restrict gamma, const float *restrict beta, grad_arrays *ga)
 {
-    for (int64_t j = 0; j < w; j++)
-        s1[j] = s2[j] = 0.0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * c + c0, *restrict dyr = dy + r * c + c0;
-        int64_t j = 0;
-        for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-            for (int l = 0; l < TL_K_LANES; l++) {
-                double g = (double)dyr[j + l];
-                s1[j + l] += g;
-                s2[j + l] += g * (((double)xr[j + l] - mean[j + l]) * rstd[j + l]);
-            }
-        for (; j < w; j++) {
-            double g = (double)dyr[j];
-            s1[j] += g;
-            s2[j] += g * (((double)xr[j] - mean[j]) * rstd[j]);
-        }
+    for (int64_t j = 0; j < ch->w; j++) {
+        ga->gm[j] = (double)gamma[ch->c0 + j];
+        ga->bt[j] = beta != NULL ? (double)beta[ch->c0 + j] : 0.0;
     }
+    repeat(ch, mean, ga->m);
+    repeat(ch, rstd, ga->rstd);
+    repeat(ch, ga->gm, ga->gm);
+    repeat(ch, ga->bt, ga->bt);
 }
 
-void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps, const float *restrict x,
-                           const float *restrict gamma, const float *restrict beta, float *restrict y,
-                           float *restrict mean_out, float *restrict var_out)
+/* s1 = sum g, s2 = sum g·xhat over the rows of a chunk (w each), with g dy
+ * gated by the fused ReLU when relu: t partials, folded. */
+SPAN_INLINE void chunk_grad_sums(const chunk *ch, int64_t rows, const float *restrict x, bool relu,
+                                 const float *restrict dy, const grad_arrays *ga, double *restrict s1,
+                                 double *restrict s2)
+{
+    double a1[TILE_MAX], a2[TILE_MAX];
+    float gated[TILE_MAX];
+    int64_t c = ch->c, c0 = ch->c0, w = ch->w, k = ch->k, t = ch->t, r;
+    zero(t, a1);
+    zero(t, a2);
+    for (r = 0; r + k <= rows; r += k) {
+        int64_t at = r * c + c0;
+        const float *g = span_gate(t, relu, x + at, ga->m, ga->rstd, ga->gm, ga->bt, dy + at, gated);
+        span_grad_sums(t, x + at, g, ga->m, ga->rstd, a1, a2);
+    }
+    for (; r < rows; r++) {
+        int64_t at = r * c + c0;
+        const float *g = span_gate(w, relu, x + at, ga->m, ga->rstd, ga->gm, ga->bt, dy + at, gated);
+        span_grad_sums(w, x + at, g, ga->m, ga->rstd, a1, a2);
+    }
+    fold(ch, a1, s1);
+    fold(ch, a2, s2);
+}
+
+TL_VECTOR_CLONES void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                            const float *restrict gamma, const float *restrict beta, bool relu,
+                                            float *restrict y, double *restrict mean, double *restrict var)
 {
     TL_ASSERT(rows >= 0 && c >= 0);
-    double mean[CHUNK], var[CHUNK], rstd[CHUNK];
+    if (rows == 0) {
+        for (int64_t j = 0; j < c; j++)
+            mean[j] = var[j] = NAN; /* 0/0, as tf.reduce_mean of nothing */
+        return;
+    }
+    double rstd[CHUNK];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
         int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk_stats(rows, c, c0, w, x, mean, var);
+        chunk ch = chunk_of(c, c0, w);
+        chunk_stats(&ch, rows, x, mean + c0, var + c0);
         for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[j] + eps);
-        chunk_normalise(rows, c, c0, w, x, mean, rstd, gamma, beta, y);
-        for (int64_t j = 0; mean_out != NULL && j < w; j++)
-            mean_out[c0 + j] = (float)mean[j];
-        for (int64_t j = 0; var_out != NULL && j < w; j++)
-            var_out[c0 + j] = (float)var[j];
+            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk_normalise(&ch, rows, x, mean + c0, rstd, gamma, beta, relu, y);
     }
 }
 
-void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
-                                const float *restrict gamma, const float *restrict dy, float *restrict dx,
-                                float *restrict dgamma, float *restrict dbeta, float *restrict mean_out,
-                                float *restrict var_out)
+TL_VECTOR_CLONES void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                                 const float *restrict gamma, const float *restrict beta,
+                                                 const double *restrict mean, const double *restrict var, bool relu,
+                                                 const float *restrict dy, float *restrict dx,
+                                                 float *restrict dgamma, float *restrict dbeta)
 {
     TL_ASSERT(rows >= 0 && c >= 0);
-    double mean[CHUNK], var[CHUNK], rstd[CHUNK], s1[CHUNK], s2[CHUNK], a[CHUNK];
-    bool grads = dx != NULL || dgamma != NULL || dbeta != NULL;
+    grad_arrays ga;
+    double rstd[CHUNK], s1[TILE_MAX], s2[TILE_MAX], a[TILE_MAX];
+    float gated[TILE_MAX];
     const double n = (double)rows;
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk_stats(rows, c, c0, w, x, mean, var);
-        for (int64_t j = 0; mean_out != NULL && j < w; j++)
-            mean_out[c0 + j] = (float)mean[j];
-        for (int64_t j = 0; var_out != NULL && j < w; j++)
-            var_out[c0 + j] = (float)var[j];
-        if (!grads)
-            continue;
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK, r;
+        chunk ch = chunk_of(c, c0, w);
         for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[j] + eps);
-        chunk_grad_sums(rows, c, c0, w, x, dy, mean, rstd, s1, s2);
+            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
+        chunk_grad_sums(&ch, rows, x, relu, dy, &ga, s1, s2);
         for (int64_t j = 0; dbeta != NULL && j < w; j++)
             dbeta[c0 + j] = (float)s1[j];
         for (int64_t j = 0; dgamma != NULL && j < w; j++)
             dgamma[c0 + j] = (float)s2[j];
         if (dx == NULL)
             continue;
-        /* dx = a·(dy - s1/n - xhat·s2/n), a = gamma·rstd. */
+        /* dx = a·(g - s1/n - xhat·s2/n), a = gamma·rstd. */
         for (int64_t j = 0; j < w; j++) {
             a[j] = (double)gamma[c0 + j] * rstd[j];
             s1[j] /= n;
             s2[j] /= n;
         }
-        for (int64_t r = 0; r < rows; r++) {
-            const float *restrict xr = x + r * c + c0, *restrict dyr = dy + r * c + c0;
-            float *restrict dxr = dx + r * c + c0;
-            int64_t j = 0;
-            for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-                for (int l = 0; l < TL_K_LANES; l++) {
-                    double xhat = ((double)xr[j + l] - mean[j + l]) * rstd[j + l];
-                    dxr[j + l] = (float)(a[j + l] * ((double)dyr[j + l] - s1[j + l] - xhat * s2[j + l]));
-                }
-            for (; j < w; j++) {
-                double xhat = ((double)xr[j] - mean[j]) * rstd[j];
-                dxr[j] = (float)(a[j] * ((double)dyr[j] - s1[j] - xhat * s2[j]));
-            }
+        repeat(&ch, a, a);
+        repeat(&ch, s1, s1);
+        repeat(&ch, s2, s2);
+        for (r = 0; r + ch.k <= rows; r += ch.k) {
+            int64_t at = r * c + c0;
+            const float *g = span_gate(ch.t, relu, x + at, ga.m, ga.rstd, ga.gm, ga.bt, dy + at, gated);
+            span_dx(ch.t, x + at, g, ga.m, ga.rstd, a, s1, s2, dx + at);
+        }
+        for (; r < rows; r++) {
+            int64_t at = r * c + c0;
+            const float *g = span_gate(w, relu, x + at, ga.m, ga.rstd, ga.gm, ga.bt, dy + at, gated);
+            span_dx(w, x + at, g, ga.m, ga.rstd, a, s1, s2, dx + at);
         }
     }
 }
 
-void tl_k_batch_norm_infer(int64_t rows, int64_t c, double eps, const float *restrict x,
-                           const float *restrict gamma, const float *restrict beta, const float *restrict mean,
-                           const float *restrict var, float *restrict y)
+TL_VECTOR_CLONES void tl_k_batch_norm_infer(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                            const float *restrict gamma, const float *restrict beta,
+                                            const float *restrict mean, const float *restrict var, bool relu,
+                                            float *restrict y)
 {
     TL_ASSERT(rows >= 0 && c >= 0);
     double m[CHUNK], rstd[CHUNK];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
         int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
         for (int64_t j = 0; j < w; j++) {
             m[j] = (double)mean[c0 + j];
             rstd[j] = 1.0 / sqrt((double)var[c0 + j] + eps);
         }
-        chunk_normalise(rows, c, c0, w, x, m, rstd, gamma, beta, y);
+        chunk_normalise(&ch, rows, x, m, rstd, gamma, beta, relu, y);
     }
 }
 
-void tl_k_batch_norm_infer_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
-                                const float *restrict gamma, const float *restrict mean, const float *restrict var,
-                                const float *restrict dy, float *restrict dx, float *restrict dgamma,
-                                float *restrict dbeta, float *restrict dmean, float *restrict dvar)
+TL_VECTOR_CLONES void tl_k_batch_norm_infer_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                                 const float *restrict gamma, const float *restrict mean,
+                                                 const float *restrict var, const float *restrict dy,
+                                                 float *restrict dx, float *restrict dgamma, float *restrict dbeta,
+                                                 float *restrict dmean, float *restrict dvar)
 {
     TL_ASSERT(rows >= 0 && c >= 0);
+    grad_arrays ga;
     double m[CHUNK], rstd[CHUNK], s1[CHUNK], s2[CHUNK], a[CHUNK];
     bool sums = dgamma != NULL || dbeta != NULL || dmean != NULL || dvar != NULL;
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
         int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
         for (int64_t j = 0; j < w; j++) {
             m[j] = (double)mean[c0 + j];
             rstd[j] = 1.0 / sqrt((double)var[c0 + j] + eps);
             a[j] = (double)gamma[c0 + j] * rstd[j];
         }
         if (sums) {
-            chunk_grad_sums(rows, c, c0, w, x, dy, m, rstd, s1, s2);
+            grad_arrays_fill(&ch, m, rstd, gamma, NULL, &ga);
+            chunk_grad_sums(&ch, rows, x, false, dy, &ga, s1, s2);
             for (int64_t j = 0; dbeta != NULL && j < w; j++)
                 dbeta[c0 + j] = (float)s1[j];
             for (int64_t j = 0; dgamma != NULL && j < w; j++)
@@ -341,11 +511,7 @@ void tl_k_batch_norm_infer_grad(int64_t rows, int64_t c, double eps, const float
         for (int64_t r = 0; dx != NULL && r < rows; r++) {
             const float *restrict dyr = dy + r * c + c0;
             float *restrict dxr = dx + r * c + c0;
-            int64_t j = 0;
-            for (; j + TL_K_LANES <= w; j += TL_K_LANES)
-                for (int l = 0; l < TL_K_LANES; l++)
-                    dxr[j + l] = (float)((double)dyr[j + l] * a[j + l]);
-            for (; j < w; j++)
+            for (int64_t j = 0; j < w; j++)
                 dxr[j] = (float)((double)dyr[j] * a[j]);
         }
     }

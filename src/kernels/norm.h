@@ -9,7 +9,8 @@
  * Both normalise y = (x - mean)·rsqrt(var + eps)·gamma + beta with the
  * biased variance (divided by the count, not count - 1). The variance is
  * computed in two passes, the mean first and then the mean of the squared
- * deviations, never as E[x²] - E[x]², which loses every digit when |mean| is
+ * deviations (batch norm: per block of rows, merged; below), never as
+ * E[x²] - E[x]², which loses every digit when |mean| is
  * large next to the spread (x in [1e6, 1e6 + 1) in float32). The statistics
  * and every element's arithmetic are float64; each output is rounded once to
  * float32.
@@ -18,8 +19,10 @@
  *  - over a row of layer norm (d contiguous elements): TL_K_LANES float64
  *    partials, element j to partial j mod TL_K_LANES, added 0..TL_K_LANES-1
  *    (kernels.h's contiguous order);
- *  - over rows (batch norm's statistics and every gamma / beta gradient): one
- *    float64 accumulator per channel, rows added in increasing order.
+ *  - over rows (every gamma / beta gradient): one float64 accumulator per
+ *    channel, rows added in increasing order; batch norm's statistics add
+ *    the rows of each block of 32 in order and merge the blocks in order
+ *    (below).
  * The twins keep one accumulator and add in increasing index.
  *
  * Backward kernels overwrite their outputs; any output pointer may be NULL to
@@ -34,6 +37,7 @@
 #ifndef TL_KERNELS_NORM_H
 #define TL_KERNELS_NORM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* ---- layer norm ------------------------------------------------------------
@@ -61,29 +65,49 @@ void tl_k_layer_norm_grad_ref(int64_t rows, int64_t d, double eps, const double 
 /* ---- batch norm ------------------------------------------------------------
  *
  * x, y (rows, c): rows is the product of every dimension but the last (batch,
- * height, width for NHWC), c the channels; gamma, beta, mean, var (c).
+ * height, width for NHWC), c the channels; gamma, beta (c).
  *
- * Training uses the batch statistics, mean[k] and the biased var[k] over the
- * rows, written to mean_out / var_out (float32, may be NULL) for the moving
- * averages. rows == 0 gives NaN statistics (0/0, as tf.reduce_mean).
- * Backward goes through the statistics, with xhat and rstd as above per
- * channel and n = rows:
- *     dbeta  = sum dy,   dgamma = sum dy·xhat,
- *     dx     = gamma·rstd·(dy - dbeta/n - xhat·dgamma/n).
- * The backward kernel recomputes the statistics from x (nothing is kept
- * between the passes) and writes them to mean_out / var_out as the forward
- * does, bit for bit.
+ * Training uses the batch statistics: mean[k] and the biased var[k] over the
+ * rows, float64, which the forward kernel writes (c doubles each; the graph
+ * keeps them beside the op's value for the backward pass and the moving
+ * averages). rows == 0 gives NaN statistics (0/0, as tf.reduce_mean).
+ *
+ * The statistics take one pass over memory and keep the two-pass accuracy:
+ * each block of 32 rows (the last may be shorter) gets its mean, then the
+ * sum of its squared deviations from it (the block, at most 32 KiB, is read
+ * again from L1), and the blocks merge in row order by Chan, Golub and
+ * LeVeque's update: with n rows so far and a block of nb, delta = mean_b -
+ * mean, mean += delta·nb/(n + nb), M2 += M2_b + delta²·n·nb/(n + nb). No
+ * E[x²] - E[x]² anywhere, so x in [1e6, 1e6 + 1) keeps every digit.
+ *
+ * Sums over rows run a tile at a time: with 16 channels, say, 4 rows (64
+ * floats) form one vector loop, each row of the tile its own float64
+ * partial per channel (c < 64: ceil(64/c) rows a tile; c >= 64: one), the
+ * partials added in row-of-tile order at the end, rows past the last whole
+ * tile into the first. The statistics' blocks of 32 rows sum the same way.
+ *
+ * relu fuses the ReLU that follows the layer (Keras' Conv → BN → ReLU; the
+ * compiler fuses relu(batch_norm(x)) when nothing else reads the batch
+ * norm's value): y = max(normalised, 0), the bits of tl_k_relu of the
+ * unfused output. Backward (relu true, beta given) gates dy as
+ * tl_k_relu_grad does, g = normalised > 0 ? dy : 0, recomputing the
+ * normalised value from x bit for bit rather than reading y, so the fused
+ * gradient is the unfused one bit for bit (beta may be NULL without relu).
+ * With xhat = (x - mean)·rstd, rstd = 1/sqrt(var + eps), n = rows:
+ *     dbeta  = sum g,   dgamma = sum g·xhat,
+ *     dx     = gamma·rstd·(g - dbeta/n - xhat·dgamma/n),
+ * the sums over rows in increasing order, one float64 accumulator per channel.
  */
 void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps, const float *restrict x,
-                           const float *restrict gamma, const float *restrict beta, float *restrict y,
-                           float *restrict mean_out, float *restrict var_out);
+                           const float *restrict gamma, const float *restrict beta, bool relu, float *restrict y,
+                           double *restrict mean, double *restrict var);
 void tl_k_batch_norm_train_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
                                const double *restrict gamma, const double *restrict beta, double *restrict y,
                                double *restrict mean_out, double *restrict var_out);
 void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double eps, const float *restrict x,
-                                const float *restrict gamma, const float *restrict dy, float *restrict dx,
-                                float *restrict dgamma, float *restrict dbeta, float *restrict mean_out,
-                                float *restrict var_out);
+                                const float *restrict gamma, const float *restrict beta, const double *restrict mean,
+                                const double *restrict var, bool relu, const float *restrict dy, float *restrict dx,
+                                float *restrict dgamma, float *restrict dbeta);
 void tl_k_batch_norm_train_grad_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
                                     const double *restrict gamma, const double *restrict dy, double *restrict dx,
                                     double *restrict dgamma, double *restrict dbeta);
@@ -94,11 +118,13 @@ void tl_k_batch_norm_train_grad_ref(int64_t rows, int64_t c, double eps, const d
  *     dx = dy·gamma·rstd,   dgamma = sum dy·xhat,   dbeta = sum dy,
  *     dmean = -gamma·rstd·sum dy,   dvar = -gamma·rstd²·sum(dy·xhat) / 2
  * (dmean and dvar for statistics that are tensors with a gradient; the
- * layer's moving statistics are state variables and get none).
+ * layer's moving statistics are state variables and get none). relu fuses
+ * a following ReLU into the forward as above; the compiler fuses a frozen
+ * batch norm only in programs without a backward pass.
  */
 void tl_k_batch_norm_infer(int64_t rows, int64_t c, double eps, const float *restrict x,
                            const float *restrict gamma, const float *restrict beta, const float *restrict mean,
-                           const float *restrict var, float *restrict y);
+                           const float *restrict var, bool relu, float *restrict y);
 void tl_k_batch_norm_infer_ref(int64_t rows, int64_t c, double eps, const double *restrict x,
                                const double *restrict gamma, const double *restrict beta,
                                const double *restrict mean, const double *restrict var, double *restrict y);

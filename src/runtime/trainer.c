@@ -344,6 +344,20 @@ void tl_estimator_options_init(tl_estimator_options *o)
 /* The infeed depth when the options leave it 0. */
 #define TL_INFEED_DEPTH_DEFAULT 3
 
+/* Compiles m's graph with the fusions that hide none of the values the
+ * runtime reads: the logits, predictions and outfed tensors (the loss is
+ * kept by the compiler). */
+static tl_status compile(tl_mode_prog *m, tl_t loss, bool backward)
+{
+    tl_t keep[2 + TL_MAX_OUTFEED];
+    int nkeep = 0;
+    keep[nkeep++] = m->logits;
+    keep[nkeep++] = m->predictions;
+    for (int k = 0; k < m->out.n_host_call + m->out.n_metric; k++)
+        keep[nkeep++] = m->out.t[k].t;
+    return tl_program_compile_fused(m->g, loss, backward, keep, nkeep, &m->p);
+}
+
 /* Traces model_fn for mode at a per-replica batch and compiles it. */
 static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int64_t *fshape, int frank,
                        tl_mode_prog *m)
@@ -374,7 +388,7 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
                                        "a static batch dimension of %lld", (long long)batch);
         if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
             return st;
-        return tl_program_compile(m->g, TL_T_INVALID, false, &m->p);
+        return compile(m, TL_T_INVALID, false);
     }
     if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
         return st;
@@ -390,7 +404,7 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
         return st;
     if (mode == TL_MODE_TRAIN && (st = tl_vars_layout(est->vars)) != TL_OK)
         return st;
-    return tl_program_compile(m->g, spec.loss, mode == TL_MODE_TRAIN, &m->p);
+    return compile(m, spec.loss, mode == TL_MODE_TRAIN);
 }
 
 static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p, tl_exec *x, float **cursor,

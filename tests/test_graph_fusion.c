@@ -1,0 +1,151 @@
+/* The compiler's fusions (src/graph/program.h): the cnn model's
+ * relu(batch_norm(conv)) layers and relu(main + shortcut) residual sums
+ * compiled fused give the bits of the same
+ * graph compiled op by op — loss, logits, every gradient and the moving
+ * averages' updates, training and evaluation — and a value a caller keeps
+ * is never fused away. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/program.h"
+#include "tpuloop/models.h"
+#include "tpuloop/rng.h"
+
+/* One traced cnn (batch 4 of 10x10 images, filters 4, 8) on memory of its
+ * own, compiled op by op (fused false) or with the fusions. */
+typedef struct fx {
+    tl_vars *vars;
+    tl_graph *g;
+    tl_program *p;
+    tl_exec e;
+    float *params;
+    tl_model_spec spec;
+    tl_t x, labels;
+} fx;
+
+static fx setup(tl_mode mode, bool fused, const tl_t *extra_keep)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
+    cr_assert_eq(tl_graph_create(f.vars, mode, &f.g), TL_OK);
+    int64_t xs[3] = {4, 10, 10}, ls[1] = {4};
+    f.x = tl_graph_input(f.g, TL_F32, xs, 3);
+    f.labels = tl_graph_input(f.g, TL_I32, ls, 1);
+    tl_model_args a = {mode, f.x, f.labels, 4, "{\"filters\": [4, 8], \"batch_norm_momentum\": 0.9}", 0};
+    f.spec.loss = f.spec.logits = f.spec.predictions = TL_T_INVALID;
+    cr_assert_eq(tl_model_cnn(f.g, &a, &f.spec, NULL), TL_OK, "%s", tl_graph_error(f.g));
+    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
+    bool train = mode == TL_MODE_TRAIN;
+    tl_t keep[2] = {f.spec.logits, extra_keep != NULL ? *extra_keep : TL_T_INVALID};
+    tl_status st = fused ? tl_program_compile_fused(f.g, f.spec.loss, train, keep, 2, &f.p)
+                         : tl_program_compile(f.g, f.spec.loss, train, &f.p);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    f.params = calloc((size_t)f.vars->total, sizeof(float));
+    tl_vars_initialize(f.vars, 5, f.params);
+    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
+    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
+    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
+    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
+    f.e.params = f.params;
+    f.e.loss_scale = f.e.state_scale = 1.0f;
+    tl_rng r;
+    tl_rng_init(&r, 11, 12, 13, 14);
+    float *xv = tl_exec_value(f.p, &f.e, f.x);
+    for (int i = 0; i < 400; i++)
+        xv[i] = tl_rng_uniform(&r);
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, f.labels);
+    for (int i = 0; i < 4; i++)
+        lv[i] = (i * 3) % 10;
+    return f;
+}
+
+static void teardown(fx *f)
+{
+    free(f->params);
+    free(f->e.act), free(f->e.grad), free(f->e.scratch), free(f->e.param_grad);
+    tl_program_destroy(f->p);
+    tl_graph_destroy(f->g);
+    tl_vars_destroy(f->vars);
+}
+
+static int count(const fx *f, tl_fuse kind)
+{
+    int n = 0;
+    for (int i = 0; i < f->g->n; i++)
+        n += f->p->fuse[i] == kind;
+    return n;
+}
+
+static void same_bits(const float *a, const float *b, int64_t n, const char *what)
+{
+    cr_assert(memcmp(a, b, (size_t)n * sizeof(float)) == 0, "%s differs fused and op by op", what);
+}
+
+Test(graph_fusion, cnn_training_step_has_the_same_bits_fused)
+{
+    fx op = setup(TL_MODE_TRAIN, false, NULL), fu = setup(TL_MODE_TRAIN, true, NULL);
+    cr_assert_eq(count(&op, TL_FUSE_RELU), 0, "tl_program_compile fuses nothing");
+    /* The stem's and each block's first conv → BN → ReLU, and each block's
+     * relu(main + shortcut); the second BN of a block feeds the sum. */
+    cr_assert_eq(count(&fu, TL_FUSE_RELU), 5, "fused %d", count(&fu, TL_FUSE_RELU));
+    cr_assert_eq(count(&fu, TL_FUSE_INTO), 5);
+    cr_assert_lt(fu.p->act_floats, op.p->act_floats, "a fused ReLU has no buffer of its own");
+    for (int step = 0; step < 2; step++) { /* the second step from the first's parameters */
+        cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_forward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(op.p, &op.e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
+        same_bits(tl_exec_value(op.p, &op.e, op.spec.loss), tl_exec_value(fu.p, &fu.e, fu.spec.loss), 1, "loss");
+        same_bits(tl_exec_value(op.p, &op.e, op.spec.logits), tl_exec_value(fu.p, &fu.e, fu.spec.logits), 40,
+                  "logits");
+        /* Every variable's gradient and every moving-average update. */
+        same_bits(op.e.param_grad, fu.e.param_grad, op.vars->total, "param_grad");
+        for (int64_t i = 0; i < op.vars->total; i++) {
+            op.params[i] -= 0.1f * op.e.param_grad[i];
+            fu.params[i] -= 0.1f * fu.e.param_grad[i];
+        }
+    }
+    teardown(&op);
+    teardown(&fu);
+}
+
+Test(graph_fusion, cnn_evaluation_has_the_same_bits_fused)
+{
+    fx op = setup(TL_MODE_EVAL, false, NULL), fu = setup(TL_MODE_EVAL, true, NULL);
+    cr_assert_eq(count(&fu, TL_FUSE_RELU), 5, "a frozen batch norm fuses where nothing runs backward");
+    cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_program_forward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
+    same_bits(tl_exec_value(op.p, &op.e, op.spec.logits), tl_exec_value(fu.p, &fu.e, fu.spec.logits), 40, "logits");
+    same_bits(tl_exec_value(op.p, &op.e, op.spec.loss), tl_exec_value(fu.p, &fu.e, fu.spec.loss), 1, "loss");
+    teardown(&op);
+    teardown(&fu);
+}
+
+/* The stem's batch norm, kept by the caller (an outfed tensor, say), keeps
+ * its own value: that ReLU is not fused, the other four are. */
+Test(graph_fusion, a_kept_value_is_not_fused_away)
+{
+    fx probe = setup(TL_MODE_TRAIN, true, NULL);
+    tl_t stem_bn = TL_T_INVALID;
+    for (int i = 0; i < probe.g->n && stem_bn == TL_T_INVALID; i++)
+        if (probe.p->fuse[i] == TL_FUSE_RELU)
+            stem_bn = i;
+    teardown(&probe);
+    cr_assert_neq(stem_bn, TL_T_INVALID);
+    fx op = setup(TL_MODE_TRAIN, false, NULL), fu = setup(TL_MODE_TRAIN, true, &stem_bn);
+    cr_assert_eq(fu.p->fuse[stem_bn], TL_FUSE_NONE);
+    cr_assert_eq(count(&fu, TL_FUSE_RELU), 4);
+    cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_program_forward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
+    int64_t n = op.g->nodes[stem_bn].size;
+    const float *v = tl_exec_value(fu.p, &fu.e, stem_bn);
+    bool negative = false;
+    for (int64_t i = 0; i < n; i++)
+        negative |= v[i] < 0.0f;
+    cr_assert(negative, "the batch norm's own value, before the ReLU");
+    same_bits(tl_exec_value(op.p, &op.e, stem_bn), v, n, "the kept batch norm");
+    teardown(&op);
+    teardown(&fu);
+}
