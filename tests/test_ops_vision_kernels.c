@@ -123,6 +123,72 @@ Test(ops_vision_kernels, conv_auto_matches_twin)
         check_conv(&conv_cases[i], TL_K_CONV_AUTO);
 }
 
+/* The training pair (conv.h): the forward that keeps its blocked x and both
+ * gradients in one plan give the bits of the three passes apart, with and
+ * without the kept x. */
+static void check_pair(const int64_t xs[4], const int64_t fs[4], int64_t stride)
+{
+    tl_k_conv_geom cv;
+    cr_assert(tl_k_conv2d_init(&cv, xs, fs, 1, (int64_t[]){stride, stride}, (int64_t[]){1, 1}, true));
+    cv.impl = TL_K_CONV_DNNL;
+    int64_t nx = conv_x_size(&cv), nf = conv_f_size(&cv), ny = conv_y_size(&cv), kept, s, s2;
+    tk_buf x = tk_rand(nx, 11, -1, 1), f = tk_rand(nf, 12, -1, 1), dy = tk_rand(ny, 13, -1, 1);
+    tk_buf y = tk_zeros(ny), y2 = tk_zeros(ny), dx = tk_zeros(nx), dx2 = tk_zeros(nx), dx3 = tk_zeros(nx);
+    tk_buf df = tk_zeros(nf), df2 = tk_zeros(nf), df3 = tk_zeros(nf);
+    cr_assert_eq(tl_k_conv2d_kept(&cv, &kept), TL_OK, "%s", tl_last_error());
+    cr_assert_gt(kept, 0, "16 channels go to oneDNN's blocked layout, which both kernels read");
+    float *k = tk_alloc((size_t)kept * sizeof(float));
+    float *scratch = scratch_for(&cv, TL_K_CONV_FORWARD, &s);
+    cr_assert_eq(tl_k_conv2d(&cv, x.f, f.f, y.f, scratch, s), TL_OK, "%s", tl_last_error());
+    free(scratch);
+    cr_assert_eq(tl_k_conv2d_keep_scratch(&cv, &s), TL_OK);
+    scratch = tk_alloc((size_t)(s + 1) * sizeof(float));
+    cr_assert_eq(tl_k_conv2d_keep(&cv, x.f, f.f, y2.f, k, scratch, s), TL_OK, "%s", tl_last_error());
+    free(scratch);
+    tk_assert_same_bits(ny, y2.f, y.f, "conv2d_keep y");
+    scratch = scratch_for(&cv, TL_K_CONV_GRAD_INPUT, &s);
+    cr_assert_eq(tl_k_conv2d_grad_input(&cv, dy.f, f.f, dx.f, scratch, s), TL_OK, "%s", tl_last_error());
+    free(scratch);
+    scratch = scratch_for(&cv, TL_K_CONV_GRAD_FILTER, &s);
+    cr_assert_eq(tl_k_conv2d_grad_filter(&cv, x.f, dy.f, df.f, scratch, s), TL_OK, "%s", tl_last_error());
+    free(scratch);
+    cr_assert_eq(tl_k_conv2d_backward_scratch(&cv, true, &s), TL_OK);
+    cr_assert_eq(tl_k_conv2d_backward_scratch(&cv, false, &s2), TL_OK);
+    cr_assert_lt(s, s2, "the kept x needs no scratch of its own");
+    scratch = tk_alloc((size_t)(s2 + 1) * sizeof(float));
+    cr_assert_eq(tl_k_conv2d_backward(&cv, x.f, k, f.f, dy.f, dx2.f, df2.f, scratch, s), TL_OK, "%s",
+                 tl_last_error());
+    cr_assert_eq(tl_k_conv2d_backward(&cv, x.f, NULL, f.f, dy.f, dx3.f, df3.f, scratch, s2), TL_OK, "%s",
+                 tl_last_error());
+    free(scratch);
+    tk_assert_same_bits(nx, dx2.f, dx.f, "conv2d_backward dx (kept x)");
+    tk_assert_same_bits(nf, df2.f, df.f, "conv2d_backward df (kept x)");
+    tk_assert_same_bits(nx, dx3.f, dx.f, "conv2d_backward dx");
+    tk_assert_same_bits(nf, df3.f, df.f, "conv2d_backward df");
+    free(k);
+    tk_free(&x), tk_free(&f), tk_free(&dy), tk_free(&y), tk_free(&y2), tk_free(&dx), tk_free(&dx2), tk_free(&dx3);
+    tk_free(&df), tk_free(&df2), tk_free(&df3);
+}
+
+Test(ops_vision_kernels, conv_training_pair_has_the_bits_of_the_passes_apart)
+{
+    check_pair((int64_t[]){4, 12, 12, 16}, (int64_t[]){3, 3, 16, 16}, 1);
+    check_pair((int64_t[]){3, 11, 11, 16}, (int64_t[]){3, 3, 16, 24}, 2);
+}
+
+Test(ops_vision_kernels, conv_training_pair_refuses_other_engines)
+{
+    tl_k_conv_geom cv;
+    cr_assert(tl_k_conv2d_init(&cv, (int64_t[]){1, 4, 4, 8}, (int64_t[]){1, 1, 8, 8}, 1, (int64_t[]){1, 1},
+                               (int64_t[]){1, 1}, true));
+    int64_t kept;
+    cr_assert_eq(tl_k_conv2d_kept(&cv, &kept), TL_OK);
+    cr_assert_eq(kept, 0, "a 1x1 runs on GEMM: nothing kept");
+    float x[128] = {0}, f[64] = {0}, dy[128] = {0}, dx[128], df[64];
+    cr_assert_eq(tl_k_conv2d_backward(&cv, x, NULL, f, dy, dx, df, NULL, 0), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "take oneDNN for every pass") != NULL, "%s", tl_last_error());
+}
+
 /* The GEMM engine splits a batch whose columns pass 2^20 floats into chunks
  * and sums the filter gradient over them. */
 Test(ops_vision_kernels, conv_gemm_chunks_the_batch)

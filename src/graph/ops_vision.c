@@ -239,6 +239,48 @@ static tl_k_resize_geom resize_of(const tl_graph *g, const tl_node *nd)
 
 /* ---- running -------------------------------------------------------------------- */
 
+/* Whether conv node nd of a training graph runs its forward and both
+ * gradients as a pair on oneDNN (conv.h): the forward keeps its blocked x,
+ * the backward computes dx and df in one plan. */
+static bool conv_pair(const tl_graph *g, const tl_node *nd, const tl_k_conv_geom *cv)
+{
+    return g->mode == TL_MODE_TRAIN && nd->needs_grad && g->nodes[nd->in[0]].needs_grad &&
+           g->nodes[nd->in[1]].needs_grad && tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD) == TL_K_CONV_DNNL &&
+           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_INPUT) == TL_K_CONV_DNNL &&
+           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_FILTER) == TL_K_CONV_DNNL;
+}
+
+/* Floats of the blocked x a pair's forward keeps (0: none). */
+static int64_t conv_kept(const tl_graph *g, const tl_node *nd, const tl_k_conv_geom *cv)
+{
+    int64_t f = 0;
+    if (conv_pair(g, nd, cv) && tl_k_conv2d_kept(cv, &f) != TL_OK) {
+        tl_clear_error(); /* the plain passes then, which fail with the reason */
+        f = 0;
+    }
+    return f;
+}
+
+/* The kept blocked x in node i's aux, 64-byte aligned (aux has 16 floats
+ * more), or NULL. */
+static float *kept_of(const tl_program *p, const tl_exec *e, int i, int64_t kept)
+{
+    if (kept == 0)
+        return NULL;
+    uintptr_t a = ((uintptr_t)tl_exec_aux(p, e, i) + 63) & ~(uintptr_t)63;
+    return (float *)a;
+}
+
+static int64_t aux(const tl_graph *g, int i)
+{
+    const tl_node *nd = &g->nodes[i];
+    if (nd->op != TL_OP_CONV2D)
+        return 0;
+    tl_k_conv_geom cv = conv_of(g, nd);
+    int64_t kept = conv_kept(g, nd, &cv);
+    return kept > 0 ? kept + 16 : 0;
+}
+
 static tl_status forward(const tl_program *p, tl_exec *e, int i)
 {
     const tl_graph *g = p->g;
@@ -247,6 +289,10 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
     switch (nd->op) {
     case TL_OP_CONV2D: {
         tl_k_conv_geom cv = conv_of(g, nd);
+        int64_t kept = conv_kept(g, nd, &cv);
+        if (kept > 0)
+            return tl_k_conv2d_keep(&cv, x, tl_exec_value(p, e, nd->in[1]), y, kept_of(p, e, i, kept), e->scratch,
+                                    p->scratch_floats);
         return tl_k_conv2d(&cv, x, tl_exec_value(p, e, nd->in[1]), y, e->scratch, p->scratch_floats);
     }
     case TL_OP_MAX_POOL2D:
@@ -279,6 +325,13 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
         float *df = tl_op_wants(p, i, 1) ? tl_op_dst(p, e, i, 1, cursor) : NULL;
         float *own = tl_op_scratch(e, cursor, 0);
         int64_t room = p->scratch_floats - *cursor;
+        if (dx != NULL && df != NULL && conv_pair(g, nd, &cv)) {
+            st = tl_k_conv2d_backward(&cv, x, kept_of(p, e, i, conv_kept(g, nd, &cv)), tl_exec_value(p, e, nd->in[1]),
+                                      dy, dx, df, own, room);
+            tl_op_finish(p, e, i, 0, dx);
+            tl_op_finish(p, e, i, 1, df);
+            return st;
+        }
         if (dx != NULL) {
             st = tl_k_conv2d_grad_input(&cv, dy, tl_exec_value(p, e, nd->in[1]), dx, own, room);
             tl_op_finish(p, e, i, 0, dx);
@@ -330,6 +383,13 @@ static int64_t scratch(const tl_graph *g, int i)
         for (int pass = 0; pass < 3; pass++)
             if (want[pass] && tl_k_conv2d_scratch(&cv, (tl_k_conv_pass)pass, &f) == TL_OK && f > most)
                 most = f;
+        if (conv_pair(g, nd, &cv)) {
+            bool kept = conv_kept(g, nd, &cv) > 0;
+            if (tl_k_conv2d_keep_scratch(&cv, &f) == TL_OK && f > most)
+                most = f;
+            if (tl_k_conv2d_backward_scratch(&cv, kept, &f) == TL_OK && f > most)
+                most = f;
+        }
         break;
     }
     case TL_OP_MAX_POOL2D:
@@ -347,4 +407,4 @@ static int64_t scratch(const tl_graph *g, int i)
 }
 
 const tl_op_family tl_ops_vision = {"vision", TL_OP_VISION_FIRST_, TL_OP_VISION_LAST_, forward, backward, scratch,
-                                    NULL, NULL};
+                                    NULL, aux};

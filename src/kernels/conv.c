@@ -133,11 +133,132 @@ static dnnl_status_t conv_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k
     return s;
 }
 
+/* Plans beyond the three passes: the forward that leaves its blocked x in
+ * a caller's buffer (slots x, f, y, kept), and both gradients at once
+ * (slots x, f, dy, dx, df, kept), reading x from kept or not. */
+enum { PLAN_FORWARD_KEEP = 3, PLAN_BACKWARD, PLAN_BACKWARD_KEPT };
+
+/* The layout oneDNN's kernel for pass wants for what, with oneDNN's blocked
+ * layouts allowed (falling back to the plain ones as conv_build does); false
+ * when neither has a kernel. */
+static bool wanted_md(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass, dnnl_query_t what,
+                      dnnl_primitive_attr_t attr, dnnl_memory_desc_t *md)
+{
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = conv_pd(p, cv, pass, true, attr, &pd);
+    if (s == dnnl_unimplemented)
+        s = conv_pd(p, cv, pass, false, attr, &pd);
+    if (s != dnnl_success)
+        return false;
+    *md = *dnnl_primitive_desc_query_md(pd, what, 0);
+    dnnl_primitive_desc_destroy(pd);
+    return true;
+}
+
+/* Whether the forward's reordered x is the one the filter gradient wants:
+ * then the forward can leave it (PLAN_FORWARD_KEEP) for PLAN_BACKWARD_KEPT. */
+static bool keepable(const tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primitive_attr_t attr,
+                     const dnnl_memory_desc_t *fwd_src)
+{
+    dnnl_memory_desc_t ux, uf, uy, want;
+    conv_mds(cv, false, &ux, &uf, &uy);
+    return !dnnl_memory_desc_equal(fwd_src, &ux) &&
+           wanted_md(p, cv, TL_K_CONV_GRAD_FILTER, dnnl_query_src_md, attr, &want) &&
+           dnnl_memory_desc_equal(fwd_src, &want);
+}
+
+/* Builds a pass's primitive descriptor into *pd, blocked layouts first. */
+static tl_status pass_pd(tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass, dnnl_primitive_attr_t attr,
+                         dnnl_primitive_desc_t *pd)
+{
+    dnnl_status_t s = conv_pd(p, cv, pass, true, attr, pd);
+    if (s == dnnl_unimplemented)
+        s = conv_pd(p, cv, pass, false, attr, pd);
+    return s == dnnl_success ? TL_OK : tl_vd_fail(p, s, "convolution primitive descriptor");
+}
+
+/* PLAN_FORWARD_KEEP: the forward, its x reordered into slot 3 when keepable. */
+static tl_status build_forward_keep(tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primitive_attr_t attr)
+{
+    dnnl_primitive_desc_t pd;
+    tl_status st = pass_pd(p, cv, TL_K_CONV_FORWARD, attr, &pd);
+    if (st != TL_OK)
+        return st;
+    dnnl_memory_desc_t ux, uf, uy;
+    conv_mds(cv, false, &ux, &uf, &uy);
+    const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    int mem[3];
+    mem[0] = keepable(p, cv, attr, src) ? tl_vd_input_into(p, src, &ux, 0, 3) : tl_vd_input(p, src, &ux, 0);
+    mem[1] = mem[0] < 0 ? mem[0] : tl_vd_input(p, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &uf, 1);
+    mem[2] = mem[1] < 0 ? mem[1] : tl_vd_output(p, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &uy, 2);
+    st = mem[2] < 0 ? (tl_status)mem[2] : TL_OK;
+    if (st == TL_OK)
+        st = tl_vd_step_add(p, pd, 3, (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, mem);
+    if (st == TL_OK)
+        st = tl_vd_output_done(p, mem[2], &uy, 2);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* PLAN_BACKWARD(_KEPT): the input gradient, then the filter gradient on the
+ * same reordered dy (when both kernels want one layout) and on x from slot
+ * 5 (kept) or reordered from slot 0. */
+static tl_status build_backward(tl_vd_plan *p, const tl_k_conv_geom *cv, bool kept, dnnl_primitive_attr_t attr)
+{
+    dnnl_primitive_desc_t pd_d = NULL, pd_w = NULL;
+    tl_status st = pass_pd(p, cv, TL_K_CONV_GRAD_INPUT, attr, &pd_d);
+    if (st == TL_OK)
+        st = pass_pd(p, cv, TL_K_CONV_GRAD_FILTER, attr, &pd_w);
+    dnnl_memory_desc_t ux, uf, uy;
+    conv_mds(cv, false, &ux, &uf, &uy);
+    int d[3] = {0, 0, 0}, w[3] = {0, 0, 0};
+    if (st == TL_OK) {
+        d[0] = tl_vd_input(p, dnnl_primitive_desc_query_md(pd_d, dnnl_query_diff_dst_md, 0), &uy, 2);
+        d[1] = d[0] < 0 ? d[0] : tl_vd_input(p, dnnl_primitive_desc_query_md(pd_d, dnnl_query_weights_md, 0), &uf, 1);
+        d[2] = d[1] < 0 ? d[1]
+                        : tl_vd_output(p, dnnl_primitive_desc_query_md(pd_d, dnnl_query_diff_src_md, 0), &ux, 3);
+        st = d[2] < 0 ? (tl_status)d[2] : TL_OK;
+    }
+    if (st == TL_OK)
+        st = tl_vd_step_add(p, pd_d, 3, (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, d);
+    if (st == TL_OK)
+        st = tl_vd_output_done(p, d[2], &ux, 3);
+    if (st == TL_OK) {
+        const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd_w, dnnl_query_src_md, 0);
+        const dnnl_memory_desc_t *ddst = dnnl_primitive_desc_query_md(pd_w, dnnl_query_diff_dst_md, 0), *have;
+        w[0] = kept ? tl_vd_mem(p, src, 5) : tl_vd_input(p, src, &ux, 0);
+        dnnl_memory_get_memory_desc(p->mem[d[0]], &have);
+        w[1] = w[0] < 0 ? w[0] : dnnl_memory_desc_equal(ddst, have) ? d[0] : tl_vd_input(p, ddst, &uy, 2);
+        w[2] = w[1] < 0 ? w[1]
+                        : tl_vd_output(p, dnnl_primitive_desc_query_md(pd_w, dnnl_query_diff_weights_md, 0), &uf, 4);
+        st = w[2] < 0 ? (tl_status)w[2] : TL_OK;
+    }
+    if (st == TL_OK)
+        st = tl_vd_step_add(p, pd_w, 3, (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}, w);
+    if (st == TL_OK)
+        st = tl_vd_output_done(p, w[2], &uf, 4);
+    if (pd_d != NULL)
+        dnnl_primitive_desc_destroy(pd_d);
+    if (pd_w != NULL)
+        dnnl_primitive_desc_destroy(pd_w);
+    return st;
+}
+
 /* Slots: forward (x, f, y); grad_input (dy, f, dx); grad_filter (x, dy, df). */
 static tl_status conv_build(tl_vd_plan *p, const void *arg)
 {
     const conv_plan_ctx *ctx = arg;
     const tl_k_conv_geom *cv = ctx->cv;
+    if ((int)ctx->pass >= PLAN_FORWARD_KEEP) {
+        dnnl_primitive_attr_t a = tl_vd_attr(p);
+        if (a == NULL)
+            return tl_last_status();
+        tl_status st = (int)ctx->pass == PLAN_FORWARD_KEEP
+                           ? build_forward_keep(p, cv, a)
+                           : build_backward(p, cv, (int)ctx->pass == PLAN_BACKWARD_KEPT, a);
+        dnnl_primitive_attr_destroy(a);
+        return st;
+    }
     dnnl_primitive_attr_t attr = tl_vd_attr(p);
     if (attr == NULL)
         return tl_last_status();
@@ -181,15 +302,17 @@ static tl_status conv_build(tl_vd_plan *p, const void *arg)
     return st;
 }
 
-static const char *const pass_name[3] = {"conv2d", "conv2d_grad_input", "conv2d_grad_filter"};
+static const char *const pass_name[6] = {"conv2d", "conv2d_grad_input", "conv2d_grad_filter",
+                                         "conv2d",  "conv2d_backward",   "conv2d_backward"};
 
-static tl_status conv_plan(const tl_k_conv_geom *cv, tl_k_conv_pass pass, tl_vd_plan **out)
+/* pass: a tl_k_conv_pass or a PLAN_* kind. */
+static tl_status conv_plan(const tl_k_conv_geom *cv, int pass, tl_vd_plan **out)
 {
     int64_t key[20] = {
         (int64_t)pass, cv->n, cv->h, cv->w, cv->c, cv->kh, cv->kw, cv->o, cv->groups, cv->stride_h, cv->stride_w,
         cv->dilation_h, cv->dilation_w, cv->pad_top, cv->pad_left, cv->pad_bottom, cv->pad_right, cv->oh, cv->ow,
     };
-    conv_plan_ctx ctx = {cv, pass};
+    conv_plan_ctx ctx = {cv, (tl_k_conv_pass)pass};
     return tl_vd_get(key, sizeof key, pass_name[pass], conv_build, &ctx, out);
 }
 
@@ -362,6 +485,78 @@ tl_status tl_k_conv2d_grad_filter(const tl_k_conv_geom *cv, const float *restric
                                   float *restrict df, float *restrict scratch, int64_t scratch_floats)
 {
     return run(cv, TL_K_CONV_GRAD_FILTER, x, dy, df, scratch, scratch_floats);
+}
+
+/* ---- the forward that keeps x, both gradients at once ------------------------------ */
+
+/* Whether the forward and both gradients run on oneDNN. */
+static bool all_dnnl(const tl_k_conv_geom *cv)
+{
+    return tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD) == TL_K_CONV_DNNL &&
+           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_INPUT) == TL_K_CONV_DNNL &&
+           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_FILTER) == TL_K_CONV_DNNL;
+}
+
+tl_status tl_k_conv2d_kept(const tl_k_conv_geom *cv, int64_t *floats)
+{
+    check(cv);
+    *floats = 0;
+    if (!all_dnnl(cv))
+        return TL_OK;
+    tl_vd_plan *p;
+    tl_status st = conv_plan(cv, PLAN_FORWARD_KEEP, &p);
+    if (st == TL_OK)
+        *floats = (p->kept_bytes + (int64_t)sizeof(float) - 1) / (int64_t)sizeof(float);
+    return st;
+}
+
+tl_status tl_k_conv2d_keep_scratch(const tl_k_conv_geom *cv, int64_t *floats)
+{
+    check(cv);
+    tl_vd_plan *p;
+    tl_status st = conv_plan(cv, PLAN_FORWARD_KEEP, &p);
+    *floats = st == TL_OK ? (p->scratch_bytes + (int64_t)sizeof(float) - 1) / (int64_t)sizeof(float) : 0;
+    return st;
+}
+
+tl_status tl_k_conv2d_keep(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict f,
+                           float *restrict y, float *restrict kept, float *restrict scratch, int64_t scratch_floats)
+{
+    check(cv);
+    if (!all_dnnl(cv))
+        return tl_error(TL_EINVAL, "conv2d: keeping x for the filter gradient takes oneDNN for every pass");
+    tl_vd_plan *p;
+    tl_status st = conv_plan(cv, PLAN_FORWARD_KEEP, &p);
+    if (st != TL_OK)
+        return st;
+    void *slots[4] = {(void *)x, (void *)f, y, kept};
+    return tl_vd_run(p, slots, scratch, scratch_floats * (int64_t)sizeof(float));
+}
+
+tl_status tl_k_conv2d_backward_scratch(const tl_k_conv_geom *cv, bool kept, int64_t *floats)
+{
+    check(cv);
+    *floats = 0;
+    tl_vd_plan *p;
+    tl_status st = conv_plan(cv, kept ? PLAN_BACKWARD_KEPT : PLAN_BACKWARD, &p);
+    if (st == TL_OK)
+        *floats = (p->scratch_bytes + (int64_t)sizeof(float) - 1) / (int64_t)sizeof(float);
+    return st;
+}
+
+tl_status tl_k_conv2d_backward(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict kept,
+                               const float *restrict f, const float *restrict dy, float *restrict dx,
+                               float *restrict df, float *restrict scratch, int64_t scratch_floats)
+{
+    check(cv);
+    if (!all_dnnl(cv))
+        return tl_error(TL_EINVAL, "conv2d_backward: both gradients at once take oneDNN for every pass");
+    tl_vd_plan *p;
+    tl_status st = conv_plan(cv, kept != NULL ? PLAN_BACKWARD_KEPT : PLAN_BACKWARD, &p);
+    if (st != TL_OK)
+        return st;
+    void *slots[6] = {(void *)x, (void *)f, (void *)dy, dx, df, (void *)kept};
+    return tl_vd_run(p, slots, scratch, scratch_floats * (int64_t)sizeof(float));
 }
 
 /* ---- float64 twins: the sums written out ------------------------------------------- */

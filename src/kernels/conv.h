@@ -161,6 +161,27 @@ tl_status tl_k_conv2d_grad_input(const tl_k_conv_geom *cv, const float *restrict
                                  float *restrict dx, float *restrict scratch, int64_t scratch_floats);
 tl_status tl_k_conv2d_grad_filter(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict dy,
                                   float *restrict df, float *restrict scratch, int64_t scratch_floats);
+/*
+ * The training step's pair, on oneDNN for every pass (else TL_EINVAL):
+ * oneDNN reorders x (n, h, w, c) to its blocked layout for the forward and
+ * again for the filter gradient, and dy for each gradient. The forward
+ * tl_k_conv2d_keep leaves its blocked x in kept (tl_k_conv2d_kept floats; 0
+ * when the two kernels want different layouts or x needs no reorder, and
+ * then kept is not written), and tl_k_conv2d_backward computes dx and df in
+ * one plan, reordering dy once when both kernels want one layout and reading
+ * x from kept (NULL: from x). The primitives are those of the separate
+ * passes: the same bits as tl_k_conv2d, _grad_input and _grad_filter. The
+ * _scratch functions give each plan's floats, as tl_k_conv2d_scratch.
+ */
+tl_status tl_k_conv2d_kept(const tl_k_conv_geom *cv, int64_t *floats);
+tl_status tl_k_conv2d_keep_scratch(const tl_k_conv_geom *cv, int64_t *floats);
+tl_status tl_k_conv2d_keep(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict f,
+                           float *restrict y, float *restrict kept, float *restrict scratch, int64_t scratch_floats);
+tl_status tl_k_conv2d_backward_scratch(const tl_k_conv_geom *cv, bool kept, int64_t *floats);
+tl_status tl_k_conv2d_backward(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict kept,
+                               const float *restrict f, const float *restrict dy, float *restrict dx,
+                               float *restrict df, float *restrict scratch, int64_t scratch_floats);
+
 void tl_k_conv2d_ref(const tl_k_conv_geom *cv, const double *restrict x, const double *restrict f,
                      double *restrict y);
 void tl_k_conv2d_grad_input_ref(const tl_k_conv_geom *cv, const double *restrict dy, const double *restrict f,

@@ -267,6 +267,22 @@ int tl_vd_input(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory
     return st == TL_OK ? m : (int)st;
 }
 
+int tl_vd_input_into(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot,
+                     int into)
+{
+    if (dnnl_memory_desc_equal(want, user))
+        return tl_vd_mem(p, user, slot);
+    int u = tl_vd_mem(p, user, slot);
+    if (u < 0)
+        return u;
+    int m = tl_vd_mem(p, want, into);
+    if (m < 0)
+        return m;
+    p->kept_bytes = (int64_t)dnnl_memory_desc_get_size(want);
+    tl_status st = reorder(p, u, m);
+    return st == TL_OK ? m : (int)st;
+}
+
 int tl_vd_output(tl_vd_plan *p, const dnnl_memory_desc_t *got, const dnnl_memory_desc_t *user, int slot)
 {
     return dnnl_memory_desc_equal(got, user) ? tl_vd_mem(p, user, slot) : tl_vd_mem(p, got, TL_VD_SCRATCH);

@@ -39,8 +39,8 @@
 
 #include "tpuloop/base.h"
 
-#define TL_VD_MAX_MEMS 12
-#define TL_VD_MAX_STEPS 8
+#define TL_VD_MAX_MEMS 16
+#define TL_VD_MAX_STEPS 10
 #define TL_VD_MAX_ARGS 6
 #define TL_VD_SCRATCH (-1) /* a memory bound to the caller's scratch */
 #define TL_VD_ALIGN 64     /* bytes: each scratch range starts on this boundary */
@@ -59,6 +59,7 @@ typedef struct tl_vd_plan {
     int64_t offset[TL_VD_MAX_MEMS];  /* bytes into the aligned scratch (TL_VD_SCRATCH) */
     tl_vd_step step[TL_VD_MAX_STEPS];
     int64_t scratch_bytes;           /* what the plan's scratch ranges need, TL_VD_ALIGN included */
+    int64_t kept_bytes;              /* what it leaves in a caller's buffer for a later plan (tl_vd_input_into) */
     const char *what;                /* the kernel's name, for messages */
 } tl_vd_plan;
 
@@ -100,6 +101,13 @@ int tl_vd_mem(tl_vd_plan *p, const dnnl_memory_desc_t *md, int slot);
  * Returns the memory's index or a negative status.
  */
 int tl_vd_input(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot);
+
+/* tl_vd_input whose reordered copy (want differs from user) lands in the
+ * caller's buffer into instead of scratch, for a later plan to read (a
+ * convolution's forward leaves its blocked x for the filter gradient);
+ * p->kept_bytes says how much it writes there. */
+int tl_vd_input_into(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot,
+                     int into);
 
 /*
  * A primitive's output in the layout got, to land in slot (layout user):
