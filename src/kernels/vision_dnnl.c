@@ -255,16 +255,7 @@ static tl_status reorder(tl_vd_plan *p, int from, int to)
 
 int tl_vd_input(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot)
 {
-    if (dnnl_memory_desc_equal(want, user))
-        return tl_vd_mem(p, user, slot);
-    int u = tl_vd_mem(p, user, slot);
-    if (u < 0)
-        return u;
-    int m = tl_vd_mem(p, want, TL_VD_SCRATCH);
-    if (m < 0)
-        return m;
-    tl_status st = reorder(p, u, m);
-    return st == TL_OK ? m : (int)st;
+    return tl_vd_input_into(p, want, user, slot, TL_VD_SCRATCH);
 }
 
 int tl_vd_input_into(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot,
@@ -278,7 +269,8 @@ int tl_vd_input_into(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_m
     int m = tl_vd_mem(p, want, into);
     if (m < 0)
         return m;
-    p->kept_bytes = (int64_t)dnnl_memory_desc_get_size(want);
+    if (into != TL_VD_SCRATCH)
+        p->kept_bytes = (int64_t)dnnl_memory_desc_get_size(want);
     tl_status st = reorder(p, u, m);
     return st == TL_OK ? m : (int)st;
 }
