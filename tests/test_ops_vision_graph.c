@@ -135,6 +135,27 @@ static tl_t resizes(tl_graph *g, tl_t x, tl_t labels, tl_t target)
     return loss_of_all(g, (tl_t[]){a, b, c, d}, 4);
 }
 
+/* 16 channels: oneDNN's blocked layout, so the training pair runs (conv.h):
+ * the forward keeps the blocked image and one plan computes both gradients. */
+static tl_t conv_training_pair(tl_graph *g, tl_t x, tl_t labels, tl_t target)
+{
+    (void)x, (void)labels, (void)target;
+    tl_conv2d_attrs a = {.padding = TL_PAD_SAME};
+    tl_t y = tl_conv2d(g, var4(g, "img", 2, 5, 5, 16), var4(g, "f", 3, 3, 16, 8), &a);
+    return loss_of(g, y);
+}
+
+Test(ops_vision_graph, conv2d_training_pair_gradients)
+{
+    tg_fixture f = tg_setup(conv_training_pair, TL_MODE_TRAIN);
+    int conv = -1;
+    for (int i = 0; i < f.g->n; i++)
+        conv = f.g->nodes[i].op == TL_OP_CONV2D ? i : conv;
+    cr_assert_gt(f.p->aux_floats[conv], 0, "the forward keeps its blocked image for the filter gradient");
+    tg_teardown(&f);
+    tg_check_gradients(conv_training_pair, TL_MODE_TRAIN);
+}
+
 Test(ops_vision_graph, conv2d_same_stride2_gradients) { tg_check_gradients(conv_same_stride2, TL_MODE_TRAIN); }
 Test(ops_vision_graph, conv2d_valid_dilated_grouped_gradients)
 {

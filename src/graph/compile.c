@@ -117,7 +117,9 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     p->grad_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->grad_off);
     p->mask_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->mask_off);
     p->fuse = tl_calloc((size_t)(n ? n : 1), sizeof *p->fuse);
-    if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL || p->fuse == NULL) {
+    p->aux_floats = tl_calloc((size_t)(n ? n : 1), sizeof *p->aux_floats);
+    if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL || p->fuse == NULL ||
+        p->aux_floats == NULL) {
         tl_free(reach);
         tl_program_destroy(p);
         return tl_error_oom();
@@ -147,7 +149,8 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
         } else {
             p->val_off[i] = act;
             act += round_up(nd->size * tl_dtype_slots(nd->dtype), 16); /* 64-byte aligned within the slab */
-            act += round_up(op_aux(g, i), 16);                         /* tl_exec_aux */
+            p->aux_floats[i] = op_aux(g, i);
+            act += round_up(p->aux_floats[i], 16); /* tl_exec_aux */
         }
         p->grad_off[i] = TL_OFF_NONE;
         if (backward && reach[i] && nd->needs_grad) {
@@ -239,6 +242,7 @@ void tl_program_destroy(tl_program *p)
     tl_free(p->first_write);
     tl_free(p->zero_vars);
     tl_free(p->fuse);
+    tl_free(p->aux_floats);
     tl_free(p);
 }
 

@@ -205,6 +205,13 @@ static double *scratch_doubles(const tl_exec *e, int64_t *cursor, int64_t n)
     return align_doubles(tl_op_scratch(e, cursor, 2 * n + 1));
 }
 
+/* Op i's kept statistics (aux): the mean, then the variance, c doubles each. */
+static double *kept_stats(const tl_program *p, const tl_exec *e, int i, int64_t c)
+{
+    TL_ASSERT(p->aux_floats[i] >= 2 * (2 * c) + 1); /* planned by aux() below */
+    return align_doubles(tl_exec_aux(p, e, i));
+}
+
 /* A training batch norm's statistics, kept from forward to backward (aux):
  * the batch mean and variance, c doubles each. */
 static int64_t aux(const tl_graph *g, int i)
@@ -236,7 +243,7 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
     case TL_OP_BATCH_NORM: {
         bool relu = p->fuse[i] == TL_FUSE_RELU; /* y is the ReLU's value too */
         if (nd->iattr[0]) {
-            double *mean = align_doubles(tl_exec_aux(p, e, i));
+            double *mean = kept_stats(p, e, i, c);
             tl_k_batch_norm_train(rows, c, nd->fattr[1], x, gamma, beta, relu, y, mean, mean + c);
         } else {
             tl_k_batch_norm_infer(rows, c, nd->fattr[1], x, gamma, beta, val(p, e, nd->in[3]), val(p, e, nd->in[4]),
@@ -290,7 +297,7 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     case TL_OP_BATCH_NORM:
         if (nd->iattr[0]) {
             dsts(p, e, i, 3, cursor, d);
-            const double *stat = align_doubles(tl_exec_aux(p, e, i)); /* the forward's mean, then variance */
+            const double *stat = kept_stats(p, e, i, c); /* the forward's mean, then variance */
             tl_k_batch_norm_train_grad(rows, c, nd->fattr[1], x, gamma, val(p, e, nd->in[2]), stat, stat + c,
                                        p->fuse[i] == TL_FUSE_RELU, dy, d[0], d[1], d[2]);
             finish(p, e, i, 3, d);

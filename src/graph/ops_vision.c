@@ -262,10 +262,11 @@ static int64_t conv_kept(const tl_graph *g, const tl_node *nd, const tl_k_conv_g
 }
 
 /* The kept blocked x in node i's aux, 64-byte aligned (aux has 16 floats
- * more), or NULL. */
+ * more), or NULL: none kept, or the program planned no room for it (its plan
+ * failed on the compiling thread), and then the plain passes run. */
 static float *kept_of(const tl_program *p, const tl_exec *e, int i, int64_t kept)
 {
-    if (kept == 0)
+    if (kept == 0 || p->aux_floats[i] < kept + 16)
         return NULL;
     uintptr_t a = ((uintptr_t)tl_exec_aux(p, e, i) + 63) & ~(uintptr_t)63;
     return (float *)a;
@@ -289,10 +290,9 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
     switch (nd->op) {
     case TL_OP_CONV2D: {
         tl_k_conv_geom cv = conv_of(g, nd);
-        int64_t kept = conv_kept(g, nd, &cv);
-        if (kept > 0)
-            return tl_k_conv2d_keep(&cv, x, tl_exec_value(p, e, nd->in[1]), y, kept_of(p, e, i, kept), e->scratch,
-                                    p->scratch_floats);
+        float *kept = kept_of(p, e, i, conv_kept(g, nd, &cv));
+        if (kept != NULL)
+            return tl_k_conv2d_keep(&cv, x, tl_exec_value(p, e, nd->in[1]), y, kept, e->scratch, p->scratch_floats);
         return tl_k_conv2d(&cv, x, tl_exec_value(p, e, nd->in[1]), y, e->scratch, p->scratch_floats);
     }
     case TL_OP_MAX_POOL2D:
@@ -383,12 +383,12 @@ static int64_t scratch(const tl_graph *g, int i)
         for (int pass = 0; pass < 3; pass++)
             if (want[pass] && tl_k_conv2d_scratch(&cv, (tl_k_conv_pass)pass, &f) == TL_OK && f > most)
                 most = f;
-        if (conv_pair(g, nd, &cv)) {
-            bool kept = conv_kept(g, nd, &cv) > 0;
+        if (conv_pair(g, nd, &cv)) { /* both backward plans: the one without kept x reorders x in scratch */
             if (tl_k_conv2d_keep_scratch(&cv, &f) == TL_OK && f > most)
                 most = f;
-            if (tl_k_conv2d_backward_scratch(&cv, kept, &f) == TL_OK && f > most)
-                most = f;
+            for (int kept = 0; kept < 2; kept++)
+                if (tl_k_conv2d_backward_scratch(&cv, kept, &f) == TL_OK && f > most)
+                    most = f;
         }
         break;
     }

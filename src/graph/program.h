@@ -29,6 +29,7 @@ typedef struct tl_program {
     int *zero_vars;           /* variables whose gradient no op writes: zeroed each step */
     int nzero_vars;
     uint8_t *fuse;            /* (n) tl_fuse: ops fused into their producer */
+    int64_t *aux_floats;      /* (n) floats each op keeps beside its value (ops.h aux; tl_exec_aux) */
 } tl_program;
 
 /*
@@ -80,7 +81,7 @@ typedef struct tl_exec {
 float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t);
 
 /* Node t's aux floats in e (ops.h): what its forward pass keeps for its
- * backward pass, right after its value. */
+ * backward pass, right after its value; p->aux_floats[t] of them. */
 float *tl_exec_aux(const tl_program *p, const tl_exec *e, tl_t t);
 
 /* Pointer to node t's gradient in e after the backward pass, or NULL when

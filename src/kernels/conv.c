@@ -138,38 +138,11 @@ static dnnl_status_t conv_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k
  * (slots x, f, dy, dx, df, kept), reading x from kept or not. */
 enum { PLAN_FORWARD_KEEP = 3, PLAN_BACKWARD, PLAN_BACKWARD_KEPT };
 
-/* The layout oneDNN's kernel for pass wants for what, with oneDNN's blocked
- * layouts allowed (falling back to the plain ones as conv_build does); false
- * when neither has a kernel. */
-static bool wanted_md(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass, dnnl_query_t what,
-                      dnnl_primitive_attr_t attr, dnnl_memory_desc_t *md)
-{
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = conv_pd(p, cv, pass, true, attr, &pd);
-    if (s == dnnl_unimplemented)
-        s = conv_pd(p, cv, pass, false, attr, &pd);
-    if (s != dnnl_success)
-        return false;
-    *md = *dnnl_primitive_desc_query_md(pd, what, 0);
-    dnnl_primitive_desc_destroy(pd);
-    return true;
-}
-
-/* Whether the forward's reordered x is the one the filter gradient wants:
- * then the forward can leave it (PLAN_FORWARD_KEEP) for PLAN_BACKWARD_KEPT. */
-static bool keepable(const tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primitive_attr_t attr,
-                     const dnnl_memory_desc_t *fwd_src)
-{
-    dnnl_memory_desc_t ux, uf, uy, want;
-    conv_mds(cv, false, &ux, &uf, &uy);
-    return !dnnl_memory_desc_equal(fwd_src, &ux) &&
-           wanted_md(p, cv, TL_K_CONV_GRAD_FILTER, dnnl_query_src_md, attr, &want) &&
-           dnnl_memory_desc_equal(fwd_src, &want);
-}
-
-/* Builds a pass's primitive descriptor into *pd, blocked layouts first. */
-static tl_status pass_pd(tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass, dnnl_primitive_attr_t attr,
-                         dnnl_primitive_desc_t *pd)
+/* A pass's primitive descriptor into *pd: blocked layouts of oneDNN's
+ * choice first (its direct kernels), the plain ones if it has none for this
+ * geometry. */
+static tl_status pass_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass,
+                         dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd)
 {
     dnnl_status_t s = conv_pd(p, cv, pass, true, attr, pd);
     if (s == dnnl_unimplemented)
@@ -177,27 +150,24 @@ static tl_status pass_pd(tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass
     return s == dnnl_success ? TL_OK : tl_vd_fail(p, s, "convolution primitive descriptor");
 }
 
-/* PLAN_FORWARD_KEEP: the forward, its x reordered into slot 3 when keepable. */
-static tl_status build_forward_keep(tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primitive_attr_t attr)
+/* Whether the forward's reordered x (fwd_src) is the one the filter
+ * gradient wants: then the forward can leave it (PLAN_FORWARD_KEEP) for
+ * PLAN_BACKWARD_KEPT. */
+static bool keepable(const tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primitive_attr_t attr,
+                     const dnnl_memory_desc_t *fwd_src)
 {
-    dnnl_primitive_desc_t pd;
-    tl_status st = pass_pd(p, cv, TL_K_CONV_FORWARD, attr, &pd);
-    if (st != TL_OK)
-        return st;
     dnnl_memory_desc_t ux, uf, uy;
     conv_mds(cv, false, &ux, &uf, &uy);
-    const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    int mem[3];
-    mem[0] = keepable(p, cv, attr, src) ? tl_vd_input_into(p, src, &ux, 0, 3) : tl_vd_input(p, src, &ux, 0);
-    mem[1] = mem[0] < 0 ? mem[0] : tl_vd_input(p, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &uf, 1);
-    mem[2] = mem[1] < 0 ? mem[1] : tl_vd_output(p, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &uy, 2);
-    st = mem[2] < 0 ? (tl_status)mem[2] : TL_OK;
-    if (st == TL_OK)
-        st = tl_vd_step_add(p, pd, 3, (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, mem);
-    if (st == TL_OK)
-        st = tl_vd_output_done(p, mem[2], &uy, 2);
+    if (dnnl_memory_desc_equal(fwd_src, &ux))
+        return false; /* no reorder: nothing to keep */
+    dnnl_primitive_desc_t pd;
+    if (pass_pd(p, cv, TL_K_CONV_GRAD_FILTER, attr, &pd) != TL_OK) {
+        tl_clear_error(); /* the filter gradient's own plan reports it */
+        return false;
+    }
+    bool same = dnnl_memory_desc_equal(fwd_src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0));
     dnnl_primitive_desc_destroy(pd);
-    return st;
+    return same;
 }
 
 /* PLAN_BACKWARD(_KEPT): the input gradient, then the filter gradient on the
@@ -244,33 +214,29 @@ static tl_status build_backward(tl_vd_plan *p, const tl_k_conv_geom *cv, bool ke
     return st;
 }
 
-/* Slots: forward (x, f, y); grad_input (dy, f, dx); grad_filter (x, dy, df). */
+/* Slots: forward (x, f, y; PLAN_FORWARD_KEEP adds kept); grad_input (dy,
+ * f, dx); grad_filter (x, dy, df). */
 static tl_status conv_build(tl_vd_plan *p, const void *arg)
 {
     const conv_plan_ctx *ctx = arg;
     const tl_k_conv_geom *cv = ctx->cv;
-    if ((int)ctx->pass >= PLAN_FORWARD_KEEP) {
-        dnnl_primitive_attr_t a = tl_vd_attr(p);
-        if (a == NULL)
-            return tl_last_status();
-        tl_status st = (int)ctx->pass == PLAN_FORWARD_KEEP
-                           ? build_forward_keep(p, cv, a)
-                           : build_backward(p, cv, (int)ctx->pass == PLAN_BACKWARD_KEPT, a);
-        dnnl_primitive_attr_destroy(a);
-        return st;
-    }
     dnnl_primitive_attr_t attr = tl_vd_attr(p);
     if (attr == NULL)
         return tl_last_status();
-    /* Blocked layouts of oneDNN's choice first (its direct kernels), the
-     * plain ones if it has none for this geometry. */
+    if ((int)ctx->pass >= PLAN_BACKWARD) {
+        tl_status st = build_backward(p, cv, (int)ctx->pass == PLAN_BACKWARD_KEPT, attr);
+        dnnl_primitive_attr_destroy(attr);
+        return st;
+    }
+    bool keep = (int)ctx->pass == PLAN_FORWARD_KEEP;
+    tl_k_conv_pass pass = keep ? TL_K_CONV_FORWARD : ctx->pass;
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = conv_pd(p, cv, ctx->pass, true, attr, &pd);
-    if (s == dnnl_unimplemented)
-        s = conv_pd(p, cv, ctx->pass, false, attr, &pd);
+    tl_status pst = pass_pd(p, cv, pass, attr, &pd);
+    if (pst == TL_OK && keep)
+        keep = keepable(p, cv, attr, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0));
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success)
-        return tl_vd_fail(p, s, "convolution primitive descriptor");
+    if (pst != TL_OK)
+        return pst;
     dnnl_memory_desc_t ux, uf, uy;
     conv_mds(cv, false, &ux, &uf, &uy);
     static const dnnl_query_t q[3][3] = {
@@ -284,10 +250,11 @@ static tl_status conv_build(tl_vd_plan *p, const void *arg)
         {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
     };
     const dnnl_memory_desc_t *user[3][3] = {{&ux, &uf, &uy}, {&uy, &uf, &ux}, {&ux, &uy, &uf}};
-    int k = (int)ctx->pass, mem[3];
+    int k = (int)pass, mem[3];
     tl_status st = TL_OK;
     for (int a = 0; a < 2 && st == TL_OK; a++) {
-        mem[a] = tl_vd_input(p, dnnl_primitive_desc_query_md(pd, q[k][a], 0), user[k][a], a);
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, q[k][a], 0);
+        mem[a] = keep && a == 0 ? tl_vd_input_into(p, want, user[k][a], a, 3) : tl_vd_input(p, want, user[k][a], a);
         st = mem[a] < 0 ? (tl_status)mem[a] : TL_OK;
     }
     if (st == TL_OK) {

@@ -19,9 +19,10 @@
  *  - over a row of layer norm (d contiguous elements): TL_K_LANES float64
  *    partials, element j to partial j mod TL_K_LANES, added 0..TL_K_LANES-1
  *    (kernels.h's contiguous order);
- *  - over rows (every gamma / beta gradient): one float64 accumulator per
- *    channel, rows added in increasing order; batch norm's statistics add
- *    the rows of each block of 32 in order and merge the blocks in order
+ *  - over rows: layer norm's gamma / beta gradients, one float64
+ *    accumulator per channel, rows added in increasing order; batch norm's
+ *    sums, a tile of rows at a time with per-row partials folded in order,
+ *    and its statistics per block of 32 rows, the blocks merged in order
  *    (below).
  * The twins keep one accumulator and add in increasing index.
  *
@@ -96,7 +97,7 @@ void tl_k_layer_norm_grad_ref(int64_t rows, int64_t d, double eps, const double 
  * With xhat = (x - mean)·rstd, rstd = 1/sqrt(var + eps), n = rows:
  *     dbeta  = sum g,   dgamma = sum g·xhat,
  *     dx     = gamma·rstd·(g - dbeta/n - xhat·dgamma/n),
- * the sums over rows in increasing order, one float64 accumulator per channel.
+ * the sums over rows tiled as above.
  */
 void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps, const float *restrict x,
                            const float *restrict gamma, const float *restrict beta, bool relu, float *restrict y,

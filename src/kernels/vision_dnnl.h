@@ -103,9 +103,9 @@ int tl_vd_mem(tl_vd_plan *p, const dnnl_memory_desc_t *md, int slot);
 int tl_vd_input(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot);
 
 /* tl_vd_input whose reordered copy (want differs from user) lands in the
- * caller's buffer into instead of scratch (TL_VD_SCRATCH: tl_vd_input), for a later plan to read (a
- * convolution's forward leaves its blocked x for the filter gradient);
- * p->kept_bytes says how much it writes there. */
+ * caller's buffer into instead of scratch (into TL_VD_SCRATCH: tl_vd_input),
+ * for a later plan to read (a convolution's forward leaves its blocked x for
+ * the filter gradient); p->kept_bytes says how much it writes there. */
 int tl_vd_input_into(tl_vd_plan *p, const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *user, int slot,
                      int into);
 
