@@ -1,10 +1,11 @@
 /* bench_conv.c — the convolution engines of src/kernels/conv.h on a small
- * CNN's shapes (batch 128, NHWC, one thread): oneDNN against im2col +
- * OpenBLAS GEMM (tl_k_matmul), forward and both gradients.
+ * CNN's shapes (batch 128, NHWC, one thread): oneDNN on the NHWC images in
+ * place, oneDNN on its blocked layouts (reordering the images in and out)
+ * and im2col + OpenBLAS GEMM (tl_k_matmul), forward and both gradients.
  *
  * Each (shape, pass) runs ROUNDS rounds after a warm-up call of each engine
- * (which builds oneDNN's plan); a round times one call of each engine, the
- * two in alternating order, so drift and a noisy neighbour hit both alike.
+ * (which builds oneDNN's plan); a round times one call of each engine, in
+ * an order rotated each round, so drift and a noisy neighbour hit all alike.
  * Prints one JSON line per (shape, pass): min and max milliseconds of each
  * engine, the faster by the minimum, and the engine the AUTO rule picks
  * (tl_k_conv2d_engine), and the heap allocations one call of each engine
@@ -106,6 +107,26 @@ static float *filled(int64_t n, float v)
     return p;
 }
 
+/* The engines compared: oneDNN on NHWC in place, oneDNN on its blocked
+ * layouts (reorders in and out), im2col + GEMM. */
+static const struct {
+    tl_k_conv_impl impl;
+    const char *name;
+} engines[] = {
+    {TL_K_CONV_DNNL, "onednn"},
+    {TL_K_CONV_DNNL_BLOCKED, "onednn_blocked"},
+    {TL_K_CONV_GEMM, "im2col_gemm"},
+};
+enum { NENGINES = sizeof engines / sizeof engines[0] };
+
+static const char *engine_name(tl_k_conv_impl impl)
+{
+    for (int e = 0; e < NENGINES; e++)
+        if (engines[e].impl == impl)
+            return engines[e].name;
+    return "?";
+}
+
 static tl_status call(const tl_k_conv_geom *cv, int pass, bufs *b)
 {
     switch (pass) {
@@ -134,32 +155,37 @@ int main(int argc, char **argv)
     tl_k_blas_single_thread();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
-        tl_k_conv_geom cv[2];
+        tl_k_conv_geom cv[NENGINES];
         const int64_t x[4] = {BATCH, sh->h, sh->h, sh->c}, f[4] = {sh->k, sh->k, sh->c, sh->o};
         const int64_t strides[2] = {sh->stride, sh->stride}, dil[2] = {1, 1};
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < NENGINES; e++) {
             tl_k_conv2d_init(&cv[e], x, f, 1, strides, dil, true);
-            cv[e].impl = e == 0 ? TL_K_CONV_DNNL : TL_K_CONV_GEMM;
+            cv[e].impl = engines[e].impl;
         }
         bufs b;
         b.x = filled(BATCH * sh->h * sh->h * sh->c, 1.0f);
         b.f = filled(sh->k * sh->k * sh->c * sh->o, 0.1f);
         b.y = filled(BATCH * cv[0].oh * cv[0].ow * sh->o, 1.0f);
         for (int pass = 0; pass < 3; pass++) {
-            int64_t need[2];
-            for (int e = 0; e < 2; e++)
-                if (tl_k_conv2d_scratch(&cv[e], (tl_k_conv_pass)pass, &need[e]) != TL_OK) {
+            b.scratch_floats = 0;
+            for (int e = 0; e < NENGINES; e++) {
+                int64_t need;
+                if (tl_k_conv2d_scratch(&cv[e], (tl_k_conv_pass)pass, &need) != TL_OK) {
                     fprintf(stderr, "bench_conv: %s\n", tl_last_error());
                     return 1;
                 }
-            b.scratch_floats = need[0] > need[1] ? need[0] : need[1];
+                b.scratch_floats = need > b.scratch_floats ? need : b.scratch_floats;
+            }
             b.scratch = filled(b.scratch_floats + 1, 0.0f);
-            double lo[2] = {1e30, 1e30}, hi[2] = {0, 0};
-            for (int e = 0; e < 2; e++)
+            double lo[NENGINES], hi[NENGINES];
+            for (int e = 0; e < NENGINES; e++) {
+                lo[e] = 1e30;
+                hi[e] = 0;
                 timed(&cv[e], pass, &b); /* warm-up: plans, page faults */
+            }
             for (int r = 0; r < rounds; r++)
-                for (int k = 0; k < 2; k++) {
-                    int e = (r + k) % 2; /* alternate which engine goes first */
+                for (int k = 0; k < NENGINES; k++) {
+                    int e = (r + k) % NENGINES; /* rotate which engine goes first */
                     double ms = timed(&cv[e], pass, &b);
                     lo[e] = ms < lo[e] ? ms : lo[e];
                     hi[e] = ms > hi[e] ? ms : hi[e];
@@ -167,20 +193,26 @@ int main(int argc, char **argv)
             tl_k_conv_geom autocv = cv[0];
             autocv.impl = TL_K_CONV_AUTO;
             tl_k_conv_impl pick = tl_k_conv2d_engine(&autocv, (tl_k_conv_pass)pass);
-            long count[2] = {-1, -1};
+            long count[NENGINES];
+            int best = 0;
+            for (int e = 0; e < NENGINES; e++) {
+                count[e] = -1;
 #ifdef COUNT_ALLOCS
-            for (int e = 0; e < 2; e++) {
                 long before = allocs;
                 call(&cv[e], pass, &b);
                 count[e] = allocs - before;
-            }
 #endif
-            printf("{\"bench\": \"conv\", \"shape\": \"%s\", \"batch\": %d, \"pass\": \"%s\", "
-                   "\"rounds\": %d, \"onednn_ms\": [%.2f, %.2f], \"im2col_gemm_ms\": [%.2f, %.2f], \"faster\": \"%s\", "
-                   "\"auto\": \"%s\", \"allocations_per_call\": {\"onednn\": %ld, \"im2col_gemm\": %ld}}\n",
-                   sh->name, BATCH, pass_names[pass], rounds, lo[0], hi[0], lo[1], hi[1],
-                   lo[0] <= lo[1] ? "onednn" : "im2col_gemm", pick == TL_K_CONV_GEMM ? "im2col_gemm" : "onednn",
-                   count[0], count[1]);
+                best = lo[e] < lo[best] ? e : best;
+            }
+            printf("{\"bench\": \"conv\", \"shape\": \"%s\", \"batch\": %d, \"pass\": \"%s\", \"rounds\": %d",
+                   sh->name, BATCH, pass_names[pass], rounds);
+            for (int e = 0; e < NENGINES; e++)
+                printf(", \"%s_ms\": [%.2f, %.2f]", engines[e].name, lo[e], hi[e]);
+            printf(", \"faster\": \"%s\", \"auto\": \"%s\", \"allocations_per_call\": {", engines[best].name,
+                   engine_name(pick));
+            for (int e = 0; e < NENGINES; e++)
+                printf("%s\"%s\": %ld", e ? ", " : "", engines[e].name, count[e]);
+            printf("}}\n");
             fflush(stdout);
             free(b.scratch);
         }

@@ -110,6 +110,12 @@ Test(ops_vision_kernels, conv_onednn_matches_twin)
         check_conv(&conv_cases[i], TL_K_CONV_DNNL);
 }
 
+Test(ops_vision_kernels, conv_onednn_blocked_matches_twin)
+{
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+        check_conv(&conv_cases[i], TL_K_CONV_DNNL_BLOCKED);
+}
+
 Test(ops_vision_kernels, conv_gemm_matches_twin)
 {
     for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
@@ -123,15 +129,19 @@ Test(ops_vision_kernels, conv_auto_matches_twin)
         check_conv(&conv_cases[i], TL_K_CONV_AUTO);
 }
 
-/* The training pair (conv.h): the forward that keeps its blocked x and both
- * gradients in one plan give the bits of the three passes apart, with and
- * without the kept x. */
+/* The training pair (conv.h) on oneDNN's blocked layouts: the forward that
+ * keeps its blocked x and both gradients in one plan give the bits of the
+ * three passes apart, with and without the kept x. */
 static void check_pair(const int64_t xs[4], const int64_t fs[4], int64_t stride)
 {
     tl_k_conv_geom cv;
     cr_assert(tl_k_conv2d_init(&cv, xs, fs, 1, (int64_t[]){stride, stride}, (int64_t[]){1, 1}, true));
+    int64_t kept;
     cv.impl = TL_K_CONV_DNNL;
-    int64_t nx = conv_x_size(&cv), nf = conv_f_size(&cv), ny = conv_y_size(&cv), kept, s, s2;
+    cr_assert_eq(tl_k_conv2d_kept(&cv, &kept), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(kept, 0, "oneDNN reads and writes NHWC in place: no reordered x to keep");
+    cv.impl = TL_K_CONV_DNNL_BLOCKED;
+    int64_t nx = conv_x_size(&cv), nf = conv_f_size(&cv), ny = conv_y_size(&cv), s, s2;
     tk_buf x = tk_rand(nx, 11, -1, 1), f = tk_rand(nf, 12, -1, 1), dy = tk_rand(ny, 13, -1, 1);
     tk_buf y = tk_zeros(ny), y2 = tk_zeros(ny), dx = tk_zeros(nx), dx2 = tk_zeros(nx), dx3 = tk_zeros(nx);
     tk_buf df = tk_zeros(nf), df2 = tk_zeros(nf), df3 = tk_zeros(nf);
@@ -181,9 +191,10 @@ Test(ops_vision_kernels, conv_training_pair_refuses_other_engines)
     tl_k_conv_geom cv;
     cr_assert(tl_k_conv2d_init(&cv, (int64_t[]){1, 4, 4, 8}, (int64_t[]){1, 1, 8, 8}, 1, (int64_t[]){1, 1},
                                (int64_t[]){1, 1}, true));
+    cv.impl = TL_K_CONV_GEMM;
     int64_t kept;
     cr_assert_eq(tl_k_conv2d_kept(&cv, &kept), TL_OK);
-    cr_assert_eq(kept, 0, "a 1x1 runs on GEMM: nothing kept");
+    cr_assert_eq(kept, 0, "GEMM keeps nothing");
     float x[128] = {0}, f[64] = {0}, dy[128] = {0}, dx[128], df[64];
     cr_assert_eq(tl_k_conv2d_backward(&cv, x, NULL, f, dy, dx, df, NULL, 0), TL_EINVAL);
     cr_assert(strstr(tl_last_error(), "take oneDNN for every pass") != NULL, "%s", tl_last_error());

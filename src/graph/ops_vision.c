@@ -245,9 +245,7 @@ static tl_k_resize_geom resize_of(const tl_graph *g, const tl_node *nd)
 static bool conv_pair(const tl_graph *g, const tl_node *nd, const tl_k_conv_geom *cv)
 {
     return g->mode == TL_MODE_TRAIN && nd->needs_grad && g->nodes[nd->in[0]].needs_grad &&
-           g->nodes[nd->in[1]].needs_grad && tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD) == TL_K_CONV_DNNL &&
-           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_INPUT) == TL_K_CONV_DNNL &&
-           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_FILTER) == TL_K_CONV_DNNL;
+           g->nodes[nd->in[1]].needs_grad && tl_k_conv2d_all_dnnl(cv);
 }
 
 /* Floats of the blocked x a pair's forward keeps (0: none). */

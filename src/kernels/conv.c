@@ -63,16 +63,13 @@ static bool pointwise(const tl_k_conv_geom *cv)
 
 tl_k_conv_impl tl_k_conv2d_engine(const tl_k_conv_geom *cv, tl_k_conv_pass pass)
 {
-    if (cv->impl != TL_K_CONV_AUTO)
-        return cv->impl;
-    /* The rule measured by bench/bench_conv.c (conv.h's table). */
-    if (cv->groups != 1)
-        return TL_K_CONV_DNNL;
-    if (cv->kh == 1 && cv->kw == 1)
-        return TL_K_CONV_GEMM;
-    if (pass == TL_K_CONV_GRAD_FILTER && cv->c >= 32)
-        return TL_K_CONV_GEMM;
-    return TL_K_CONV_DNNL;
+    (void)pass; /* the measured rule (conv.h's table) sends every pass to oneDNN */
+    return cv->impl != TL_K_CONV_AUTO ? cv->impl : TL_K_CONV_DNNL;
+}
+
+static bool on_dnnl(tl_k_conv_impl impl)
+{
+    return impl == TL_K_CONV_DNNL || impl == TL_K_CONV_DNNL_BLOCKED;
 }
 
 /* ---- oneDNN --------------------------------------------------------------------- */
@@ -82,13 +79,20 @@ typedef struct conv_plan_ctx {
     tl_k_conv_pass pass;
 } conv_plan_ctx;
 
-static void conv_mds(const tl_k_conv_geom *cv, bool any, dnnl_memory_desc_t *x, dnnl_memory_desc_t *f,
+/* The layouts a plan asks oneDNN for: the user's NHWC and HWIO (plain),
+ * NHWC images with the filter in oneDNN's choice (nhwc), or its choice for
+ * all three (blocked: x and y reordered in and out). */
+typedef enum { LAYOUT_PLAIN, LAYOUT_NHWC, LAYOUT_BLOCKED } conv_layout;
+
+static void conv_mds(const tl_k_conv_geom *cv, conv_layout layout, dnnl_memory_desc_t *x, dnnl_memory_desc_t *f,
                      dnnl_memory_desc_t *y)
 {
     dnnl_dims_t xd = {cv->n, cv->c, cv->h, cv->w}, yd = {cv->n, cv->o, cv->oh, cv->ow};
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(x, 4, xd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_nhwc);
+    dnnl_format_tag_t images = layout == LAYOUT_BLOCKED ? dnnl_format_tag_any : dnnl_nhwc;
+    bool any = layout != LAYOUT_PLAIN; /* the filter's */
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(x, 4, xd, dnnl_f32, images);
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(y, 4, yd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_nhwc);
+        s = dnnl_memory_desc_init_by_tag(y, 4, yd, dnnl_f32, images);
     if (s == dnnl_success && cv->groups == 1) {
         dnnl_dims_t fd = {cv->o, cv->c, cv->kh, cv->kw};
         s = dnnl_memory_desc_init_by_tag(f, 4, fd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_hwio);
@@ -102,11 +106,11 @@ static void conv_mds(const tl_k_conv_geom *cv, bool any, dnnl_memory_desc_t *x, 
 }
 
 /* The pass's primitive descriptor, with the forward one as its hint. */
-static dnnl_status_t conv_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass, bool any,
-                             dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out)
+static dnnl_status_t conv_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass,
+                             conv_layout layout, dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out)
 {
     dnnl_memory_desc_t x, f, y;
-    conv_mds(cv, any, &x, &f, &y);
+    conv_mds(cv, layout, &x, &f, &y);
     dnnl_dims_t strides = {cv->stride_h, cv->stride_w};
     dnnl_dims_t dil = {cv->dilation_h - 1, cv->dilation_w - 1}; /* oneDNN counts the gaps */
     dnnl_dims_t pl = {cv->pad_top, cv->pad_left}, pr = {cv->pad_bottom, cv->pad_right};
@@ -138,15 +142,34 @@ static dnnl_status_t conv_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k
  * (slots x, f, dy, dx, df, kept), reading x from kept or not. */
 enum { PLAN_FORWARD_KEEP = 3, PLAN_BACKWARD, PLAN_BACKWARD_KEPT };
 
-/* A pass's primitive descriptor into *pd: blocked layouts of oneDNN's
- * choice first (its direct kernels), the plain ones if it has none for this
- * geometry. */
+/* Whether pd runs oneDNN's reference loops (its "ref:" kernels), which it
+ * falls back to where it has no JIT kernel for the layouts asked. */
+static bool reference_kernel(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != NULL &&
+           strncmp(impl, "ref", 3) == 0;
+}
+
+/* A pass's primitive descriptor into *pd. TL_K_CONV_DNNL: NHWC images read
+ * and written in place, where oneDNN has a JIT kernel for them (conv.h's
+ * "Layouts"); else, and for TL_K_CONV_DNNL_BLOCKED, the blocked layouts of
+ * its choice; the plain ones if it has none for this geometry. */
 static tl_status pass_pd(const tl_vd_plan *p, const tl_k_conv_geom *cv, tl_k_conv_pass pass,
                          dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd)
 {
-    dnnl_status_t s = conv_pd(p, cv, pass, true, attr, pd);
+    dnnl_status_t s = dnnl_unimplemented;
+    if (tl_k_conv2d_engine(cv, pass) == TL_K_CONV_DNNL) {
+        s = conv_pd(p, cv, pass, LAYOUT_NHWC, attr, pd);
+        if (s == dnnl_success && reference_kernel(*pd)) {
+            dnnl_primitive_desc_destroy(*pd);
+            s = dnnl_unimplemented;
+        }
+    }
     if (s == dnnl_unimplemented)
-        s = conv_pd(p, cv, pass, false, attr, pd);
+        s = conv_pd(p, cv, pass, LAYOUT_BLOCKED, attr, pd);
+    if (s == dnnl_unimplemented)
+        s = conv_pd(p, cv, pass, LAYOUT_PLAIN, attr, pd);
     return s == dnnl_success ? TL_OK : tl_vd_fail(p, s, "convolution primitive descriptor");
 }
 
@@ -157,7 +180,7 @@ static bool keepable(const tl_vd_plan *p, const tl_k_conv_geom *cv, dnnl_primiti
                      const dnnl_memory_desc_t *fwd_src)
 {
     dnnl_memory_desc_t ux, uf, uy;
-    conv_mds(cv, false, &ux, &uf, &uy);
+    conv_mds(cv, LAYOUT_PLAIN, &ux, &uf, &uy);
     if (dnnl_memory_desc_equal(fwd_src, &ux))
         return false; /* no reorder: nothing to keep */
     dnnl_primitive_desc_t pd;
@@ -180,7 +203,7 @@ static tl_status build_backward(tl_vd_plan *p, const tl_k_conv_geom *cv, bool ke
     if (st == TL_OK)
         st = pass_pd(p, cv, TL_K_CONV_GRAD_FILTER, attr, &pd_w);
     dnnl_memory_desc_t ux, uf, uy;
-    conv_mds(cv, false, &ux, &uf, &uy);
+    conv_mds(cv, LAYOUT_PLAIN, &ux, &uf, &uy);
     int d[3] = {0, 0, 0}, w[3] = {0, 0, 0};
     if (st == TL_OK) {
         d[0] = tl_vd_input(p, dnnl_primitive_desc_query_md(pd_d, dnnl_query_diff_dst_md, 0), &uy, 2);
@@ -238,7 +261,7 @@ static tl_status conv_build(tl_vd_plan *p, const void *arg)
     if (pst != TL_OK)
         return pst;
     dnnl_memory_desc_t ux, uf, uy;
-    conv_mds(cv, false, &ux, &uf, &uy);
+    conv_mds(cv, LAYOUT_PLAIN, &ux, &uf, &uy);
     static const dnnl_query_t q[3][3] = {
         {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md},
         {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md},
@@ -276,7 +299,7 @@ static const char *const pass_name[6] = {"conv2d", "conv2d_grad_input", "conv2d_
 static tl_status conv_plan(const tl_k_conv_geom *cv, int pass, tl_vd_plan **out)
 {
     int64_t key[20] = {
-        (int64_t)pass, cv->n, cv->h, cv->w, cv->c, cv->kh, cv->kw, cv->o, cv->groups, cv->stride_h, cv->stride_w,
+        (int64_t)pass, (int64_t)tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD), cv->n, cv->h, cv->w, cv->c, cv->kh, cv->kw, cv->o, cv->groups, cv->stride_h, cv->stride_w,
         cv->dilation_h, cv->dilation_w, cv->pad_top, cv->pad_left, cv->pad_bottom, cv->pad_right, cv->oh, cv->ow,
     };
     conv_plan_ctx ctx = {cv, (tl_k_conv_pass)pass};
@@ -456,19 +479,17 @@ tl_status tl_k_conv2d_grad_filter(const tl_k_conv_geom *cv, const float *restric
 
 /* ---- the forward that keeps x, both gradients at once ------------------------------ */
 
-/* Whether the forward and both gradients run on oneDNN. */
-static bool all_dnnl(const tl_k_conv_geom *cv)
+bool tl_k_conv2d_all_dnnl(const tl_k_conv_geom *cv)
 {
-    return tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD) == TL_K_CONV_DNNL &&
-           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_INPUT) == TL_K_CONV_DNNL &&
-           tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_FILTER) == TL_K_CONV_DNNL;
+    return on_dnnl(tl_k_conv2d_engine(cv, TL_K_CONV_FORWARD)) && on_dnnl(tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_INPUT)) &&
+           on_dnnl(tl_k_conv2d_engine(cv, TL_K_CONV_GRAD_FILTER));
 }
 
 tl_status tl_k_conv2d_kept(const tl_k_conv_geom *cv, int64_t *floats)
 {
     check(cv);
     *floats = 0;
-    if (!all_dnnl(cv))
+    if (!tl_k_conv2d_all_dnnl(cv))
         return TL_OK;
     tl_vd_plan *p;
     tl_status st = conv_plan(cv, PLAN_FORWARD_KEEP, &p);
@@ -490,7 +511,7 @@ tl_status tl_k_conv2d_keep(const tl_k_conv_geom *cv, const float *restrict x, co
                            float *restrict y, float *restrict kept, float *restrict scratch, int64_t scratch_floats)
 {
     check(cv);
-    if (!all_dnnl(cv))
+    if (!tl_k_conv2d_all_dnnl(cv))
         return tl_error(TL_EINVAL, "conv2d: keeping x for the filter gradient takes oneDNN for every pass");
     tl_vd_plan *p;
     tl_status st = conv_plan(cv, PLAN_FORWARD_KEEP, &p);
@@ -516,7 +537,7 @@ tl_status tl_k_conv2d_backward(const tl_k_conv_geom *cv, const float *restrict x
                                float *restrict df, float *restrict scratch, int64_t scratch_floats)
 {
     check(cv);
-    if (!all_dnnl(cv))
+    if (!tl_k_conv2d_all_dnnl(cv))
         return tl_error(TL_EINVAL, "conv2d_backward: both gradients at once take oneDNN for every pass");
     tl_vd_plan *p;
     tl_status st = conv_plan(cv, kept != NULL ? PLAN_BACKWARD_KEPT : PLAN_BACKWARD, &p);

@@ -123,7 +123,8 @@ bool tl_k_window(int64_t in, int64_t k, int64_t stride, int64_t dilation, bool s
  */
 typedef enum {
     TL_K_CONV_AUTO = 0, /* the faster engine for the pass, as measured (see the top) */
-    TL_K_CONV_DNNL,     /* oneDNN */
+    TL_K_CONV_DNNL,     /* oneDNN, on NHWC images in place where it can (see "Layouts" at the top) */
+    TL_K_CONV_DNNL_BLOCKED, /* oneDNN on its blocked layouts, images reordered in and out */
     TL_K_CONV_GEMM      /* im2col + tl_k_matmul; groups == 1 only */
 } tl_k_conv_impl;
 
@@ -146,6 +147,8 @@ bool tl_k_conv2d_init(tl_k_conv_geom *cv, const int64_t x[4], const int64_t f[4]
 
 /* The engine a pass runs on (AUTO resolved). */
 tl_k_conv_impl tl_k_conv2d_engine(const tl_k_conv_geom *cv, tl_k_conv_pass pass);
+/* Whether the forward and both gradients run on oneDNN (either layout). */
+bool tl_k_conv2d_all_dnnl(const tl_k_conv_geom *cv);
 
 /*
  * Floats of scratch the pass needs, into *floats. Builds (and caches, on
