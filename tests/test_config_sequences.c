@@ -84,8 +84,8 @@ Test(sequences_cfg, bounds_and_types)
                   "criteo_synthetic, 60000 for synthetic_sequences) or an int in [1, 268435456]; got 0");
     tu_json_fails("{'input': {'dataset': 'sequences'}}", TL_EINVAL, "synthetic_sequences (token sequences");
     tu_json_fails("{'model': {'model_name': 'bert'}}", TL_EINVAL,
-                  "model_name must be mlp, cnn (images; params filters, num_classes, batch_norm_momentum), "
-                  "transformer (token ids; params d_model, num_heads, num_layers, d_ff, vocab_size, num_classes), "
+                  "model_name must be mlp, cnn (images; params filters, num_classes, batch_norm_momentum, "
+                  "label_smoothing), transformer (token ids; params d_model, num_heads, num_layers, d_ff, vocab_size, num_classes), "
                   "dlrm or dcn");
 }
 

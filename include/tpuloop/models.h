@@ -52,14 +52,16 @@ TL_API tl_status tl_model_mlp(tl_graph *g, const tl_model_args *args, tl_model_s
  *         h = relu(y + shortcut), shortcut = h, or bn(conv1x1(h, stride)) when
  *             the shape changes                                      "block<s>/shortcut"
  *     logits = Dense(num_classes)(global_avg_pool(h))                 "dense"
- *     loss   = mean sparse softmax cross-entropy (not in PREDICT)
+ *     loss   = mean sparse softmax cross-entropy, labels smoothed by
+ *              label_smoothing as Keras' (not in PREDICT)
  *
  * Convolutions are SAME-padded without bias (TensorFlow's asymmetric SAME
  * for stride 2), kernels "<layer>/conv/kernel" (KH, KW, in, out) Glorot
  * uniform as Keras' Conv2D; each batch norm "<layer>/bn/{gamma, beta,
  * moving_mean, moving_variance}" with epsilon 1e-3. params_json may set
- * "num_classes" (default 10), "filters" (default [16, 32, 64]: the stages)
- * and "batch_norm_momentum" (default 0.99). user is unused.
+ * "num_classes" (default 10), "filters" (default [16, 32, 64]: the stages),
+ * "batch_norm_momentum" (default 0.99) and "label_smoothing" (default 0:
+ * tl_softmax_xent exactly; tl_sparse_softmax_xent's s). user is unused.
  * Errors (TL_EINVAL, in the graph's status): features of rank other than 3
  * or 4, a params value out of range ("cnn: params filters[1] must be an int
  * in [1, 65536], got 0").

@@ -14,21 +14,21 @@
  * keff = (k - 1)·dilation + 1.
  *
  * Engines. Convolution and pooling run on oneDNN 2.6 (vision_dnnl.h: plans
- * built once per thread and geometry, one thread, user scratchpad), except
- * the convolution passes that an im2col + OpenBLAS GEMM (tl_k_matmul) does
- * faster, measured by bench/bench_conv.c — see "Which engine" below. Resize
- * is plain C loops: TF's index and weight arithmetic is float32 in a fixed
- * order that oneDNN's resampling does not reproduce (it maps coordinates as
- * round((y + 0.5)·in/out - 0.5) and weights its two neighbours differently),
- * and the loops are memory-bound anyway.
+ * built once per thread and geometry, one thread, user scratchpad); an
+ * im2col + OpenBLAS GEMM (tl_k_matmul) engine does the convolutions on
+ * request, measured against it by bench/bench_conv.c — see "Which engine"
+ * below. Resize is plain C loops: TF's index and weight arithmetic is
+ * float32 in a fixed order that oneDNN's resampling does not reproduce (it
+ * maps coordinates as round((y + 0.5)·in/out - 0.5) and weights its two
+ * neighbours differently), and the loops are memory-bound anyway.
  *
- * Scratch. oneDNN's passes reorder NHWC / HWIO into its blocked layouts and
- * back, and the GEMM passes lay out im2col columns; both live in the
- * caller's scratch, whose size (floats) tl_k_conv2d_scratch and
- * tl_k_pool2d_scratch tell. The first call on a thread for a geometry builds
- * its plan (allocating); later calls allocate nothing of tpuloop's (oneDNN's
- * execute makes a few transient allocations of its own per call; see
- * vision_dnnl.h).
+ * Scratch. oneDNN's passes reorder the HWIO filter (and, on its blocked
+ * layouts, the images) into its layouts and back, and the GEMM passes lay
+ * out im2col columns; both live in the caller's scratch, whose size
+ * (floats) tl_k_conv2d_scratch and tl_k_pool2d_scratch tell. The first call
+ * on a thread for a geometry builds its plan (allocating); later calls
+ * allocate nothing of tpuloop's (oneDNN's execute makes a few transient
+ * allocations of its own per call; see vision_dnnl.h).
  *
  * Determinism. oneDNN runs single-threaded in the calling thread
  * (omp_set_num_threads(1) on that thread before any primitive is created or
@@ -38,52 +38,65 @@
  * bits on the same machine. Another CPU may pick other oneDNN kernels (AVX2
  * against AVX-512) and round differently.
  *
- * Which engine. bench/bench_conv.c, `bench_conv 30`: batch 128, SAME, one
- * thread, 30 alternating rounds, ms min-max, on the 2-core AMD EPYC (Zen 3,
- * AVX2; oneDNN picks jit:avx2 on its blocked nChw8c layouts, plus reorders)
- * this was written on, shared with other builds (load ~12): only the
- * minima mean much, and they move by a third between runs. The CNN's shapes,
- * then two more to place the line:
+ * Layouts. oneDNN's convolutions read x and write y (and dy, dx) as NHWC
+ * in place, with only the filter reordered into its layout, wherever it has
+ * a JIT kernel for NHWC (every geometry tried on AVX2 and AVX-512, grouped
+ * and depthwise included; a "ref:" kernel counts as none): TL_K_CONV_DNNL.
+ * Where it has none, the pass falls back to its blocked layouts (nChw16c on
+ * AVX-512, nChw8c on AVX2), reordering the images in and out; the training
+ * pair below then shares those reorders between the passes.
+ * TL_K_CONV_DNNL_BLOCKED asks for the blocked layouts always, for the tests
+ * and bench_conv.
  *
- *     shape                  pass          oneDNN        im2col+GEMM   AUTO
- *     28x28x16 3x3 16->16    forward       16.27-25.13   22.73-46.20   oneDNN
- *     28x28x16 3x3 16->16    grad_input     7.30-21.48   33.11-54.07   oneDNN
- *     28x28x16 3x3 16->16    grad_filter   12.64-27.69   20.38-43.19   oneDNN
- *     14x14x32 3x3 32->32    forward        7.79-33.90   12.07-29.39   oneDNN
- *     14x14x32 3x3 32->32    grad_input     9.49-18.04   18.65-26.62   oneDNN
- *     14x14x32 3x3 32->32    grad_filter   11.59-21.11   10.98-29.25   GEMM
- *     7x7x64 3x3 64->64      forward        6.29-34.94   11.40-35.12   oneDNN
- *     7x7x64 3x3 64->64      grad_input     9.59-27.99   15.75-46.17   oneDNN
- *     7x7x64 3x3 64->64      grad_filter   15.41-30.03   15.42-34.11   GEMM
- *     28x28x16 1x1/2 16->32  forward        1.93-14.32    1.74-12.78   GEMM
- *     28x28x16 1x1/2 16->32  grad_input     1.76-10.55    1.30-11.79   GEMM
- *     28x28x16 1x1/2 16->32  grad_filter    2.27-12.99    1.63-14.06   GEMM
- *     14x14x32 1x1/2 32->64  forward        0.91-9.66     0.70-9.25    GEMM
- *     14x14x32 1x1/2 32->64  grad_input     0.99-9.64     0.88-9.41    GEMM
- *     14x14x32 1x1/2 32->64  grad_filter    0.95-13.42    0.71-11.63   GEMM
- *     28x28x16 3x3/2 16->32  forward        7.23-24.27   10.99-33.38   oneDNN
- *     28x28x16 3x3/2 16->32  grad_input     8.34-18.87   18.11-30.88   oneDNN
- *     28x28x16 3x3/2 16->32  grad_filter    9.58-25.96   10.52-42.42   oneDNN
- *     14x14x32 3x3/2 32->64  forward        8.37-22.17    8.34-20.59   oneDNN
- *     14x14x32 3x3/2 32->64  grad_input     4.12-21.89    7.42-24.71   oneDNN
- *     14x14x32 3x3/2 32->64  grad_filter    8.36-29.28    8.54-27.66   GEMM
- *     14x14x64 3x3 64->64    forward       52.10-119.77  69.42-129.00  oneDNN
- *     14x14x64 3x3 64->64    grad_input    49.19-72.29   54.53-112.65  oneDNN
- *     14x14x64 3x3 64->64    grad_filter   64.60-95.26   60.45-95.02   GEMM
- *     7x7x32 3x3 32->32      forward        1.48-9.72     2.04-14.70   oneDNN
- *     7x7x32 3x3 32->32      grad_input     1.25-10.48    2.34-17.08   oneDNN
- *     7x7x32 3x3 32->32      grad_filter    1.74-9.82     1.75-18.12   GEMM
+ * Which engine. bench/bench_conv.c, `bench_conv 9`: batch 128, SAME, one
+ * thread, 9 rotating rounds, minimum ms, on a 2-core Intel Xeon VM with
+ * AVX-512 (oneDNN 2.6's jit:avx512_core and brgconv kernels), then the same
+ * run under ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's jit:avx2; OpenBLAS keeps its
+ * AVX-512 GEMM). NHWC is oneDNN in place, blocked its own layouts with the
+ * reorders, GEMM im2col + OpenBLAS:
  *
- * So (tl_k_conv2d_engine): oneDNN for the forward and input gradient of
- * every 3x3 (ahead in every run, by up to 4.5x; the closest, the 7x7x64
- * and 14x14x32/2 forwards, came within 10% in one of three runs); im2col +
- * GEMM for 1x1 convolutions (x itself, or a strided gather of it, is the
- * GEMM operand: a tie within the noise on forward and input gradient, ahead
- * on the filter gradient) and for the filter gradient with c >= 32 (a tie
- * within the noise, 0.95-1.1x; at c = 16, oneDNN is 1.1-1.6x ahead). Ties go
- * to GEMM because it allocates nothing per call, where oneDNN's execute
- * makes 14-15 small transient allocations of its own (the bench counts
- * them). Groups > 1 (grouped, depthwise) always run on oneDNN.
+ *                                           AVX-512                AVX2
+ *   shape                 pass          NHWC blocked   GEMM     NHWC blocked   GEMM
+ *   28x28x1 3x3 1->16     forward       0.52   0.71   2.98     0.43   0.86   3.00
+ *   28x28x1 3x3 1->16     grad_input    2.41   3.28   2.91     2.22   2.88   2.80
+ *   28x28x1 3x3 1->16     grad_filter   0.24   0.68   3.11     0.45   2.60   3.17
+ *   28x28x16 3x3 16->16   forward       2.71   3.39   8.00     5.10   6.16   7.90
+ *   28x28x16 3x3 16->16   grad_input    2.43   3.27   8.28     3.92   4.96   8.78
+ *   28x28x16 3x3 16->16   grad_filter   2.05   3.46   8.77     4.25   5.13   8.57
+ *   14x14x32 3x3 32->32   forward       2.24   2.71   5.12     3.58   4.07   5.03
+ *   14x14x32 3x3 32->32   grad_input    2.50   2.74   5.35     3.41   3.92   5.35
+ *   14x14x32 3x3 32->32   grad_filter   2.20   2.73   5.73     3.89   4.28   5.31
+ *   7x7x64 3x3 64->64     forward       2.23   2.33   3.97     3.62   3.84   3.79
+ *   7x7x64 3x3 64->64     grad_input    2.20   2.21   3.75     3.36   3.50   3.49
+ *   7x7x64 3x3 64->64     grad_filter   2.24   2.52   4.08     3.67   3.79   3.82
+ *   28x28x16 1x1/2 16->32 forward       0.41   0.95   0.63     0.42   1.05   0.61
+ *   28x28x16 1x1/2 16->32 grad_input    0.35   1.05   0.79     0.50   1.12   0.79
+ *   28x28x16 1x1/2 16->32 grad_filter   0.34   0.95   0.66     0.50   1.10   0.65
+ *   14x14x32 1x1/2 32->64 forward       0.23   0.51   0.33     0.27   0.62   0.31
+ *   14x14x32 1x1/2 32->64 grad_input    0.22   0.57   0.42     0.37   0.69   0.41
+ *   14x14x32 1x1/2 32->64 grad_filter   0.22   0.54   0.38     0.33   0.67   0.36
+ *   28x28x16 3x3/2 16->32 forward       1.28   1.82   2.87     1.82   2.57   2.66
+ *   28x28x16 3x3/2 16->32 grad_input    1.35   2.00   3.08     2.05   2.67   2.89
+ *   28x28x16 3x3/2 16->32 grad_filter   1.48   2.08   3.18     2.36   2.77   2.93
+ *   14x14x32 3x3/2 32->64 forward       1.28   1.44   1.98     1.93   2.30   1.87
+ *   14x14x32 3x3/2 32->64 grad_input    1.36   1.71   2.09     2.21   2.45   2.01
+ *   14x14x32 3x3/2 32->64 grad_filter   1.53   1.76   2.15     2.11   2.31   2.00
+ *   14x14x64 3x3 64->64   forward       8.94  10.34  16.37    14.38  15.83  15.45
+ *   14x14x64 3x3 64->64   grad_input   10.82  10.49  15.26    13.59  14.74  14.42
+ *   14x14x64 3x3 64->64   grad_filter   8.61  10.71  15.37    15.43  16.42  15.30
+ *   7x7x32 3x3 32->32     forward       0.49   0.54   1.19     0.88   0.95   1.18
+ *   7x7x32 3x3 32->32     grad_input    0.48   0.53   1.22     0.81   0.87   1.22
+ *   7x7x32 3x3 32->32     grad_filter   0.52   0.64   1.27     0.90   0.96   1.29
+ *
+ * So (tl_k_conv2d_engine): oneDNN for every pass of every geometry. On
+ * AVX-512 its NHWC kernels lead everywhere, by 1.1-4x over GEMM and up to
+ * 2.8x over its own blocked layouts (the reorders cost more than the
+ * kernels save); on AVX2 they lead or tie (within 10 %: GEMM is ahead on
+ * the 14x14x32/2 passes by 3-9 %). The CNN's training step gets 1.2x
+ * faster than with the blocked layouts and GEMM for 1x1 and the c >= 32
+ * filter gradients (the rule measured on an AVX2 AMD EPYC before, where
+ * only the blocked layouts were tried). The im2col + GEMM engine stays for
+ * TL_K_CONV_GEMM: the tests hold oneDNN against it.
  *
  * Errors: a geometry that does not fit (a negative size, a window larger
  * than the padded input) is a bug in the caller (TL_ASSERT): the graph
@@ -165,12 +178,12 @@ tl_status tl_k_conv2d_grad_input(const tl_k_conv_geom *cv, const float *restrict
 tl_status tl_k_conv2d_grad_filter(const tl_k_conv_geom *cv, const float *restrict x, const float *restrict dy,
                                   float *restrict df, float *restrict scratch, int64_t scratch_floats);
 /*
- * The training step's pair, on oneDNN for every pass (else TL_EINVAL):
- * oneDNN reorders x (n, h, w, c) to its blocked layout for the forward and
- * again for the filter gradient, and dy for each gradient. The forward
- * tl_k_conv2d_keep leaves its blocked x in kept (tl_k_conv2d_kept floats; 0
- * when the two kernels want different layouts or x needs no reorder, and
- * then kept is not written), and tl_k_conv2d_backward computes dx and df in
+ * The training step's pair, on oneDNN for every pass (else TL_EINVAL). On
+ * its blocked layouts (see "Layouts" at the top), oneDNN reorders x (n, h,
+ * w, c) for the forward and again for the filter gradient, and dy for each
+ * gradient. The forward tl_k_conv2d_keep leaves its blocked x in kept
+ * (tl_k_conv2d_kept floats; 0 when the two kernels want different layouts
+ * or x needs no reorder, as on NHWC in place, and then kept is not written), and tl_k_conv2d_backward computes dx and df in
  * one plan, reordering dy once when both kernels want one layout and reading
  * x from kept (NULL: from x). The primitives are those of the separate
  * passes: the same bits as tl_k_conv2d, _grad_input and _grad_filter. The

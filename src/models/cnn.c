@@ -18,6 +18,7 @@ typedef struct cnn_params {
     int num_stages;
     int64_t filters[CNN_MAX_STAGES]; /* per stage; the stem has filters[0] */
     double momentum;                 /* batch norm's */
+    double label_smoothing;          /* the loss's, in [0, 1] */
 } cnn_params;
 
 /* The JSON text of v, for messages. */
@@ -32,7 +33,8 @@ static void json_text(const json_t *v, char *buf, size_t n)
  * (tpuloop/models.h). */
 static tl_status read_params(tl_graph *g, const char *params_json, cnn_params *c)
 {
-    *c = (cnn_params){.num_classes = 10, .num_stages = 3, .filters = {16, 32, 64}, .momentum = 0.99};
+    *c = (cnn_params){.num_classes = 10, .num_stages = 3, .filters = {16, 32, 64}, .momentum = 0.99,
+                      .label_smoothing = 0.0};
     json_t *params = params_json ? json_loads(params_json, 0, NULL) : NULL;
     tl_status st = TL_OK;
     char got[96];
@@ -70,6 +72,15 @@ static tl_status read_params(tl_graph *g, const char *params_json, cnn_params *c
             st = tl_model_bad(g, "cnn: params batch_norm_momentum must be a number in [0, 1), got %s", got);
         } else {
             c->momentum = json_number_value(v);
+        }
+    }
+    v = json_object_get(params, "label_smoothing");
+    if (st == TL_OK && v != NULL) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) <= 1.0)) {
+            json_text(v, got, sizeof got);
+            st = tl_model_bad(g, "cnn: params label_smoothing must be a number in [0, 1], got %s", got);
+        } else {
+            c->label_smoothing = json_number_value(v);
         }
     }
     json_decref(params);
@@ -139,6 +150,6 @@ tl_status tl_model_cnn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec,
     spec->logits = logits;
     spec->predictions = logits;
     if (a->mode != TL_MODE_PREDICT)
-        spec->loss = tl_mean(g, tl_softmax_xent(g, logits, a->labels));
+        spec->loss = tl_mean(g, tl_sparse_softmax_xent(g, logits, a->labels, c.label_smoothing));
     return tl_graph_status(g);
 }
