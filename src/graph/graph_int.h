@@ -20,6 +20,7 @@
 #define TL_MAX_OP_INPUTS 16
 #define TL_GRAPH_MAX_NODES (1 << 20)
 #define TL_NODE_IATTRS (2 * TL_MAX_RANK + 4) /* room for pad's (before, after) per axis */
+#define TL_SPMD_MAX_CORES 128 /* the cores of a partitioned replica: num_cores_per_replica's largest value */
 
 typedef enum {
     TL_OP_INPUT = 0,  /* features or labels, fed by the infeed */
@@ -123,6 +124,15 @@ typedef enum {
                             (batch, c) or (batch, 1, 1, c) */
     TL_OP_RESIZE,        /* iattr[0] tl_resize_method; the output size is the node's shape */
     TL_OP_VISION_LAST_,
+
+    TL_OP_SPMD_FIRST_,   /* ops_spmd.c: the collectives of a core's share of a partitioned replica (partition.h) */
+    TL_OP_SPMD_HALO,     /* in[0] this core's tile of an NHWC tensor; iattr[0..3] the region's offset, [4..7] its
+                            size, [8..11] the whole tensor's shape, [12..15] the core grid: the value is the region,
+                            gathered from every core's tile (spatial.h); the gradient reduces back in core order */
+    TL_OP_SPMD_GATHER,   /* iattr as TL_OP_SPMD_HALO with the region the whole tensor; its gradient is this core's
+                            tile of dy (dy is the same on every core) */
+    TL_OP_SPMD_SUM,      /* in[0] this core's partial; the value is the sum over the cores in core order; dx = dy */
+    TL_OP_SPMD_LAST_,
 
     TL_OP_COUNT_
 } tl_op_kind;

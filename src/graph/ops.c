@@ -3,6 +3,7 @@
 
 static const tl_op_family *const families[] = {
     &tl_ops_elementwise, &tl_ops_shape, &tl_ops_reduce, &tl_ops_norm, &tl_ops_linalg, &tl_ops_vision,
+    &tl_ops_spmd,
 };
 
 const tl_op_family *tl_op_family_of(tl_op_kind kind)

@@ -43,7 +43,7 @@ typedef struct tl_op_family {
 } tl_op_family;
 
 extern const tl_op_family tl_ops_elementwise, tl_ops_shape, tl_ops_reduce, tl_ops_norm, tl_ops_linalg,
-    tl_ops_vision;
+    tl_ops_vision, tl_ops_spmd;
 
 /* The family of kind, or NULL for the first ops (graph.c / exec.c). */
 const tl_op_family *tl_op_family_of(tl_op_kind kind);

@@ -62,6 +62,19 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
                                    tl_program **out);
 void tl_program_destroy(tl_program *p);
 
+struct tl_barrier;
+struct tl_exec;
+
+/* The cores of a partitioned replica (partition.h), as one core sees them:
+ * every core runs its own program over its own buffers, and the SPMD ops
+ * (ops_spmd.c) meet at the barrier and read the other cores' buffers. */
+typedef struct tl_spmd {
+    int ncores, core;
+    struct tl_barrier *barrier;            /* the replica's ncores threads */
+    const tl_program *const *progs;        /* (ncores) each core's program; node i is the same op on each */
+    const struct tl_exec *const *peers;    /* (ncores) each core's buffers; peers[core] is this core's */
+} tl_spmd;
+
 /* A replica's view of memory while it runs a program. */
 typedef struct tl_exec {
     float *act;               /* (act_floats) */
@@ -75,6 +88,7 @@ typedef struct tl_exec {
     int replica;
     float loss_scale;         /* d(loss) seed: 1, or 1/R for CrossShardOptimizer's MEAN */
     float state_scale;        /* 1/R: a state variable's update (its param_grad entry) is averaged over replicas */
+    const tl_spmd *spmd;      /* a core of a partitioned replica; NULL: the replica is one core */
 } tl_exec;
 
 /* Pointer to node t's value in e. */

@@ -1,0 +1,127 @@
+/* ops_spmd.c — the collectives a partitioned replica's cores run inside
+ * their programs (partition.h): the halo gather of a spatially split tensor
+ * and its core-ordered reduce, the gather of a whole tensor, and the sum of
+ * the cores' partials. Node i is the same op in every core's program, so a
+ * core finds another core's input or gradient of op i at that core's own
+ * offsets (e->spmd->progs, ->peers).
+ *
+ * Each collective meets the other cores at the replica's barrier before it
+ * reads their buffers and again after, so no core writes a buffer (its next
+ * step's) while another still reads it. */
+#include <string.h>
+
+#include "ops.h"
+#include "../base/thread.h"
+#include "spatial.h"
+
+_Static_assert(TL_NODE_IATTRS >= 16, "a HALO or GATHER node keeps 16 integers");
+
+/* The whole tensor's shape and the grid of a HALO or GATHER node. */
+static const int64_t *whole_shape(const tl_node *nd)
+{
+    return nd->iattr + 8;
+}
+
+static const int64_t *grid(const tl_node *nd)
+{
+    return nd->iattr + 12;
+}
+
+static tl_box region_of(const tl_node *nd)
+{
+    tl_box b;
+    memcpy(b.off, nd->iattr, sizeof b.off);
+    memcpy(b.size, nd->iattr + 4, sizeof b.size);
+    return b;
+}
+
+static tl_status meet(const tl_exec *e)
+{
+    if (tl_barrier_wait(e->spmd->barrier) != TL_WAIT_OK)
+        return tl_error(TL_ERUNTIME, "spmd: the replica's barrier was broken: another core of the replica failed");
+    return TL_OK;
+}
+
+static tl_status need_spmd(const tl_exec *e, const tl_node *nd)
+{
+    if (e->spmd == NULL || e->spmd->ncores > TL_SPMD_MAX_CORES)
+        return tl_error(TL_EINVAL, "spmd: op %d runs only on a partitioned replica's cores (at most %d)", (int)nd->op,
+                        TL_SPMD_MAX_CORES);
+    return TL_OK;
+}
+
+/* Core q's tile of the whole tensor of a HALO / GATHER node. */
+static tl_box tile_of(const tl_node *nd, int q)
+{
+    tl_box b;
+    tl_status st = tl_spatial_tile(whole_shape(nd), grid(nd), q, &b);
+    TL_ASSERT(st == TL_OK); /* the partitioner made the grid */
+    (void)st;
+    return b;
+}
+
+static tl_status forward(const tl_program *p, tl_exec *e, int i)
+{
+    const tl_node *nd = &p->g->nodes[i];
+    tl_status st = need_spmd(e, nd);
+    if (st != TL_OK || (st = meet(e)) != TL_OK)
+        return st;
+    const tl_spmd *sp = e->spmd;
+    const float *bufs[TL_SPMD_MAX_CORES];
+    for (int q = 0; q < sp->ncores; q++)
+        bufs[q] = tl_exec_value(sp->progs[q], sp->peers[q], nd->in[0]);
+    float *y = tl_exec_value(p, e, i);
+    if (nd->op == TL_OP_SPMD_SUM) {
+        memcpy(y, bufs[0], (size_t)nd->size * sizeof *y);
+        for (int q = 1; q < sp->ncores; q++)
+            for (int64_t k = 0; k < nd->size; k++)
+                y[k] += bufs[q][k];
+    } else {
+        tl_box tiles[TL_SPMD_MAX_CORES], need = region_of(nd);
+        for (int q = 0; q < sp->ncores; q++)
+            tiles[q] = tile_of(nd, q);
+        tl_spatial_gather(&need, sp->ncores, tiles, bufs, y);
+    }
+    return meet(e);
+}
+
+static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor)
+{
+    const tl_node *nd = &p->g->nodes[i];
+    tl_status st = need_spmd(e, nd);
+    if (st != TL_OK)
+        return st;
+    const tl_spmd *sp = e->spmd;
+    const float *dy = tl_op_grad(p, e, i);
+    /* Every core runs the same backward ops: those whose input wants no
+     * gradient skip the barriers on every core alike. */
+    if (!tl_op_wants(p, i, 0))
+        return TL_OK;
+    const tl_node *x = &p->g->nodes[nd->in[0]];
+    float *dx = tl_op_dst(p, e, i, 0, cursor);
+    switch (nd->op) {
+    case TL_OP_SPMD_SUM: memcpy(dx, dy, (size_t)x->size * sizeof *dx); break;
+    case TL_OP_SPMD_GATHER: {
+        tl_box all = region_of(nd), mine = tile_of(nd, sp->core);
+        tl_spatial_gather(&mine, 1, &all, &dy, dx);
+        break;
+    }
+    default: { /* TL_OP_SPMD_HALO */
+        if ((st = meet(e)) != TL_OK)
+            return st;
+        tl_box needs[TL_SPMD_MAX_CORES], mine = tile_of(nd, sp->core);
+        const float *rgrads[TL_SPMD_MAX_CORES];
+        for (int q = 0; q < sp->ncores; q++) {
+            needs[q] = region_of(&sp->progs[q]->g->nodes[i]);
+            rgrads[q] = tl_op_grad(sp->progs[q], sp->peers[q], i);
+        }
+        tl_spatial_reduce(&mine, sp->ncores, needs, rgrads, dx);
+        st = meet(e);
+        break;
+    }
+    }
+    tl_op_finish(p, e, i, 0, dx);
+    return st;
+}
+
+const tl_op_family tl_ops_spmd = {"spmd", TL_OP_SPMD_FIRST_, TL_OP_SPMD_LAST_, forward, backward, NULL, NULL, NULL};

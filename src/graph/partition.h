@@ -1,0 +1,61 @@
+/*
+ * partition.h — SPMD partitioning of a traced graph over the cores of one
+ * replica (num_cores_per_replica with input_partition_dims; issue 16).
+ *
+ * The partitioner rewrites a graph, once per core, into the graph that core
+ * runs: the same ops in the same order on its share of the data, with the
+ * collectives (ops_spmd.c) that keep the math equal to the unpartitioned
+ * graph's. One input, an NHWC image batch, is split by a grid (gn, gh, gw,
+ * gc) as tl_partition_tile splits it (spatial.h); every other input is whole
+ * on every core. Each value is then either a tile (split by the grid, as its
+ * producer's output) or whole (the same bits on every core):
+ *
+ *   op on tiles                    this core runs
+ *   ---------------------------    ----------------------------------------------
+ *   conv2d, depthwise_conv2d       the halo gather of x (TL_OP_SPMD_HALO), then the conv of
+ *     (channels not split)         the region with the padding it lacks: the output tile
+ *   max_pool2d, avg_pool2d         the same with the pool
+ *   global_avg_pool2d              the tile's sum, summed over the cores (TL_OP_SPMD_SUM),
+ *     (batch, channels not split)    times 1 / (h·w): whole
+ *   element-wise ops, bias_add,    the op on the tiles, where every tiled operand has the
+ *     activations, casts             output's tiling and every whole one broadcasts only
+ *                                  over dimensions the grid does not split: a tile
+ *   anything else                  its tiled inputs gathered whole (TL_OP_SPMD_GATHER),
+ *                                  then the op as traced: whole (correct, slower; counted
+ *                                  in gathered, and the plan says so)
+ *
+ * Gradients follow the ops: a halo's gradient reduces back onto the tiles in
+ * core order, a gather's is each core's tile of dy, a sum's is dy. A
+ * variable read by an op on tiles gets a partial gradient on each core (the
+ * replica's gradient is their sum); one read only by whole ops gets the
+ * whole gradient on every core (the replica's gradient is any one core's):
+ * var_partial says which. A variable read both ways is refused for now.
+ *
+ * Every tile must hold at least one element: a grid that leaves a core an
+ * empty tile of some value (5 rows in 4: 2, 2, 1, 0) is an error naming the
+ * value and the dimension.
+ */
+#ifndef TL_GRAPH_PARTITION_H
+#define TL_GRAPH_PARTITION_H
+
+#include "graph_int.h"
+
+typedef struct tl_partition {
+    tl_graph *g;        /* this core's graph (owned), on the source graph's variable store */
+    tl_t *map;          /* (source nodes) the node of g holding each source value: its tile or whole */
+    bool *tiled;        /* (source nodes) whether map[i] is a tile */
+    bool *var_partial;  /* (variables) the gradient on a core is a partial of the replica's */
+    int gathered;       /* ops with no rule for tiles, whose inputs were gathered whole */
+} tl_partition;
+
+/*
+ * Partitions src for core `core` of the grid (gn, gh, gw, gc; the cores
+ * number prod(grid)), with input `input` (an NHWC float32 input of src)
+ * split by the grid. Errors (TL_EINVAL): input not such an input, a grid
+ * entry < 1 or more than TL_SPMD_MAX_CORES cores, an empty tile, a variable
+ * read by ops on tiles and by whole ops; TL_ENOMEM.
+ */
+tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid[4], int core, tl_partition *out);
+void tl_partition_free(tl_partition *pt);
+
+#endif /* TL_GRAPH_PARTITION_H */

@@ -1,0 +1,289 @@
+/* SPMD partitioning (src/graph/partition.h) run for real: a replica's C
+ * cores are C threads, each running its own core's program over its tile of
+ * the images, meeting in the halo gathers, gathers and sums of ops_spmd.c.
+ * The loss and every variable's gradient equal the unpartitioned program's
+ * to float tolerance at grids [1,2,1,1], [1,1,2,1], [1,2,2,1], [1,4,1,1] and
+ * [2,1,2,1], on an image size that splits unevenly; every core holds the
+ * same bits of the loss; two runs give the same bits. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/thread.h"
+#include "graph/partition.h"
+#include "graph/program.h"
+#include "graph/spatial.h"
+#include "tpuloop/graph.h"
+
+enum { B = 2, H = 13, W = 9, CIN = 3, CLASSES = 4, MAXCORES = 4 }; /* 13 rows: no empty tile in 4 at any layer */
+
+/* A BN-free conv net over every rule of the partitioner: convs (3x3 SAME,
+ * 3x3 stride 2, 1x1), a max pool with overlapping windows, a residual add,
+ * a bias and ReLUs on tiles, global average pooling, then whole ops. */
+static tl_t conv_net(tl_graph *g, tl_t x, tl_t labels)
+{
+    tl_initializer glorot = {TL_INIT_GLOROT_UNIFORM, 0, 0};
+    tl_conv2d_attrs same = {.strides = {1, 1}, .dilations = {1, 1}, .padding = TL_PAD_SAME, .groups = 1};
+    tl_conv2d_attrs down = {.strides = {2, 2}, .dilations = {1, 1}, .padding = TL_PAD_SAME, .groups = 1};
+    tl_t f1 = tl_variable(g, "c1/kernel", (int64_t[]){3, 3, CIN, 6}, 4, glorot);
+    tl_t b1 = tl_variable(g, "c1/bias", (int64_t[]){6}, 1, (tl_initializer){TL_INIT_CONSTANT, 0.1, 0});
+    tl_t h = tl_relu(g, tl_bias_add(g, tl_conv2d(g, x, f1, &same), b1));
+    tl_t f2 = tl_variable(g, "c2/kernel", (int64_t[]){3, 3, 6, 6}, 4, glorot);
+    tl_t r = tl_relu(g, tl_add(g, tl_conv2d(g, h, f2, &same), h));
+    tl_t p = tl_max_pool2d(g, r, (int64_t[]){3, 3}, (int64_t[]){2, 2}, TL_PAD_SAME);
+    tl_t f3 = tl_variable(g, "c3/kernel", (int64_t[]){3, 3, 6, 8}, 4, glorot);
+    tl_t f4 = tl_variable(g, "c4/kernel", (int64_t[]){1, 1, 8, 8}, 4, glorot);
+    tl_t q = tl_conv2d(g, tl_relu(g, tl_conv2d(g, p, f3, &down)), f4, &same);
+    tl_t logits = tl_dense(g, tl_global_avg_pool2d(g, q, false), CLASSES, TL_ACT_NONE, "dense");
+    return tl_mean(g, tl_softmax_xent(g, logits, labels));
+}
+
+typedef struct model {
+    tl_vars *vars;
+    tl_graph *g;
+    tl_t x, labels, loss;
+    float *params, *xv;
+    int32_t yv[B];
+} model;
+
+static void model_build(model *m)
+{
+    memset(m, 0, sizeof *m);
+    cr_assert_eq(tl_vars_create(&m->vars), TL_OK);
+    cr_assert_eq(tl_graph_create(m->vars, TL_MODE_TRAIN, &m->g), TL_OK);
+    m->x = tl_graph_input(m->g, TL_F32, (int64_t[]){B, H, W, CIN}, 4);
+    m->labels = tl_graph_input(m->g, TL_I32, (int64_t[]){B}, 1);
+    m->loss = conv_net(m->g, m->x, m->labels);
+    cr_assert_eq(tl_graph_status(m->g), TL_OK, "%s", tl_graph_error(m->g));
+    cr_assert_eq(tl_vars_layout(m->vars), TL_OK);
+    m->params = calloc((size_t)m->vars->total, sizeof(float));
+    tl_vars_initialize(m->vars, 7, m->params);
+    m->xv = malloc(B * H * W * CIN * sizeof(float));
+    for (int i = 0; i < B * H * W * CIN; i++)
+        m->xv[i] = (float)((i * 7919) % 23 - 11) / 11.0f;
+    for (int b = 0; b < B; b++)
+        m->yv[b] = (b * 3 + 1) % CLASSES;
+}
+
+static void model_free(model *m)
+{
+    free(m->params);
+    free(m->xv);
+    tl_graph_destroy(m->g);
+    tl_vars_destroy(m->vars);
+}
+
+static void exec_alloc(tl_exec *e, const tl_program *p, const model *m)
+{
+    memset(e, 0, sizeof *e);
+    e->act = calloc((size_t)p->act_floats + 1, sizeof(float));
+    e->grad = calloc((size_t)p->grad_floats + 1, sizeof(float));
+    e->mask = calloc((size_t)p->mask_bytes + 1, 1);
+    e->scratch = calloc((size_t)p->scratch_floats + 1, sizeof(float));
+    e->param_grad = calloc((size_t)m->vars->total, sizeof(float));
+    e->params = m->params;
+    e->loss_scale = e->state_scale = 1.0f;
+}
+
+static void exec_free(tl_exec *e)
+{
+    free(e->act), free(e->grad), free(e->mask), free(e->scratch), free(e->param_grad);
+}
+
+/* One core of the replica. */
+typedef struct core {
+    const model *m;
+    int64_t grid[4];
+    tl_partition pt;
+    tl_program *p;
+    tl_exec e;
+    tl_spmd sp;
+    tl_status st;
+    char err[512];
+    float loss;
+} core;
+
+static void *core_main(void *arg)
+{
+    core *c = arg;
+    const model *m = c->m;
+    /* This core's tile of the images and the whole labels. */
+    tl_box tile, all = {{0, 0, 0, 0}, {B, H, W, CIN}};
+    c->st = tl_spatial_tile(all.size, c->grid, c->sp.core, &tile);
+    if (c->st == TL_OK) {
+        const float *whole = m->xv;
+        tl_spatial_gather(&tile, 1, &all, &whole, tl_exec_value(c->p, &c->e, c->pt.map[m->x]));
+        memcpy(tl_exec_value(c->p, &c->e, c->pt.map[m->labels]), m->yv, sizeof m->yv);
+        c->st = tl_program_forward(c->p, &c->e);
+    }
+    if (c->st == TL_OK)
+        c->st = tl_program_backward(c->p, &c->e);
+    if (c->st != TL_OK) {
+        snprintf(c->err, sizeof c->err, "%s", tl_last_error());
+        tl_barrier_break(c->sp.barrier); /* the others stop waiting for this core */
+    } else {
+        c->loss = *tl_exec_value(c->p, &c->e, c->pt.map[m->loss]);
+    }
+    return NULL;
+}
+
+/* The replica's gradient from its cores': the sum over the cores of a
+ * variable's partials, or core 0's whole one. */
+static void replica_grad(const model *m, core *cs, int n, float *out)
+{
+    for (int v = 0; v < m->vars->n; v++) {
+        const tl_var *var = &m->vars->v[v];
+        for (int64_t k = 0; k < var->size; k++) {
+            float s = cs[0].e.param_grad[var->offset + k];
+            for (int q = 1; cs[0].pt.var_partial[v] && q < n; q++)
+                s += cs[q].e.param_grad[var->offset + k];
+            out[var->offset + k] = s;
+        }
+    }
+}
+
+/* Runs the partitioned replica at grid: its loss (every core's, the same
+ * bits) and its gradient into grad (vars->total). */
+static float run_partitioned(const model *m, const int64_t grid[4], float *grad, int *gathered)
+{
+    int n = (int)(grid[0] * grid[1] * grid[2] * grid[3]);
+    cr_assert(n <= MAXCORES);
+    core cs[MAXCORES];
+    const tl_program *progs[MAXCORES];
+    const tl_exec *peers[MAXCORES];
+    tl_barrier bar;
+    cr_assert_eq(tl_barrier_init(&bar, n, 0), TL_OK);
+    for (int q = 0; q < n; q++) {
+        core *c = &cs[q];
+        memset(c, 0, sizeof *c);
+        c->m = m;
+        memcpy(c->grid, grid, sizeof c->grid);
+        cr_assert_eq(tl_partition_graph(m->g, m->x, grid, q, &c->pt), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_compile_fused(c->pt.g, c->pt.map[m->loss], true, NULL, 0, &c->p), TL_OK, "%s",
+                     tl_last_error());
+        exec_alloc(&c->e, c->p, m);
+        progs[q] = c->p;
+        peers[q] = &c->e;
+    }
+    pthread_t th[MAXCORES];
+    for (int q = 0; q < n; q++) {
+        cs[q].sp = (tl_spmd){n, q, &bar, progs, peers};
+        cs[q].e.spmd = &cs[q].sp;
+        cr_assert_eq(pthread_create(&th[q], NULL, core_main, &cs[q]), 0);
+    }
+    for (int q = 0; q < n; q++)
+        pthread_join(th[q], NULL);
+    for (int q = 0; q < n; q++)
+        cr_assert_eq(cs[q].st, TL_OK, "core %d: %s", q, cs[q].err);
+    for (int q = 1; q < n; q++)
+        cr_assert(memcmp(&cs[q].loss, &cs[0].loss, sizeof(float)) == 0, "core %d's loss %.9g, core 0's %.9g", q,
+                  (double)cs[q].loss, (double)cs[0].loss);
+    replica_grad(m, cs, n, grad);
+    *gathered = cs[0].pt.gathered;
+    float loss = cs[0].loss;
+    for (int q = 0; q < n; q++) {
+        exec_free(&cs[q].e);
+        tl_program_destroy(cs[q].p);
+        tl_partition_free(&cs[q].pt);
+    }
+    tl_barrier_close(&bar);
+    return loss;
+}
+
+static float run_whole(const model *m, float *grad)
+{
+    tl_program *p;
+    cr_assert_eq(tl_program_compile_fused(m->g, m->loss, true, NULL, 0, &p), TL_OK, "%s", tl_last_error());
+    tl_exec e;
+    exec_alloc(&e, p, m);
+    memcpy(tl_exec_value(p, &e, m->x), m->xv, B * H * W * CIN * sizeof(float));
+    memcpy(tl_exec_value(p, &e, m->labels), m->yv, sizeof m->yv);
+    cr_assert_eq(tl_program_forward(p, &e), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_program_backward(p, &e), TL_OK, "%s", tl_last_error());
+    float loss = *tl_exec_value(p, &e, m->loss);
+    memcpy(grad, e.param_grad, (size_t)m->vars->total * sizeof(float));
+    exec_free(&e);
+    tl_program_destroy(p);
+    return loss;
+}
+
+Test(spmd, partitioned_conv_net_equals_the_whole)
+{
+    static const int64_t grids[][4] = {{1, 2, 1, 1}, {1, 1, 2, 1}, {1, 2, 2, 1}, {1, 4, 1, 1}, {2, 1, 2, 1}};
+    model m;
+    model_build(&m);
+    float *want = malloc((size_t)m.vars->total * sizeof(float));
+    float *got = malloc((size_t)m.vars->total * sizeof(float)), *again = malloc((size_t)m.vars->total * sizeof(float));
+    float loss = run_whole(&m, want);
+    for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++) {
+        const int64_t *g = grids[gi];
+        int gathered;
+        float l = run_partitioned(&m, g, got, &gathered);
+        /* Every op has a rule for tiles, but global pooling with the
+         * batch split gathers (its cores hold other examples). */
+        cr_assert_eq(gathered, g[0] > 1, "grid [%lld,%lld,%lld,%lld]: %d gathered", (long long)g[0],
+                     (long long)g[1], (long long)g[2], (long long)g[3], gathered);
+        cr_assert(fabsf(l - loss) <= 1e-5f * fabsf(loss), "grid [%lld,%lld,%lld,%lld]: loss %.9g, whole %.9g",
+                  (long long)g[0], (long long)g[1], (long long)g[2], (long long)g[3], (double)l, (double)loss);
+        for (int v = 0; v < m.vars->n; v++) {
+            const tl_var *var = &m.vars->v[v];
+            double top = 0, err = 0;
+            for (int64_t k = 0; k < var->size; k++) {
+                top = fmax(top, fabs(want[var->offset + k]));
+                err = fmax(err, fabs((double)got[var->offset + k] - want[var->offset + k]));
+            }
+            cr_assert(top > 0, "%s has a gradient", var->name);
+            cr_assert(err <= 1e-5 * top, "grid [%lld,%lld,%lld,%lld]: %s's gradient is off by %.3g of its %.3g",
+                      (long long)g[0], (long long)g[1], (long long)g[2], (long long)g[3], var->name, err, top);
+        }
+        float l2 = run_partitioned(&m, g, again, &gathered);
+        cr_assert(memcmp(&l, &l2, sizeof l) == 0 && memcmp(got, again, (size_t)m.vars->total * sizeof(float)) == 0,
+                  "a second run gives the same bits");
+    }
+    free(want), free(got), free(again);
+    model_free(&m);
+}
+
+/* A value read by ops on tiles and by whole ops is refused, naming it. */
+Test(spmd, a_variable_read_both_ways_is_refused)
+{
+    tl_vars *vars;
+    tl_graph *g;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    tl_t x = tl_graph_input(g, TL_F32, (int64_t[]){1, 4, 4, 2}, 4);
+    tl_t s = tl_variable(g, "scale", (int64_t[]){2}, 1, (tl_initializer){TL_INIT_CONSTANT, 1, 0});
+    tl_t y = tl_mul(g, x, s);                     /* on tiles */
+    tl_t z = tl_mul(g, tl_global_avg_pool2d(g, y, false), s); /* whole */
+    tl_t loss = tl_mean(g, z);
+    cr_assert_eq(tl_graph_status(g), TL_OK, "%s", tl_graph_error(g));
+    (void)loss;
+    tl_partition pt;
+    cr_assert_eq(tl_partition_graph(g, x, (int64_t[]){1, 2, 1, 1}, 0, &pt), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "variable scale is read both by ops on tiles and by whole ops") != NULL, "%s",
+              tl_last_error());
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
+}
+
+/* A grid that leaves a core no rows is refused, naming the dimension. */
+Test(spmd, an_empty_tile_is_refused)
+{
+    tl_vars *vars;
+    tl_graph *g;
+    cr_assert_eq(tl_vars_create(&vars), TL_OK);
+    cr_assert_eq(tl_graph_create(vars, TL_MODE_TRAIN, &g), TL_OK);
+    tl_t x = tl_graph_input(g, TL_F32, (int64_t[]){1, 5, 4, 2}, 4);
+    tl_t loss = tl_mean(g, tl_relu(g, x));
+    cr_assert_eq(tl_graph_status(g), TL_OK);
+    (void)loss;
+    tl_partition pt;
+    cr_assert_eq(tl_partition_graph(g, x, (int64_t[]){1, 4, 1, 1}, 3, &pt), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "dimension 1 of size 5 split in 4 leaves core 3 an empty tile") != NULL, "%s",
+              tl_last_error());
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
+}
