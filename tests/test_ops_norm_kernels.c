@@ -206,6 +206,76 @@ Test(ops_norm_kernels, batch_norm_fused_relu_is_relu_of_batch_norm_bit_for_bit)
     }
 }
 
+/* The split-batch pieces (norm.h): on one core they give _train's and
+ * _train_grad's bits; with the rows split in three uneven parts, merged and
+ * summed in order, they match the float64 twin as _train does. */
+Test(ops_norm_kernels, batch_norm_pieces_over_split_rows)
+{
+    for (size_t s = 0; s < NSHAPES; s++) {
+        int64_t rows = shapes[s][0], c = shapes[s][1], n = rows * c;
+        tk_buf x = tk_rand(n, 60, -2, 2), gamma = tk_rand(c, 61, -1.5, 1.5), beta = tk_rand(c, 62, -1, 1);
+        tk_buf dy = tk_rand(n, 63, -1, 1), y = tk_zeros(n), y2 = tk_zeros(n), dx = tk_zeros(n), dx2 = tk_zeros(n);
+        tk_buf dg = tk_zeros(c), db = tk_zeros(c);
+        double *st = tk_alloc((size_t)(8 * c) * sizeof(double)), *mean = st, *var = st + c, *m = st + 2 * c;
+        double *m2 = st + 3 * c, *s1 = st + 4 * c, *s2 = st + 5 * c, *pm = st + 6 * c, *pq = st + 7 * c;
+        for (int relu = 0; relu < 2; relu++) {
+            tl_k_batch_norm_train(rows, c, EPS, x.f, gamma.f, beta.f, relu, y.f, mean, var);
+            tl_k_batch_norm_train_grad(rows, c, EPS, x.f, gamma.f, beta.f, mean, var, relu, dy.f, dx.f, dg.f, db.f);
+            tl_k_batch_norm_stats(rows, c, x.f, m, m2);
+            for (int64_t j = 0; j < c; j++) {
+                cr_assert(m[j] == mean[j] && m2[j] / (double)rows == var[j], "channel %lld", (long long)j);
+                m2[j] /= (double)rows;
+            }
+            tl_k_batch_norm_apply(rows, c, EPS, x.f, gamma.f, beta.f, m, m2, relu, y2.f);
+            tk_assert_same_bits(n, y2.f, y.f, "apply on one core");
+            tl_k_batch_norm_grad_sums(rows, c, EPS, x.f, gamma.f, beta.f, m, m2, relu, dy.f, s1, s2);
+            for (int64_t j = 0; j < c; j++)
+                cr_assert((float)s1[j] == db.f[j] && (float)s2[j] == dg.f[j], "sums, channel %lld", (long long)j);
+            tl_k_batch_norm_grad_apply(rows, c, EPS, rows, x.f, gamma.f, beta.f, m, m2, relu, dy.f, s1, s2, dx2.f);
+            tk_assert_same_bits(n, dx2.f, dx.f, "grad_apply on one core");
+        }
+        if (rows < 3)
+            goto next;
+        /* Three parts of rows/2, rows/3 and the rest, as three cores hold them. */
+        int64_t part[3] = {rows / 2, rows / 3, rows - rows / 2 - rows / 3}, at[3] = {0, rows / 2, rows / 2 + rows / 3};
+        tl_k_batch_norm_stats(part[0], c, x.f, m, m2);
+        for (int q = 1; q < 3; q++) {
+            tl_k_batch_norm_stats(part[q], c, x.f + at[q] * c, pm, pq);
+            tl_k_batch_norm_merge(c, at[q], m, m2, part[q], pm, pq);
+        }
+        for (int64_t j = 0; j < c; j++)
+            m2[j] /= (double)rows;
+        tl_k_batch_norm_train_ref(rows, c, EPS, x.d, gamma.d, beta.d, y.d, mean, var);
+        for (int64_t j = 0; j < c; j++)
+            cr_assert(fabs(m[j] - mean[j]) <= 1e-12 + 1e-12 * fabs(mean[j]) &&
+                          fabs(m2[j] - var[j]) <= 1e-12 + 1e-10 * var[j],
+                      "merged statistics, channel %lld: %.17g %.17g against %.17g %.17g", (long long)j, m[j], m2[j],
+                      mean[j], var[j]);
+        for (int q = 0; q < 3; q++)
+            tl_k_batch_norm_apply(part[q], c, EPS, x.f + at[q] * c, gamma.f, beta.f, m, m2, false, y2.f + at[q] * c);
+        tk_assert_close(n, y2.f, y.d, 1e-5, 1e-5, "apply over three parts");
+        for (int64_t j = 0; j < c; j++)
+            s1[j] = s2[j] = 0;
+        for (int q = 0; q < 3; q++) {
+            tl_k_batch_norm_grad_sums(part[q], c, EPS, x.f + at[q] * c, gamma.f, beta.f, m, m2, false,
+                                      dy.f + at[q] * c, pm, pq);
+            for (int64_t j = 0; j < c; j++) {
+                s1[j] += pm[j];
+                s2[j] += pq[j];
+            }
+        }
+        for (int q = 0; q < 3; q++)
+            tl_k_batch_norm_grad_apply(part[q], c, EPS, rows, x.f + at[q] * c, gamma.f, beta.f, m, m2, false,
+                                       dy.f + at[q] * c, s1, s2, dx2.f + at[q] * c);
+        tl_k_batch_norm_train_grad_ref(rows, c, EPS, x.d, gamma.d, dy.d, dx.d, dg.d, db.d);
+        tk_assert_close(n, dx2.f, dx.d, 1e-4, 1e-5, "grad_apply over three parts");
+    next:
+        tk_free(&x), tk_free(&gamma), tk_free(&beta), tk_free(&dy), tk_free(&y), tk_free(&y2), tk_free(&dx);
+        tk_free(&dx2), tk_free(&dg), tk_free(&db);
+        free(st);
+    }
+}
+
 static void batch_norm_train_fwd(const double *in, double *y, void *ctx)
 {
     const norm_ctx *c = ctx;

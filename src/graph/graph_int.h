@@ -109,7 +109,8 @@ typedef enum {
     TL_OP_NORM_FIRST_,   /* ops_norm.c: layer norm, batch norm */
     TL_OP_LAYER_NORM,    /* in: x, gamma, beta; fattr[0] epsilon; over the last axis */
     TL_OP_BATCH_NORM,    /* in: x, gamma, beta, moving_mean, moving_variance; fattr[0] momentum,
-                            fattr[1] epsilon; iattr[0] training (batch statistics, moving updates) */
+                            fattr[1] epsilon; iattr[0] training (batch statistics, moving updates); iattr[1]
+                            the statistics are those of every core of a partitioned replica (partition.h) */
     TL_OP_NORM_LAST_,
 
     TL_OP_LINALG_FIRST_, /* ops_linalg.c: batched matmul */

@@ -64,6 +64,12 @@ void tl_op_finish(const tl_program *p, const tl_exec *e, int i, int k, float *d)
 /* n floats of the op's own scratch, after what *cursor has handed out. */
 float *tl_op_scratch(const tl_exec *e, int64_t *cursor, int64_t n);
 
+/* For an op of a partitioned replica's core (ops_spmd.c): TL_EINVAL unless
+ * e runs on one; and the meeting of the replica's cores at its barrier
+ * (TL_ERUNTIME when another core failed and broke it). */
+tl_status tl_op_spmd_check(const tl_exec *e);
+tl_status tl_op_spmd_meet(const tl_exec *e);
+
 /* Splits nd's shape at axis into (outer, shape[axis], inner). */
 void tl_op_around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner);
 

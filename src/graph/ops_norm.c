@@ -4,6 +4,7 @@
  * variables' param_grad entries (program.h). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../kernels/norm.h"
 #include "ops.h"
@@ -205,19 +206,28 @@ static double *scratch_doubles(const tl_exec *e, int64_t *cursor, int64_t n)
     return align_doubles(tl_op_scratch(e, cursor, 2 * n + 1));
 }
 
-/* Op i's kept statistics (aux): the mean, then the variance, c doubles each. */
+/* Whether batch norm node nd takes its statistics over the rows of every
+ * core of a partitioned replica (partition.h): iattr[1]. */
+static bool spmd_bn(const tl_node *nd)
+{
+    return nd->op == TL_OP_BATCH_NORM && nd->iattr[0] && nd->iattr[1];
+}
+
+/* Op i's kept statistics (aux): the mean, then the variance, c doubles
+ * each; on a partitioned replica then this core's mean and M2, and its
+ * backward sums s1 and s2, c doubles each, which the other cores read. */
 static double *kept_stats(const tl_program *p, const tl_exec *e, int i, int64_t c)
 {
-    TL_ASSERT(p->aux_floats[i] >= 2 * (2 * c) + 1); /* planned by aux() below */
+    TL_ASSERT(p->aux_floats[i] >= 2 * ((spmd_bn(&p->g->nodes[i]) ? 6 : 2) * c) + 1); /* planned by aux() below */
     return align_doubles(tl_exec_aux(p, e, i));
 }
 
 /* A training batch norm's statistics, kept from forward to backward (aux):
- * the batch mean and variance, c doubles each. */
+ * the batch mean and variance, c doubles each (and the partials above). */
 static int64_t aux(const tl_graph *g, int i)
 {
     const tl_node *nd = &g->nodes[i];
-    return nd->op == TL_OP_BATCH_NORM && nd->iattr[0] ? 2 * (2 * last(nd)) + 1 : 0;
+    return nd->op == TL_OP_BATCH_NORM && nd->iattr[0] ? 2 * ((spmd_bn(nd) ? 6 : 2) * last(nd)) + 1 : 0;
 }
 
 static int64_t scratch(const tl_graph *g, int i)
@@ -225,9 +235,40 @@ static int64_t scratch(const tl_graph *g, int i)
     const tl_node *nd = &g->nodes[i];
     switch (nd->op) {
     case TL_OP_LAYER_NORM: return 2 * (2 * last(nd)) + 1; /* dgamma, dbeta accumulators */
-    case TL_OP_BATCH_NORM: return nd->iattr[0] ? 2 * last(nd) : 0; /* the statistics as float32 */
+    case TL_OP_BATCH_NORM: /* the statistics as float32; the replica's sums as doubles */
+        return nd->iattr[0] ? 2 * last(nd) + (spmd_bn(nd) ? 2 * (2 * last(nd)) + 1 : 0) : 0;
     default: return 0;
     }
+}
+
+/* Rows of node i's x on core q of the replica. */
+static int64_t rows_on(const tl_spmd *sp, int q, int i)
+{
+    const tl_node *nd = &sp->progs[q]->g->nodes[i];
+    return nd->size / last(nd);
+}
+
+/* The replica's batch statistics into st (mean, var) from every core's
+ * mean and M2 (st + 2c, st + 3c on each), merged in core order. */
+static tl_status spmd_stats(const tl_program *p, tl_exec *e, int i, int64_t c, double *st)
+{
+    const tl_spmd *sp = e->spmd;
+    tl_status s = tl_op_spmd_meet(e);
+    if (s != TL_OK)
+        return s;
+    const double *first = kept_stats(sp->progs[0], sp->peers[0], i, c);
+    int64_t n = rows_on(sp, 0, i);
+    memcpy(st, first + 2 * c, (size_t)(2 * c) * sizeof *st);
+    for (int q = 1; q < sp->ncores; q++) {
+        const double *o = kept_stats(sp->progs[q], sp->peers[q], i, c);
+        int64_t nb = rows_on(sp, q, i);
+        tl_k_batch_norm_merge(c, n, st, st + c, nb, o + 2 * c, o + 3 * c);
+        n += nb;
+    }
+    for (int64_t j = 0; j < c; j++)
+        st[c + j] /= (double)n;
+    (void)p;
+    return tl_op_spmd_meet(e);
 }
 
 static tl_status forward(const tl_program *p, tl_exec *e, int i)
@@ -242,7 +283,14 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
         return TL_OK;
     case TL_OP_BATCH_NORM: {
         bool relu = p->fuse[i] == TL_FUSE_RELU; /* y is the ReLU's value too */
-        if (nd->iattr[0]) {
+        if (spmd_bn(nd)) { /* the statistics of the replica's rows, on every core */
+            double *st = kept_stats(p, e, i, c);
+            tl_status sst = tl_op_spmd_check(e);
+            tl_k_batch_norm_stats(rows, c, x, st + 2 * c, st + 3 * c);
+            if (sst != TL_OK || (sst = spmd_stats(p, e, i, c, st)) != TL_OK)
+                return sst;
+            tl_k_batch_norm_apply(rows, c, nd->fattr[1], x, gamma, beta, st, st + c, relu, y);
+        } else if (nd->iattr[0]) {
             double *mean = kept_stats(p, e, i, c);
             tl_k_batch_norm_train(rows, c, nd->fattr[1], x, gamma, beta, relu, y, mean, mean + c);
         } else {
@@ -279,6 +327,44 @@ static void moving_update(const tl_program *p, const tl_exec *e, tl_t t, double 
     tl_k_moving_update(v->size, momentum, (double)e->state_scale, stat, val(p, e, t), upd);
 }
 
+/* A partitioned replica's batch norm gradient on this core: its own sums
+ * s1, s2 (into stat + 4c, + 5c), the replica's in core order, dx from
+ * those, and this core's partials of dgamma (s2) and dbeta (s1). */
+static tl_status spmd_grad(const tl_program *p, tl_exec *e, int i, int64_t c, double *stat, bool relu,
+                           const float *dy, float **d, int64_t *cursor)
+{
+    const tl_node *nd = &p->g->nodes[i];
+    const tl_spmd *sp = e->spmd;
+    int64_t rows = nd->size / c, n = 0;
+    const float *x = val(p, e, nd->in[0]), *gamma = val(p, e, nd->in[1]), *beta = val(p, e, nd->in[2]);
+    double *s1 = stat + 4 * c, *s2 = stat + 5 * c;
+    tl_status st = tl_op_spmd_check(e);
+    if (st != TL_OK)
+        return st;
+    tl_k_batch_norm_grad_sums(rows, c, nd->fattr[1], x, gamma, beta, stat, stat + c, relu, dy, s1, s2);
+    if ((st = tl_op_spmd_meet(e)) != TL_OK)
+        return st;
+    double *t1 = scratch_doubles(e, cursor, 2 * c), *t2 = t1 + c;
+    memset(t1, 0, (size_t)(2 * c) * sizeof *t1);
+    for (int q = 0; q < sp->ncores; q++) {
+        const double *o = kept_stats(sp->progs[q], sp->peers[q], i, c);
+        for (int64_t j = 0; j < c; j++) {
+            t1[j] += o[4 * c + j];
+            t2[j] += o[5 * c + j];
+        }
+        n += rows_on(sp, q, i);
+    }
+    if ((st = tl_op_spmd_meet(e)) != TL_OK)
+        return st;
+    for (int64_t j = 0; d[2] != NULL && j < c; j++)
+        d[2][j] = (float)s1[j];
+    for (int64_t j = 0; d[1] != NULL && j < c; j++)
+        d[1][j] = (float)s2[j];
+    if (d[0] != NULL)
+        tl_k_batch_norm_grad_apply(rows, c, nd->fattr[1], n, x, gamma, beta, stat, stat + c, relu, dy, t1, t2, d[0]);
+    return TL_OK;
+}
+
 static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor)
 {
     const tl_node *nd = &p->g->nodes[i];
@@ -297,9 +383,16 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     case TL_OP_BATCH_NORM:
         if (nd->iattr[0]) {
             dsts(p, e, i, 3, cursor, d);
-            const double *stat = kept_stats(p, e, i, c); /* the forward's mean, then variance */
-            tl_k_batch_norm_train_grad(rows, c, nd->fattr[1], x, gamma, val(p, e, nd->in[2]), stat, stat + c,
-                                       p->fuse[i] == TL_FUSE_RELU, dy, d[0], d[1], d[2]);
+            double *stat = kept_stats(p, e, i, c); /* the forward's mean, then variance */
+            bool relu = p->fuse[i] == TL_FUSE_RELU;
+            if (spmd_bn(nd)) {
+                tl_status st = spmd_grad(p, e, i, c, stat, relu, dy, d, cursor);
+                if (st != TL_OK)
+                    return st;
+            } else {
+                tl_k_batch_norm_train_grad(rows, c, nd->fattr[1], x, gamma, val(p, e, nd->in[2]), stat, stat + c,
+                                           relu, dy, d[0], d[1], d[2]);
+            }
             finish(p, e, i, 3, d);
             float *mean = tl_op_scratch(e, cursor, c), *var = tl_op_scratch(e, cursor, c);
             for (int64_t j = 0; j < c; j++) {

@@ -35,19 +35,24 @@ static tl_box region_of(const tl_node *nd)
     return b;
 }
 
-static tl_status meet(const tl_exec *e)
+tl_status tl_op_spmd_meet(const tl_exec *e)
 {
     if (tl_barrier_wait(e->spmd->barrier) != TL_WAIT_OK)
         return tl_error(TL_ERUNTIME, "spmd: the replica's barrier was broken: another core of the replica failed");
     return TL_OK;
 }
 
-static tl_status need_spmd(const tl_exec *e, const tl_node *nd)
+tl_status tl_op_spmd_check(const tl_exec *e)
 {
-    if (e->spmd == NULL || e->spmd->ncores > TL_SPMD_MAX_CORES)
-        return tl_error(TL_EINVAL, "spmd: op %d runs only on a partitioned replica's cores (at most %d)", (int)nd->op,
-                        TL_SPMD_MAX_CORES);
+    if (e->spmd == NULL || e->spmd->ncores < 1 || e->spmd->ncores > TL_SPMD_MAX_CORES)
+        return tl_error(TL_EINVAL, "spmd: a partitioned program runs only on a replica's cores (1 to %d), each with "
+                                   "its tl_spmd", TL_SPMD_MAX_CORES);
     return TL_OK;
+}
+
+static tl_status meet(const tl_exec *e)
+{
+    return tl_op_spmd_meet(e);
 }
 
 /* Core q's tile of the whole tensor of a HALO / GATHER node. */
@@ -63,7 +68,7 @@ static tl_box tile_of(const tl_node *nd, int q)
 static tl_status forward(const tl_program *p, tl_exec *e, int i)
 {
     const tl_node *nd = &p->g->nodes[i];
-    tl_status st = need_spmd(e, nd);
+    tl_status st = tl_op_spmd_check(e);
     if (st != TL_OK || (st = meet(e)) != TL_OK)
         return st;
     const tl_spmd *sp = e->spmd;
@@ -88,7 +93,7 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
 static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor)
 {
     const tl_node *nd = &p->g->nodes[i];
-    tl_status st = need_spmd(e, nd);
+    tl_status st = tl_op_spmd_check(e);
     if (st != TL_OK)
         return st;
     const tl_spmd *sp = e->spmd;

@@ -190,6 +190,14 @@ static bool global_avg_pool(const tl_graph *g, const tl_node *nd)
            a[7] == 0;
 }
 
+static bool bn_inputs_whole(const pctx *c, const tl_node *nd)
+{
+    for (int k = 1; k < nd->nin; k++)
+        if (c->pt->tiled[nd->in[k]])
+            return false;
+    return nd->rank == 4;
+}
+
 static tl_status node(pctx *c, int i, tl_t input)
 {
     const tl_node *nd = &c->src->nodes[i];
@@ -221,6 +229,23 @@ static tl_status node(pctx *c, int i, tl_t input)
         /* A conv over split channels, or a global mean whose cores hold
          * other examples or channels: gathered below. */
         c->on_tiles[i] = false;
+    }
+    if (any && nd->op == TL_OP_BATCH_NORM && pt->tiled[nd->in[0]] && c->grid[3] == 1 && bn_inputs_whole(c, nd)) {
+        /* Per channel over the rows of every core: a training batch norm
+         * takes the replica's statistics (ops_norm.c), a frozen one is
+         * element-wise. */
+        tl_box b;
+        tl_status st = tile_of(c, i, nd->shape, &b);
+        if (st != TL_OK)
+            return st;
+        for (int k = 0; k < nd->nin; k++)
+            in[k] = pt->map[nd->in[k]];
+        pt->map[i] = add_like(c, nd, in, b.size, 4);
+        if (pt->map[i] >= 0 && nd->iattr[0])
+            c->g->nodes[pt->map[i]].iattr[1] = 1;
+        pt->tiled[i] = true;
+        c->on_tiles[i] = true;
+        return TL_OK;
     }
     if (any && elementwise(nd->op) && tiles_fit(c, nd)) {
         tl_box b;
@@ -257,6 +282,8 @@ static tl_status classify_vars(pctx *c)
         for (int k = 0; k < nd->nin; k++) {
             tl_t v = nd->in[k];
             uint8_t give = c->pt->tiled[v] ? GRAD_TILE : c->on_tiles[i] ? GRAD_PARTIAL : out;
+            if (nd->op == TL_OP_BATCH_NORM && nd->iattr[0] && k >= 3)
+                give = GRAD_WHOLE; /* the moving statistics' update: from the replica's statistics, on every core */
             if (give == GRAD_TILE)
                 continue;
             if (gk[v] != GRAD_NONE && gk[v] != give) {

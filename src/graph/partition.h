@@ -15,6 +15,9 @@
  *   conv2d, depthwise_conv2d       the halo gather of x (TL_OP_SPMD_HALO), then the conv of
  *     (channels not split)         the region with the padding it lacks: the output tile
  *   max_pool2d, avg_pool2d         the same with the pool
+ *   batch_norm (channels whole)    training: the statistics and the gradient's sums of
+ *                                  every core's rows, merged in core order: a tile (its
+ *                                  moving statistics' update is whole); frozen: a tile
  *   global_avg_pool2d              the tile's sum, summed over the cores (TL_OP_SPMD_SUM),
  *     (batch, channels not split)    times 1 / (h·w): whole
  *   element-wise ops, bias_add,    the op on the tiles, where every tiled operand has the

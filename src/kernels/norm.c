@@ -282,10 +282,11 @@ SPAN_INLINE void span_dx(int64_t n, const float *restrict x, const float *restri
     }
 }
 
-/* Per-channel statistics of a chunk in one pass over memory: each block of
- * STAT_BLOCK rows (the last may be shorter) gets its own mean and sum of
- * squared deviations, two passes over the block, and the blocks merge in
- * order by Chan, Golub and LeVeque's update (norm.h). rows > 0. */
+/* Per-channel mean and sum of squared deviations (var: M2, not yet divided
+ * by rows) of a chunk in one pass over memory: each block of STAT_BLOCK
+ * rows (the last may be shorter) gets its own mean and sum of squared
+ * deviations, two passes over the block, and the blocks merge in order by
+ * Chan, Golub and LeVeque's update (norm.h). rows > 0. */
 SPAN_INLINE void chunk_stats(const chunk *ch, int64_t rows, const float *restrict x, double *restrict mean,
                              double *restrict var)
 {
@@ -323,8 +324,6 @@ SPAN_INLINE void chunk_stats(const chunk *ch, int64_t rows, const float *restric
         }
         n += nb;
     }
-    for (int64_t j = 0; j < w; j++)
-        var[j] /= (double)rows;
 }
 
 /* y of a chunk from its mean and rstd (w each), gamma and beta (all c). */
@@ -408,9 +407,41 @@ TL_VECTOR_CLONES void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps,
         int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
         chunk ch = chunk_of(c, c0, w);
         chunk_stats(&ch, rows, x, mean + c0, var + c0);
-        for (int64_t j = 0; j < w; j++)
+        for (int64_t j = 0; j < w; j++) {
+            var[c0 + j] /= (double)rows;
             rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        }
         chunk_normalise(&ch, rows, x, mean + c0, rstd, gamma, beta, relu, y);
+    }
+}
+
+/* dx of a chunk: a·(g - s1/n - xhat·s2/n), a = gamma·rstd, with s1 and s2
+ * the chunk's sums (w each) over the n rows of the whole batch. */
+SPAN_INLINE void chunk_dx(const chunk *ch, int64_t rows, double n, const float *restrict x, bool relu,
+                          const float *restrict dy, const float *restrict gamma, const grad_arrays *ga,
+                          const double *restrict rstd, const double *restrict s1, const double *restrict s2,
+                          float *restrict dx)
+{
+    double a[TILE_MAX], m1[TILE_MAX], m2[TILE_MAX];
+    float gated[TILE_MAX];
+    int64_t c = ch->c, c0 = ch->c0, w = ch->w, r;
+    for (int64_t j = 0; j < w; j++) {
+        a[j] = (double)gamma[c0 + j] * rstd[j];
+        m1[j] = s1[j] / n;
+        m2[j] = s2[j] / n;
+    }
+    repeat(ch, a, a);
+    repeat(ch, m1, m1);
+    repeat(ch, m2, m2);
+    for (r = 0; r + ch->k <= rows; r += ch->k) {
+        int64_t at = r * c + c0;
+        const float *g = span_gate(ch->t, relu, x + at, ga->m, ga->rstd, ga->gm, ga->bt, dy + at, gated);
+        span_dx(ch->t, x + at, g, ga->m, ga->rstd, a, m1, m2, dx + at);
+    }
+    for (; r < rows; r++) {
+        int64_t at = r * c + c0;
+        const float *g = span_gate(w, relu, x + at, ga->m, ga->rstd, ga->gm, ga->bt, dy + at, gated);
+        span_dx(w, x + at, g, ga->m, ga->rstd, a, m1, m2, dx + at);
     }
 }
 
@@ -422,11 +453,9 @@ TL_VECTOR_CLONES void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double
 {
     TL_ASSERT(rows >= 0 && c >= 0);
     grad_arrays ga;
-    double rstd[CHUNK], s1[TILE_MAX], s2[TILE_MAX], a[TILE_MAX];
-    float gated[TILE_MAX];
-    const double n = (double)rows;
+    double rstd[CHUNK], s1[TILE_MAX], s2[TILE_MAX];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK, r;
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
         chunk ch = chunk_of(c, c0, w);
         for (int64_t j = 0; j < w; j++)
             rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
@@ -436,27 +465,87 @@ TL_VECTOR_CLONES void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double
             dbeta[c0 + j] = (float)s1[j];
         for (int64_t j = 0; dgamma != NULL && j < w; j++)
             dgamma[c0 + j] = (float)s2[j];
-        if (dx == NULL)
-            continue;
-        /* dx = a·(g - s1/n - xhat·s2/n), a = gamma·rstd. */
-        for (int64_t j = 0; j < w; j++) {
-            a[j] = (double)gamma[c0 + j] * rstd[j];
-            s1[j] /= n;
-            s2[j] /= n;
-        }
-        repeat(&ch, a, a);
-        repeat(&ch, s1, s1);
-        repeat(&ch, s2, s2);
-        for (r = 0; r + ch.k <= rows; r += ch.k) {
-            int64_t at = r * c + c0;
-            const float *g = span_gate(ch.t, relu, x + at, ga.m, ga.rstd, ga.gm, ga.bt, dy + at, gated);
-            span_dx(ch.t, x + at, g, ga.m, ga.rstd, a, s1, s2, dx + at);
-        }
-        for (; r < rows; r++) {
-            int64_t at = r * c + c0;
-            const float *g = span_gate(w, relu, x + at, ga.m, ga.rstd, ga.gm, ga.bt, dy + at, gated);
-            span_dx(w, x + at, g, ga.m, ga.rstd, a, s1, s2, dx + at);
-        }
+        if (dx != NULL)
+            chunk_dx(&ch, rows, (double)rows, x, relu, dy, gamma, &ga, rstd, s1, s2, dx);
+    }
+}
+
+/* ---- a batch split over cores: the pieces of the two kernels above ------------ */
+
+TL_VECTOR_CLONES void tl_k_batch_norm_stats(int64_t rows, int64_t c, const float *restrict x, double *restrict mean,
+                                            double *restrict m2)
+{
+    TL_ASSERT(rows > 0 && c >= 0);
+    for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
+        chunk_stats(&ch, rows, x, mean + c0, m2 + c0);
+    }
+}
+
+void tl_k_batch_norm_merge(int64_t c, int64_t n, double *restrict mean, double *restrict m2, int64_t nb,
+                           const double *restrict mean_b, const double *restrict m2_b)
+{
+    TL_ASSERT(n > 0 && nb > 0);
+    double total = (double)(n + nb), wb = (double)nb / total, wx = (double)n * (double)nb / total;
+    for (int64_t j = 0; j < c; j++) {
+        double delta = mean_b[j] - mean[j];
+        mean[j] += delta * wb;
+        m2[j] += m2_b[j] + delta * delta * wx;
+    }
+}
+
+TL_VECTOR_CLONES void tl_k_batch_norm_apply(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                            const float *restrict gamma, const float *restrict beta,
+                                            const double *restrict mean, const double *restrict var, bool relu,
+                                            float *restrict y)
+{
+    TL_ASSERT(rows >= 0 && c >= 0);
+    double rstd[CHUNK];
+    for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
+        for (int64_t j = 0; j < w; j++)
+            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk_normalise(&ch, rows, x, mean + c0, rstd, gamma, beta, relu, y);
+    }
+}
+
+TL_VECTOR_CLONES void tl_k_batch_norm_grad_sums(int64_t rows, int64_t c, double eps, const float *restrict x,
+                                                const float *restrict gamma, const float *restrict beta,
+                                                const double *restrict mean, const double *restrict var, bool relu,
+                                                const float *restrict dy, double *restrict s1, double *restrict s2)
+{
+    TL_ASSERT(rows >= 0 && c >= 0);
+    grad_arrays ga;
+    double rstd[CHUNK];
+    for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
+        for (int64_t j = 0; j < w; j++)
+            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
+        chunk_grad_sums(&ch, rows, x, relu, dy, &ga, s1 + c0, s2 + c0);
+    }
+}
+
+TL_VECTOR_CLONES void tl_k_batch_norm_grad_apply(int64_t rows, int64_t c, double eps, int64_t n,
+                                                 const float *restrict x, const float *restrict gamma,
+                                                 const float *restrict beta, const double *restrict mean,
+                                                 const double *restrict var, bool relu, const float *restrict dy,
+                                                 const double *restrict s1, const double *restrict s2,
+                                                 float *restrict dx)
+{
+    TL_ASSERT(rows >= 0 && c >= 0 && n > 0);
+    grad_arrays ga;
+    double rstd[CHUNK];
+    for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+        chunk ch = chunk_of(c, c0, w);
+        for (int64_t j = 0; j < w; j++)
+            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
+        chunk_dx(&ch, rows, (double)n, x, relu, dy, gamma, &ga, rstd, s1 + c0, s2 + c0, dx);
     }
 }
 

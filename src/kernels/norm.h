@@ -114,6 +114,36 @@ void tl_k_batch_norm_train_grad_ref(int64_t rows, int64_t c, double eps, const d
                                     double *restrict dgamma, double *restrict dbeta);
 
 /*
+ * A batch split over the cores of a replica (graph/partition.h): the pieces
+ * of the two kernels above, each core over its own rows, with the cores'
+ * statistics and sums combined between them by the caller in core order.
+ *   stats       mean and M2 (the sum of squared deviations, not divided)
+ *               of the rows, as _train makes them (rows > 0);
+ *   merge       (n, mean, m2) += (nb, mean_b, m2_b), Chan, Golub and
+ *               LeVeque's update as between _train's blocks;
+ *   apply       y from the batch's mean and biased var, as _train writes it;
+ *   grad_sums   s1 = sum g, s2 = sum g·xhat over the rows (dbeta, dgamma);
+ *   grad_apply  dx from the sums over the whole batch of n rows.
+ * On one core (n = rows), stats, var = m2/rows, apply give _train's bits,
+ * and grad_sums then grad_apply _train_grad's.
+ */
+void tl_k_batch_norm_stats(int64_t rows, int64_t c, const float *restrict x, double *restrict mean,
+                           double *restrict m2);
+void tl_k_batch_norm_merge(int64_t c, int64_t n, double *restrict mean, double *restrict m2, int64_t nb,
+                           const double *restrict mean_b, const double *restrict m2_b);
+void tl_k_batch_norm_apply(int64_t rows, int64_t c, double eps, const float *restrict x,
+                           const float *restrict gamma, const float *restrict beta, const double *restrict mean,
+                           const double *restrict var, bool relu, float *restrict y);
+void tl_k_batch_norm_grad_sums(int64_t rows, int64_t c, double eps, const float *restrict x,
+                               const float *restrict gamma, const float *restrict beta, const double *restrict mean,
+                               const double *restrict var, bool relu, const float *restrict dy, double *restrict s1,
+                               double *restrict s2);
+void tl_k_batch_norm_grad_apply(int64_t rows, int64_t c, double eps, int64_t n, const float *restrict x,
+                                const float *restrict gamma, const float *restrict beta, const double *restrict mean,
+                                const double *restrict var, bool relu, const float *restrict dy,
+                                const double *restrict s1, const double *restrict s2, float *restrict dx);
+
+/*
  * Inference (a frozen batch norm): fixed statistics mean and var, so every
  * row is independent. Backward through the fixed statistics:
  *     dx = dy·gamma·rstd,   dgamma = sum dy·xhat,   dbeta = sum dy,
