@@ -7,15 +7,13 @@
  * same bits of the loss; two runs give the same bits. */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/thread.h"
 #include "graph/partition.h"
 #include "graph/program.h"
-#include "graph/spatial.h"
+#include "graph/spmd_run.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/models.h"
 
@@ -106,103 +104,26 @@ static void exec_free(tl_exec *e)
     free(e->act), free(e->grad), free(e->mask), free(e->scratch), free(e->param_grad);
 }
 
-/* One core of the replica. */
-typedef struct core {
-    const model *m;
-    int64_t grid[4];
-    tl_partition pt;
-    tl_program *p;
-    tl_exec e;
-    tl_spmd sp;
-    tl_status st;
-    char err[512];
-    float loss;
-} core;
-
-static void *core_main(void *arg)
-{
-    core *c = arg;
-    const model *m = c->m;
-    /* This core's tile of the images and the whole labels. */
-    tl_box tile, all = {{0, 0, 0, 0}, {B, H, W, CIN}};
-    c->st = tl_spatial_tile(all.size, c->grid, c->sp.core, &tile);
-    if (c->st == TL_OK) {
-        const float *whole = m->xv;
-        tl_spatial_gather(&tile, 1, &all, &whole, tl_exec_value(c->p, &c->e, c->pt.map[m->x]));
-        memcpy(tl_exec_value(c->p, &c->e, c->pt.map[m->labels]), m->yv, sizeof m->yv);
-        c->st = tl_program_forward(c->p, &c->e);
-    }
-    if (c->st == TL_OK)
-        c->st = tl_program_backward(c->p, &c->e);
-    if (c->st != TL_OK) {
-        snprintf(c->err, sizeof c->err, "%s", tl_last_error());
-        tl_barrier_break(c->sp.barrier); /* the others stop waiting for this core */
-    } else {
-        c->loss = *tl_exec_value(c->p, &c->e, c->pt.map[m->loss]);
-    }
-    return NULL;
-}
-
-/* The replica's gradient from its cores': the sum over the cores of a
- * variable's partials, or core 0's whole one. */
-static void replica_grad(const model *m, core *cs, int n, float *out)
-{
-    for (int v = 0; v < m->vars->n; v++) {
-        const tl_var *var = &m->vars->v[v];
-        for (int64_t k = 0; k < var->size; k++) {
-            float s = cs[0].e.param_grad[var->offset + k];
-            for (int q = 1; cs[0].pt.var_partial[v] && q < n; q++)
-                s += cs[q].e.param_grad[var->offset + k];
-            out[var->offset + k] = s;
-        }
-    }
-}
-
-/* Runs the partitioned replica at grid: its loss (every core's, the same
- * bits) and its gradient into grad (vars->total). */
+/* Runs the partitioned replica at grid (its cores on threads,
+ * tl_spmd_run): its loss (every core's, the same bits) and its gradient
+ * into grad (vars->total). */
 static float run_partitioned(const model *m, const int64_t grid[4], float *grad, int *gathered)
 {
-    int n = (int)(grid[0] * grid[1] * grid[2] * grid[3]);
-    cr_assert(n <= MAXCORES);
-    core cs[MAXCORES];
-    const tl_program *progs[MAXCORES];
-    const tl_exec *peers[MAXCORES];
-    tl_barrier bar;
-    cr_assert_eq(tl_barrier_init(&bar, n, 0), TL_OK);
-    for (int q = 0; q < n; q++) {
-        core *c = &cs[q];
-        memset(c, 0, sizeof *c);
-        c->m = m;
-        memcpy(c->grid, grid, sizeof c->grid);
-        cr_assert_eq(tl_partition_graph(m->g, m->x, grid, q, &c->pt), TL_OK, "%s", tl_last_error());
-        cr_assert_eq(tl_program_compile_fused(c->pt.g, c->pt.map[m->loss], true, NULL, 0, &c->p), TL_OK, "%s",
-                     tl_last_error());
-        exec_alloc(&c->e, c->p, m);
-        progs[q] = c->p;
-        peers[q] = &c->e;
+    tl_spmd_run *r;
+    cr_assert_eq(tl_spmd_run_create(m->g, m->x, m->loss, true, grid, m->params, &r), TL_OK, "%s", tl_last_error());
+    tl_spmd_run_feed(r, m->x, m->xv);
+    tl_spmd_run_feed(r, m->labels, m->yv);
+    cr_assert_eq(tl_spmd_run_step(r), TL_OK, "%s", tl_last_error());
+    float loss = tl_spmd_run_loss(r);
+    for (int q = 1; q < tl_spmd_run_cores(r); q++) {
+        const tl_partition *pt = tl_spmd_run_partition(r, q);
+        float lq = *tl_exec_value(tl_spmd_run_program(r, q), tl_spmd_run_exec(r, q), pt->map[m->loss]);
+        cr_assert(memcmp(&lq, &loss, sizeof loss) == 0, "core %d's loss %.9g, core 0's %.9g", q, (double)lq,
+                  (double)loss);
     }
-    pthread_t th[MAXCORES];
-    for (int q = 0; q < n; q++) {
-        cs[q].sp = (tl_spmd){n, q, &bar, progs, peers};
-        cs[q].e.spmd = &cs[q].sp;
-        cr_assert_eq(pthread_create(&th[q], NULL, core_main, &cs[q]), 0);
-    }
-    for (int q = 0; q < n; q++)
-        pthread_join(th[q], NULL);
-    for (int q = 0; q < n; q++)
-        cr_assert_eq(cs[q].st, TL_OK, "core %d: %s", q, cs[q].err);
-    for (int q = 1; q < n; q++)
-        cr_assert(memcmp(&cs[q].loss, &cs[0].loss, sizeof(float)) == 0, "core %d's loss %.9g, core 0's %.9g", q,
-                  (double)cs[q].loss, (double)cs[0].loss);
-    replica_grad(m, cs, n, grad);
-    *gathered = cs[0].pt.gathered;
-    float loss = cs[0].loss;
-    for (int q = 0; q < n; q++) {
-        exec_free(&cs[q].e);
-        tl_program_destroy(cs[q].p);
-        tl_partition_free(&cs[q].pt);
-    }
-    tl_barrier_close(&bar);
+    tl_spmd_run_grad(r, grad);
+    *gathered = tl_spmd_run_partition(r, 0)->gathered;
+    tl_spmd_run_destroy(r);
     return loss;
 }
 
@@ -319,4 +240,23 @@ Test(spmd, an_empty_tile_is_refused)
               tl_last_error());
     tl_graph_destroy(g);
     tl_vars_destroy(vars);
+}
+
+/* A core that fails (here a label outside the classes, which every core's
+ * loss reads) ends the step on every core, none left waiting at the
+ * barrier, and the step reports the failure's own message. */
+Test(spmd, a_failing_core_ends_the_step_with_its_message)
+{
+    model m;
+    model_build(&m, conv_net);
+    m.yv[1] = CLASSES + 3;
+    tl_spmd_run *r;
+    cr_assert_eq(tl_spmd_run_create(m.g, m.x, m.loss, true, (int64_t[]){1, 2, 2, 1}, m.params, &r), TL_OK, "%s",
+                 tl_last_error());
+    tl_spmd_run_feed(r, m.x, m.xv);
+    tl_spmd_run_feed(r, m.labels, m.yv);
+    cr_assert_eq(tl_spmd_run_step(r), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "label 7") != NULL, "%s", tl_last_error());
+    tl_spmd_run_destroy(r);
+    model_free(&m);
 }
