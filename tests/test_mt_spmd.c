@@ -60,12 +60,13 @@ static tl_t cnn(tl_graph *g, tl_t x, tl_t labels)
     return spec.loss;
 }
 
-static void model_build(model *m, tl_t (*net)(tl_graph *, tl_t, tl_t))
+/* images of rank 4 (B, H, W, CIN), or of rank 3 (B, H, W) with images3. */
+static void model_build_ex(model *m, tl_t (*net)(tl_graph *, tl_t, tl_t), bool images3)
 {
     memset(m, 0, sizeof *m);
     cr_assert_eq(tl_vars_create(&m->vars), TL_OK);
     cr_assert_eq(tl_graph_create(m->vars, TL_MODE_TRAIN, &m->g), TL_OK);
-    m->x = tl_graph_input(m->g, TL_F32, (int64_t[]){B, H, W, CIN}, 4);
+    m->x = tl_graph_input(m->g, TL_F32, (int64_t[]){B, H, W, CIN}, images3 ? 3 : 4);
     m->labels = tl_graph_input(m->g, TL_I32, (int64_t[]){B}, 1);
     m->loss = net(m->g, m->x, m->labels);
     cr_assert_eq(tl_graph_status(m->g), TL_OK, "%s", tl_graph_error(m->g));
@@ -77,6 +78,11 @@ static void model_build(model *m, tl_t (*net)(tl_graph *, tl_t, tl_t))
         m->xv[i] = (float)((i * 7919) % 23 - 11) / 11.0f;
     for (int b = 0; b < B; b++)
         m->yv[b] = (b * 3 + 1) % CLASSES;
+}
+
+static void model_build(model *m, tl_t (*net)(tl_graph *, tl_t, tl_t))
+{
+    model_build_ex(m, net, false);
 }
 
 static void model_free(model *m)
@@ -133,7 +139,7 @@ static float run_whole(const model *m, float *grad)
     cr_assert_eq(tl_program_compile_fused(m->g, m->loss, true, NULL, 0, &p), TL_OK, "%s", tl_last_error());
     tl_exec e;
     exec_alloc(&e, p, m);
-    memcpy(tl_exec_value(p, &e, m->x), m->xv, B * H * W * CIN * sizeof(float));
+    memcpy(tl_exec_value(p, &e, m->x), m->xv, (size_t)m->g->nodes[m->x].size * sizeof(float));
     memcpy(tl_exec_value(p, &e, m->labels), m->yv, sizeof m->yv);
     cr_assert_eq(tl_program_forward(p, &e), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_program_backward(p, &e), TL_OK, "%s", tl_last_error());
@@ -148,11 +154,11 @@ static float run_whole(const model *m, float *grad)
  * loss, every variable's gradient (and a state variable's update) to float
  * tolerance, the same bits on a second run; gathers counts the ops
  * gathered at each grid. */
-static void check_grids(tl_t (*net)(tl_graph *, tl_t, tl_t), const int *gathers)
+static void check_grids(tl_t (*net)(tl_graph *, tl_t, tl_t), const int *gathers, bool images3)
 {
     static const int64_t grids[][4] = {{1, 2, 1, 1}, {1, 1, 2, 1}, {1, 2, 2, 1}, {1, 4, 1, 1}, {2, 1, 2, 1}};
     model m;
-    model_build(&m, net);
+    model_build_ex(&m, net, images3);
     float *want = malloc((size_t)m.vars->total * sizeof(float));
     float *got = malloc((size_t)m.vars->total * sizeof(float)), *again = malloc((size_t)m.vars->total * sizeof(float));
     float loss = run_whole(&m, want);
@@ -190,7 +196,7 @@ Test(spmd, partitioned_conv_net_equals_the_whole)
     /* Every op has a rule for tiles, but global pooling with the batch
      * split gathers (its cores hold other examples). */
     static const int gathers[] = {0, 0, 0, 0, 1};
-    check_grids(conv_net, gathers);
+    check_grids(conv_net, gathers, false);
 }
 
 /* The cnn's batch norms take the replica's statistics: their gradients
@@ -198,7 +204,15 @@ Test(spmd, partitioned_conv_net_equals_the_whole)
 Test(spmd, partitioned_cnn_equals_the_whole)
 {
     static const int gathers[] = {0, 0, 0, 0, 1};
-    check_grids(cnn, gathers);
+    check_grids(cnn, gathers, false);
+}
+
+/* Images (batch, height, width), as the Fashion-MNIST job feeds them: the
+ * cnn's reshape to (batch, height, width, 1) keeps the tiles. */
+Test(spmd, partitioned_cnn_on_rank3_images_equals_the_whole)
+{
+    static const int gathers[] = {0, 0, 0, 0, 1};
+    check_grids(cnn, gathers, true);
 }
 
 /* A value read by ops on tiles and by whole ops is refused, naming it. */

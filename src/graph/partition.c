@@ -30,6 +30,13 @@ static const char *op_name(tl_op_kind op)
     }
 }
 
+/* A tiled value's shape as NHWC: (batch, h, w) images are (batch, h, w, 1). */
+static void shape4(const tl_node *nd, int64_t out[4])
+{
+    out[3] = 1;
+    memcpy(out, nd->shape, (size_t)nd->rank * sizeof *out);
+}
+
 /* This core's tile of a value of shape (rank 4), or an error when it is empty. */
 static tl_status tile_of(const pctx *c, int i, const int64_t *shape, tl_box *b)
 {
@@ -59,10 +66,11 @@ static tl_t add_like(pctx *c, const tl_node *nd, const tl_t *in, const int64_t *
     return t;
 }
 
-/* A collective over the whole tensor of shape (rank 4): box is the region. */
-static tl_t add_spmd(pctx *c, tl_op_kind op, tl_t x, const tl_box *box, const int64_t *whole)
+/* A collective over the whole tensor of shape (NHWC): box is the region,
+ * shaped as a tensor of rank (4, or 3 for (batch, h, w) images). */
+static tl_t add_spmd(pctx *c, tl_op_kind op, tl_t x, const tl_box *box, const int64_t *whole, int rank)
 {
-    tl_t t = tl_graph_add(c->g, op, TL_F32, box->size, 4, &x, 1);
+    tl_t t = tl_graph_add(c->g, op, TL_F32, box->size, rank, &x, 1);
     if (t >= 0) {
         int64_t *a = c->g->nodes[t].iattr;
         memcpy(a, box->off, 4 * sizeof *a);
@@ -80,8 +88,10 @@ static tl_t whole_of(pctx *c, tl_t v)
         return c->pt->map[v];
     if (c->gathered[v] < 0) {
         const tl_node *nd = &c->src->nodes[v];
-        tl_box all = {{0, 0, 0, 0}, {nd->shape[0], nd->shape[1], nd->shape[2], nd->shape[3]}};
-        c->gathered[v] = add_spmd(c, TL_OP_SPMD_GATHER, c->pt->map[v], &all, nd->shape);
+        int64_t s4[4];
+        shape4(nd, s4);
+        tl_box all = {{0, 0, 0, 0}, {s4[0], s4[1], s4[2], s4[3]}};
+        c->gathered[v] = add_spmd(c, TL_OP_SPMD_GATHER, c->pt->map[v], &all, s4, nd->rank);
     }
     return c->gathered[v];
 }
@@ -156,7 +166,7 @@ static tl_status window_on_tiles(pctx *c, int i)
         int64_t p[4] = {local.pad_top, local.pad_left, local.pad_bottom, local.pad_right};
         memcpy(pads, p, sizeof pads);
     }
-    tl_t in[2] = {add_spmd(c, TL_OP_SPMD_HALO, c->pt->map[nd->in[0]], &need, xs),
+    tl_t in[2] = {add_spmd(c, TL_OP_SPMD_HALO, c->pt->map[nd->in[0]], &need, xs, 4),
                   nd->nin > 1 ? c->pt->map[nd->in[1]] : TL_T_INVALID};
     tl_t t = add_like(c, nd, in, out.size, 4);
     if (t >= 0)
@@ -190,6 +200,18 @@ static bool global_avg_pool(const tl_graph *g, const tl_node *nd)
            a[7] == 0;
 }
 
+/* Whether reshape nd only adds or drops the trailing 1 of NHWC images. */
+static bool same_images(const pctx *c, const tl_node *nd)
+{
+    const tl_node *x = &c->src->nodes[nd->in[0]];
+    int64_t a[4], b[4];
+    if ((nd->rank != 3 && nd->rank != 4) || (x->rank != 3 && x->rank != 4))
+        return false;
+    shape4(nd, a);
+    shape4(x, b);
+    return memcmp(a, b, sizeof a) == 0;
+}
+
 static bool bn_inputs_whole(const pctx *c, const tl_node *nd)
 {
     for (int k = 1; k < nd->nin; k++)
@@ -206,13 +228,19 @@ static tl_status node(pctx *c, int i, tl_t input)
     bool any = false;
     for (int k = 0; k < nd->nin; k++)
         any |= pt->tiled[nd->in[k]];
-    if (i == input) {
+    if (i == input || (nd->op == TL_OP_RESHAPE && pt->tiled[nd->in[0]] && same_images(c, nd))) {
+        /* The input's tile; a reshape of (batch, h, w) images to (batch,
+         * h, w, 1) or back keeps it. */
+        int64_t s4[4];
+        shape4(nd, s4);
         tl_box b;
-        tl_status st = tile_of(c, i, nd->shape, &b);
+        tl_status st = tile_of(c, i, s4, &b);
         if (st != TL_OK)
             return st;
-        pt->map[i] = add_like(c, nd, NULL, b.size, 4);
+        in[0] = nd->nin > 0 ? pt->map[nd->in[0]] : TL_T_INVALID;
+        pt->map[i] = add_like(c, nd, in, b.size, nd->rank);
         pt->tiled[i] = true;
+        c->on_tiles[i] = nd->nin > 0;
         return TL_OK;
     }
     bool window = nd->op == TL_OP_CONV2D || nd->op == TL_OP_MAX_POOL2D || nd->op == TL_OP_AVG_POOL2D;
@@ -320,8 +348,12 @@ tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid
         return tl_error(TL_EINVAL, "partition: core %d of a grid of %lld cores (at most %d)", core, (long long)cores,
                         TL_SPMD_MAX_CORES);
     const tl_node *x = tl_graph_node(src, input);
-    if (x == NULL || x->op != TL_OP_INPUT || x->rank != 4 || x->dtype != TL_F32)
-        return tl_error(TL_EINVAL, "partition: the partitioned input must be a float32 input of rank 4 (NHWC)");
+    if (x == NULL || x->op != TL_OP_INPUT || (x->rank != 4 && x->rank != 3) || x->dtype != TL_F32)
+        return tl_error(TL_EINVAL, "partition: the partitioned input must be a float32 input of images, (batch, "
+                                   "height, width, channels) or (batch, height, width)");
+    if (x->rank == 3 && grid[3] != 1)
+        return tl_error(TL_EINVAL, "partition: images (batch, height, width) have no channels to split; grid[3] "
+                                   "is %lld", (long long)grid[3]);
     if (src->status != TL_OK)
         return tl_error(src->status, "%s", src->err);
     size_t n = (size_t)(src->n ? src->n : 1);

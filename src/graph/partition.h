@@ -5,9 +5,11 @@
  * The partitioner rewrites a graph, once per core, into the graph that core
  * runs: the same ops in the same order on its share of the data, with the
  * collectives (ops_spmd.c) that keep the math equal to the unpartitioned
- * graph's. One input, an NHWC image batch, is split by a grid (gn, gh, gw,
- * gc) as tl_partition_tile splits it (spatial.h); every other input is whole
- * on every core. Each value is then either a tile (split by the grid, as its
+ * graph's. One input, an NHWC image batch (or (batch, h, w) images, as
+ * (batch, h, w, 1)), is split by a grid (gn, gh, gw, gc) as
+ * tl_partition_tile splits it (spatial.h); every other input is whole on
+ * every core. A reshape that adds or drops the images' trailing 1 keeps
+ * the tiles. Each value is then either a tile (split by the grid, as its
  * producer's output) or whole (the same bits on every core):
  *
  *   op on tiles                    this core runs
@@ -53,7 +55,8 @@ typedef struct tl_partition {
 
 /*
  * Partitions src for core `core` of the grid (gn, gh, gw, gc; the cores
- * number prod(grid)), with input `input` (an NHWC float32 input of src)
+ * number prod(grid)), with input `input` (a float32 input of src: images,
+ * NHWC or (batch, h, w))
  * split by the grid. Errors (TL_EINVAL): input not such an input, a grid
  * entry < 1 or more than TL_SPMD_MAX_CORES cores, an empty tile, a variable
  * read by ops on tiles and by whole ops; TL_ENOMEM.

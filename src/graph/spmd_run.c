@@ -143,8 +143,9 @@ void tl_spmd_run_feed(tl_spmd_run *r, tl_t t, const void *whole)
         run_core *c = &r->cores[q];
         float *dst = tl_exec_value(c->p, &c->e, c->pt.map[t]);
         if (c->pt.tiled[t]) {
-            tl_box all = {{0, 0, 0, 0}, {nd->shape[0], nd->shape[1], nd->shape[2], nd->shape[3]}}, tile;
-            tl_status st = tl_spatial_tile(nd->shape, r->grid, q, &tile);
+            int64_t s4[4] = {nd->shape[0], nd->shape[1], nd->shape[2], nd->rank == 4 ? nd->shape[3] : 1};
+            tl_box all = {{0, 0, 0, 0}, {s4[0], s4[1], s4[2], s4[3]}}, tile;
+            tl_status st = tl_spatial_tile(s4, r->grid, q, &tile);
             TL_ASSERT(st == TL_OK); /* the partitioner tiled it by this grid */
             (void)st;
             const float *src = whole;
