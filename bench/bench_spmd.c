@@ -178,7 +178,8 @@ int main(int argc, char **argv)
                k == 0 ? 0 : tl_spmd_run_partition(runs[k], 0)->gathered, act[k], grad[k], act[k] / act[0], med,
                lo, hi, med / base, rounds, STEPS);
         if (cores[k] == 4)
-            printf(", \"target_activations_vs_c1\": 0.3, \"target_met\": %s", act[k] / act[0] <= 0.3 ? "true" : "false");
+            printf(", \"target_activations_vs_c1\": 0.3, \"target_met\": %s",
+                   act[k] / act[0] <= 0.3 ? "true" : "false");
         if (cores[k] == 2)
             printf(", \"target_step_vs_c1\": 0.6, \"target_met\": %s", med / base <= 0.6 ? "true" : "false");
         printf("}\n");

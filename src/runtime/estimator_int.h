@@ -40,6 +40,7 @@
 #include "../base/base_int.h"
 #include "../base/thread.h"
 #include "../data/data_int.h"
+#include "../graph/partition.h"
 #include "../graph/program.h"
 #include "tpuloop/checkpoint.h"
 #include "tpuloop/comm.h"
@@ -82,7 +83,11 @@ typedef struct tl_outfeed_plan {
     int64_t record;               /* elements of one fired step, all replicas (int32 as 4 bytes) */
 } tl_outfeed_plan;
 
-/* One mode's compiled program and the per-replica batch it was traced for. */
+/* One mode's compiled program and the per-replica batch it was traced for.
+ * With C > 1 cores a replica (spatial partitioning, graph/partition.h), g
+ * and p are core 0's partitioned graph and program, and every tensor here
+ * is core 0's (features its tile; the rest whole); the traced graph is src,
+ * and core q runs part[q]'s graph as cp[q] (cp[0] == p). */
 typedef struct tl_mode_prog {
     tl_graph *g;
     tl_program *p;
@@ -90,7 +95,13 @@ typedef struct tl_mode_prog {
     int64_t batch; /* per replica */
     tl_outfeed_plan out;
     tl_t *emb_leaf;  /* (embedding features) the model's activations of each, TL_T_INVALID when it reads none */
+    tl_graph *src;          /* the traced graph when partitioned, else NULL */
+    tl_t src_features, src_labels; /* src's */
+    tl_partition *part;     /* (C) */
+    tl_program **cp;        /* (C) */
 } tl_mode_prog;
+
+typedef struct tl_follower tl_follower;
 
 /* The estimator's side of the infeed (infeed.c): one feed per mode, made in
  * prepare, and each mode's call: its sources and datasets. Two calls run at
@@ -149,7 +160,20 @@ struct tl_estimator {
     int64_t pred_width;
     tl_comm *comm;             /* the replicas' (R ranks; this process plays Rl of them) */
     tl_comm *hcomm;            /* the hosts' (one rank each), made from options.hosts; NULL on one host */
-    tl_barrier go, done;       /* host + Rl workers */
+    tl_barrier go, done;       /* host + Rl workers (+ their followers) */
+    /* ---- a replica of C > 1 cores (spatial partitioning, graph/partition.h):
+     * the worker of a replica runs core 0 and one follower thread each
+     * other core, in step with it at the replica's barrier. */
+    int C;                     /* num_cores_per_replica, 1 without partitioning */
+    int pd_n;                  /* input_partition_dims of the features, copied at create */
+    int64_t pd_dims[TL_MAX_RANK + 1];
+    int64_t grid[4];           /* the features' tiles over a replica's cores, as NHWC */
+    tl_tensor_partition fpart, lpart; /* the infeed's split of features and labels */
+    tl_follower *followers;    /* (R * (C - 1)): replica r's core q is [r * (C - 1) + q - 1] */
+    tl_barrier *rbar;          /* (R) each replica's cores */
+    const tl_program **progs[3]; /* per mode: (C) the cores' programs */
+    const tl_exec **peers[3];  /* per mode: (R * C) replica r's core q's buffers at [r * C + q] */
+    int followers_started;
     tl_worker *workers;        /* (R) only [first, first + Rl) run here; the others' stats are merged in */
     /* ---- hosts (hosts.c): with options.hosts, this process is host `host`
      * of H and runs replicas [first, first + Rl); else host 0 of 1 with
@@ -277,12 +301,29 @@ struct tl_worker {
     tl_scored *scored;         /* (scored_cap) */
     int64_t scored_cap, scored_len;
     tl_est_emb emb;
+    tl_spmd spmd[3];           /* per mode: core 0's view of its replica (C > 1) */
     /* Several hosts: batches relayed from another host's invocation (hosts.c). */
     int64_t *relay_send;       /* (H - 1 batches) the other hosts' replicas' batches this worker sends */
     int64_t *relay_recv;       /* (1 batch) this replica's, received */
     int64_t *relay_counts;     /* (2 R) */
     float *relay_f;            /* the received batch's features, labels and mask */
     tl_feed_batch relay_batch; /* the received batch */
+};
+
+/* Core q >= 1 of a replica of several cores: it runs its program of each
+ * mode on its tile of the replica's batches, in step with the replica's
+ * worker (core 0) at the replica's barrier, which reads its partial
+ * gradients. */
+struct tl_follower {
+    tl_estimator *est;
+    int replica, core;
+    tl_thread thread;
+    tl_exec x[3];              /* per mode */
+    tl_spmd spmd[3];
+    float *bufs;
+    uint8_t *mask;
+    tl_status status;
+    char err[512];
 };
 
 /* The replicas whose infeed waits an after_save listener's evaluation
@@ -509,6 +550,11 @@ void tl_infeed_free(tl_estimator *est);
  * the time spent waiting. Errors: TL_ERUNTIME "infeed closed". */
 tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns);
 void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b);
+/* The same for core `core` of replica `replica` (a replica of several
+ * cores: the features' tile of that core). */
+tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_feed_batch **out,
+                             int64_t *waited_ns);
+void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b);
 
 /* ---- host_call.c --------------------------------------------------------- */
 

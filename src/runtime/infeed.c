@@ -790,7 +790,10 @@ tl_status tl_infeed_init(tl_estimator *est, int depth)
                              .may_end = m == TL_MODE_TRAIN || (m == TL_MODE_EVAL && !f->plan[m]->on_device),
                              .pad_short = m == TL_MODE_EVAL && !f->plan[m]->on_device,
                              .only_host = est->H > 1,
-                             .host = est->host};
+                             .host = est->host,
+                             /* A replica of several cores: each its tile of the features, the labels whole. */
+                             .fpart = est->C > 1 ? &est->fpart : NULL,
+                             .lpart = est->C > 1 ? &est->lpart : NULL};
         memcpy(spec.fshape, est->fshape, sizeof spec.fshape);
         if ((st = tl_feed_create(&spec, &f->feed[m])) != TL_OK)
             return st;
@@ -904,4 +907,15 @@ tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch
 void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b)
 {
     tl_feed_release(est->infeed.cur, rank, 0, b);
+}
+
+tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_feed_batch **out,
+                             int64_t *waited_ns)
+{
+    return tl_feed_pop(est->infeed.cur, replica, core, step, out, waited_ns);
+}
+
+void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b)
+{
+    tl_feed_release(est->infeed.cur, replica, core, b);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../config/config_int.h"
 #include "../kernels/kernels.h"
 #include "estimator_int.h"
 #include "schedule.h"
@@ -31,6 +32,8 @@ static void worker_fail(tl_worker *w, tl_status st)
      * reports this root cause before their "aborted" / "infeed closed". */
     tl_comm_abort(w->est->comm, w->status, w->err);
     tl_infeed_abort(w->est);
+    if (w->est->C > 1)
+        tl_barrier_break(&w->est->rbar[w->rank]); /* its other cores stop too */
 }
 
 /* What a step needs to know of its batch once the buffer is given back. */
@@ -41,11 +44,12 @@ typedef struct tl_batch_info {
 } tl_batch_info;
 
 /* Copies batch b into the program's inputs. */
-static void fill_inputs(const tl_estimator *est, const tl_mode_prog *m, tl_exec *x, const tl_feed_batch *b)
+static void fill_inputs(const tl_program *p, tl_t features, tl_t labels, tl_exec *x, const tl_feed_batch *b)
 {
-    memcpy(tl_exec_value(m->p, x, m->features), b->features, (size_t)(m->batch * est->D) * sizeof(float));
-    if (m->labels != TL_T_INVALID)
-        memcpy(tl_exec_value(m->p, x, m->labels), b->labels, (size_t)m->batch * sizeof(int32_t));
+    /* The replica's batch, or with several cores this core's tile of it. */
+    memcpy(tl_exec_value(p, x, features), b->features, (size_t)p->g->nodes[features].size * sizeof(float));
+    if (labels != TL_T_INVALID)
+        memcpy(tl_exec_value(p, x, labels), b->labels, (size_t)p->g->nodes[labels].size * sizeof(int32_t));
 }
 
 /* Moves the next batch, which must be for step, from the infeed into the
@@ -65,7 +69,7 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
         return st;
     info->end = b->end;
     if (!b->end) {
-        fill_inputs(est, m, x, b);
+        fill_inputs(m->p, m->features, m->labels, x, b);
         /* The ids are enqueued straight from the buffer, as the infeed wrote
          * them: typed, never a float among the features. (The CPU path's
          * evaluation, whose short batches run apart, has no engine.) */
@@ -110,6 +114,111 @@ static void apply_chunk(const tl_estimator *est, const tl_optimizer_step *os, in
     optimizer_runs(est, os, pos, end - pos, grad + (pos - off));
 }
 
+/* ---- a replica of several cores ----------------------------------------- */
+
+static tl_follower *follower_of(const tl_estimator *est, int replica, int core)
+{
+    return &est->followers[replica * (est->C - 1) + core - 1];
+}
+
+/* Meets the replica's other cores at its barrier. */
+static tl_status replica_meet(tl_estimator *est, int replica)
+{
+    if (tl_barrier_wait(&est->rbar[replica]) != TL_WAIT_OK)
+        return tl_error(TL_ERUNTIME, "replica %d: another core of the replica failed", replica);
+    return TL_OK;
+}
+
+/* The replica's gradient in core 0's slab: a variable read on tiles gets
+ * the other cores' partials added in core order; one read whole (the same
+ * on every core) is core 0's (graph/partition.h). */
+static void replica_grad(tl_worker *w)
+{
+    const tl_estimator *est = w->est;
+    const tl_partition *pt = &est->train.part[0];
+    float *g = w->train_x.param_grad;
+    for (int v = 0; v < est->vars->n; v++) {
+        if (!pt->var_partial[v])
+            continue;
+        const tl_var *var = &est->vars->v[v];
+        for (int q = 1; q < est->C; q++) {
+            const float *o = follower_of(est, w->rank, q)->x[TL_MODE_TRAIN].param_grad + var->offset;
+            for (int64_t k = 0; k < var->size; k++)
+                g[var->offset + k] += o[k];
+        }
+    }
+}
+
+static void follower_fail(tl_follower *f, tl_status st)
+{
+    tl_estimator *est = f->est;
+    snprintf(f->err, sizeof f->err, "replica %d, core %d: %s", f->replica, f->core, tl_last_error());
+    f->status = st;
+    tl_comm_abort(est->comm, st, f->err);
+    tl_infeed_abort(est);
+    tl_barrier_break(&est->rbar[f->replica]);
+}
+
+/* The device loop of core f->core of its replica: its tile of each batch
+ * through its program, in step with the replica's other cores, which meet
+ * in the program's collectives and, when training, where core 0 reads the
+ * gradients and where it has updated the parameters (train_step). */
+static tl_status follower_loop(tl_follower *f)
+{
+    tl_estimator *est = f->est;
+    tl_mode mode = est->cmd == CMD_TRAIN ? TL_MODE_TRAIN : est->cmd == CMD_EVAL ? TL_MODE_EVAL : TL_MODE_PREDICT;
+    const tl_mode_prog *m = mode == TL_MODE_TRAIN ? &est->train : mode == TL_MODE_EVAL ? &est->eval : &est->predict;
+    const tl_program *p = m->cp[f->core];
+    const tl_partition *pt = &m->part[f->core];
+    tl_exec *x = &f->x[mode];
+    tl_t features = pt->map[m->src_features], labels = m->src_labels >= 0 ? pt->map[m->src_labels] : TL_T_INVALID;
+    for (int64_t i = 0; i < est->loop_n; i++) {
+        int64_t step = est->loop_start + i, waited = 0;
+        tl_feed_batch *b;
+        tl_status st = tl_infeed_pop_core(est, f->replica, f->core, step, &b, &waited);
+        if (st != TL_OK)
+            return st;
+        bool end = b->end, stop = b->stopping;
+        if (!end)
+            fill_inputs(p, features, labels, x, b);
+        tl_infeed_release_core(est, f->replica, f->core, b);
+        if (end)
+            return TL_OK; /* the input ended: core 0 stops at this step too */
+        x->step = step;
+        st = tl_program_forward(p, x);
+        if (st == TL_OK && mode == TL_MODE_TRAIN) {
+            st = tl_program_backward(p, x);
+            if (st == TL_OK)
+                st = replica_meet(est, f->replica); /* the gradients are ready */
+            if (st == TL_OK)
+                st = replica_meet(est, f->replica); /* read, and the parameters updated */
+        }
+        if (st != TL_OK || stop)
+            return st; /* prediction ends with the stop batch, on every core */
+    }
+    return TL_OK;
+}
+
+static void *follower_main(void *arg)
+{
+    tl_follower *f = arg;
+    tl_estimator *est = f->est;
+    const tl_device *dev =
+        tl_devices_get(tl_topology_devices(est->topo), tl_topology_device_of(est->topo, f->replica, f->core));
+    if (dev != NULL && dev->cpu >= 0 && tl_thread_pin_self(dev->cpu) != TL_OK)
+        tl_log(TL_LOG_DEBUG, "replica %d core %d runs unpinned: %s", f->replica, f->core, tl_last_error());
+    for (;;) {
+        if (tl_barrier_wait(&est->go) != TL_WAIT_OK || est->cmd == CMD_STOP)
+            return NULL;
+        f->status = TL_OK;
+        tl_status st = follower_loop(f);
+        if (st != TL_OK)
+            follower_fail(f, st);
+        if (tl_barrier_wait(&est->done) != TL_WAIT_OK)
+            return NULL;
+    }
+}
+
 /* One training step; *end when the input ended before it (nothing ran). */
 static tl_status train_step(tl_worker *w, int64_t step, bool *end)
 {
@@ -134,6 +243,10 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     st = tl_program_forward(p, x);
     if (st == TL_OK)
         st = tl_program_backward(p, x);
+    /* Several cores: once each has its gradient, the replica's is core 0's
+     * with the others' partials added. */
+    if (st == TL_OK && est->C > 1 && (st = replica_meet(est, w->rank)) == TL_OK)
+        replica_grad(w);
     /* The embedding gradients go before the dense reduce-scatter: no
      * replica leaves it before every replica has sent (emb_steps.c). */
     if (st == TL_OK)
@@ -169,8 +282,12 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
         apply_chunk(est, &os, w->chunk_off, w->chunk_len, grad);
     if ((st = tl_est_emb_apply(w)) != TL_OK)
         return st;
-    /* Nobody reads the parameters of step + 1 before every chunk is updated. */
+    /* Nobody reads the parameters of step + 1 before every chunk is updated
+     * (nor a core of the replica its gradient of step + 1 before core 0
+     * has read this one's). */
     if ((st = tl_comm_barrier(est->comm, w->rank)) != TL_OK)
+        return st;
+    if (est->C > 1 && (st = replica_meet(est, w->rank)) != TL_OK)
         return st;
     /* The outfeed follows the train_op (§6); the host reads it after the
      * loop, past the done barrier. A variable among the tensors shows its
@@ -300,7 +417,7 @@ static void *worker_main(void *arg)
 {
     tl_worker *w = arg;
     tl_estimator *est = w->est;
-    const tl_device *dev = tl_devices_get(tl_topology_devices(est->topo), w->rank);
+    const tl_device *dev = tl_devices_get(tl_topology_devices(est->topo), tl_topology_device_of(est->topo, w->rank, 0));
     if (dev != NULL && dev->cpu >= 0 && tl_thread_pin_self(dev->cpu) != TL_OK)
         tl_log(TL_LOG_DEBUG, "replica %d runs unpinned: %s", w->rank, tl_last_error());
     for (;;) {
@@ -347,7 +464,10 @@ void tl_estimator_options_init(tl_estimator_options *o)
 /* Compiles m's graph with the fusions that hide none of the values the
  * runtime reads: the logits, predictions and outfed tensors (the loss is
  * kept by the compiler). */
-static tl_status compile(tl_mode_prog *m, tl_t loss, bool backward)
+static tl_status compile_cores(tl_estimator *est, tl_mode_prog *m, tl_t loss, bool backward, const tl_t *keep,
+                               int nkeep);
+
+static tl_status compile(tl_estimator *est, tl_mode_prog *m, tl_t loss, bool backward)
 {
     tl_t keep[2 + TL_MAX_OUTFEED];
     int nkeep = 0;
@@ -355,7 +475,84 @@ static tl_status compile(tl_mode_prog *m, tl_t loss, bool backward)
     keep[nkeep++] = m->predictions;
     for (int k = 0; k < m->out.n_host_call + m->out.n_metric; k++)
         keep[nkeep++] = m->out.t[k].t;
+    if (est->C > 1)
+        return compile_cores(est, m, loss, backward, keep, nkeep);
     return tl_program_compile_fused(m->g, loss, backward, keep, nkeep, &m->p);
+}
+
+/* Source tensor t as core 0 holds it, whole: the runtime reads it. */
+static tl_status whole_on_core0(const tl_partition *pt, tl_t t, const char *what, tl_t *out)
+{
+    *out = t >= 0 ? pt->map[t] : TL_T_INVALID;
+    if (t >= 0 && pt->tiled[t])
+        return tl_error(TL_EINVAL, "the %s is split over the cores of a replica (it is a tile of the features' "
+                                   "split); the runtime reads it whole, which is not built yet", what);
+    return TL_OK;
+}
+
+/* A replica of C cores (graph/partition.h): the traced graph partitioned
+ * and compiled once per core, core 0's program as the mode's program. */
+static tl_status compile_cores(tl_estimator *est, tl_mode_prog *m, tl_t loss, bool backward, const tl_t *keep,
+                               int nkeep)
+{
+    int C = est->C;
+    m->part = tl_calloc((size_t)C, sizeof *m->part);
+    m->cp = tl_calloc((size_t)C, sizeof *m->cp);
+    if (m->part == NULL || m->cp == NULL)
+        return tl_error_oom();
+    m->src = m->g;
+    m->g = NULL;
+    tl_status st = TL_OK;
+    for (int q = 0; q < C && st == TL_OK; q++) {
+        tl_partition *pt = &m->part[q];
+        tl_t k2[2 + TL_MAX_OUTFEED];
+        if ((st = tl_partition_graph(m->src, m->features, est->grid, q, pt)) != TL_OK)
+            break;
+        for (int k = 0; k < nkeep && st == TL_OK; k++)
+            st = whole_on_core0(pt, keep[k], k == 0 ? "logits" : k == 1 ? "predictions" : "outfed tensor", &k2[k]);
+        if (st == TL_OK)
+            st = tl_program_compile_fused(pt->g, loss >= 0 ? pt->map[loss] : TL_T_INVALID, backward, k2, nkeep,
+                                          &m->cp[q]);
+    }
+    if (st != TL_OK)
+        return st;
+    const tl_partition *p0 = &m->part[0];
+    m->g = p0->g;
+    m->p = m->cp[0];
+    m->src_features = m->features;
+    m->src_labels = m->labels;
+    m->features = p0->map[m->features];
+    m->labels = m->labels >= 0 ? p0->map[m->labels] : TL_T_INVALID;
+    m->logits = m->logits >= 0 ? p0->map[m->logits] : TL_T_INVALID;
+    m->predictions = m->predictions >= 0 ? p0->map[m->predictions] : TL_T_INVALID;
+    for (int k = 0; k < m->out.n_host_call + m->out.n_metric; k++)
+        m->out.t[k].t = p0->map[m->out.t[k].t];
+    if (p0->gathered > 0)
+        tl_log(TL_LOG_INFO, "%s: %d ops have no rule for tiles: their inputs are gathered whole on every core",
+               tl_mode_name(m->src->mode), p0->gathered);
+    return TL_OK;
+}
+
+/* A mode's graphs and programs (C cores' when partitioned). */
+static void mode_free(tl_mode_prog *m, int C)
+{
+    if (m->part != NULL) {
+        for (int q = 0; q < C; q++) {
+            if (m->cp != NULL)
+                tl_program_destroy(m->cp[q]);
+            tl_partition_free(&m->part[q]);
+        }
+        tl_free(m->part);
+        tl_free(m->cp);
+        tl_graph_destroy(m->src);
+    } else {
+        tl_program_destroy(m->p);
+        tl_graph_destroy(m->g);
+    }
+    m->part = NULL;
+    m->cp = NULL;
+    m->p = NULL;
+    m->g = m->src = NULL;
 }
 
 /* Traces model_fn for mode at a per-replica batch and compiles it. */
@@ -388,7 +585,7 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
                                        "a static batch dimension of %lld", (long long)batch);
         if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
             return st;
-        return compile(m, TL_T_INVALID, false);
+        return compile(est, m, TL_T_INVALID, false);
     }
     if ((st = tl_est_emb_plan(est, mode, m)) != TL_OK)
         return st;
@@ -404,7 +601,7 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
         return st;
     if (mode == TL_MODE_TRAIN && (st = tl_vars_layout(est->vars)) != TL_OK)
         return st;
-    return compile(m, spec.loss, mode == TL_MODE_TRAIN);
+    return compile(est, m, spec.loss, mode == TL_MODE_TRAIN);
 }
 
 static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p, tl_exec *x, float **cursor,
@@ -423,6 +620,79 @@ static tl_status bind_exec(tl_estimator *est, tl_worker *w, const tl_program *p,
     x->seed = est->rc.tf_random_seed.set ? (uint64_t)est->rc.tf_random_seed.value : 0;
     x->loss_scale = est->opt.reduce_sum ? 1.0f : 1.0f / (float)est->R;
     x->state_scale = 1.0f / (float)est->R;
+    return TL_OK;
+}
+
+/* The exec of mode m for core q of replica r, joined to its replica's
+ * cores (tl_spmd): its own, in the mode's peers. */
+static void join_replica(tl_estimator *est, int m, int r, int q, tl_exec *x, tl_spmd *sp)
+{
+    est->peers[m][r * est->C + q] = x;
+    *sp = (tl_spmd){est->C, q, &est->rbar[r], est->progs[m], &est->peers[m][r * est->C]};
+    x->spmd = sp;
+}
+
+/* A replica of C > 1 cores: its barrier, and a follower for each core
+ * past 0 with buffers for its programs (the workers hold core 0's). */
+static tl_status make_followers(tl_estimator *est)
+{
+    int R = est->R, C = est->C;
+    tl_mode_prog *modes[3] = {&est->train, est->have_eval ? &est->eval : NULL,
+                              est->have_predict ? &est->predict : NULL};
+    est->rbar = tl_calloc((size_t)R, sizeof *est->rbar);
+    est->followers = tl_calloc((size_t)(R * (C - 1)), sizeof *est->followers);
+    if (est->rbar == NULL || est->followers == NULL)
+        return tl_error_oom();
+    for (int m = 0; m < 3; m++) {
+        if (modes[m] == NULL)
+            continue;
+        est->progs[m] = tl_calloc((size_t)C, sizeof *est->progs[m]);
+        est->peers[m] = tl_calloc((size_t)(R * C), sizeof *est->peers[m]);
+        if (est->progs[m] == NULL || est->peers[m] == NULL)
+            return tl_error_oom();
+        for (int q = 0; q < C; q++)
+            est->progs[m][q] = modes[m]->cp[q];
+    }
+    int spin = est->Rl * C <= tl_available_cpus() ? 20000 : 0;
+    for (int r = 0; r < R; r++) {
+        tl_status st = tl_barrier_init(&est->rbar[r], C, spin);
+        if (st != TL_OK)
+            return st;
+        tl_worker *w = &est->workers[r];
+        tl_exec *wx[3] = {&w->train_x, &w->eval_x, &w->predict_x};
+        for (int m = 0; m < 3; m++)
+            if (modes[m] != NULL)
+                join_replica(est, m, r, 0, wx[m], &w->spmd[m]);
+        for (int q = 1; q < C; q++) {
+            tl_follower *f = follower_of(est, r, q);
+            f->est = est;
+            f->replica = r;
+            f->core = q;
+            int64_t floats = est->vars->total + 16, masks = 64;
+            for (int m = 0; m < 3; m++)
+                if (modes[m] != NULL) {
+                    const tl_program *p = modes[m]->cp[q];
+                    floats += p->act_floats + p->grad_floats + p->scratch_floats;
+                    masks += p->mask_bytes;
+                }
+            f->bufs = tl_calloc((size_t)floats, sizeof(float));
+            f->mask = tl_calloc((size_t)masks, 1);
+            if (f->bufs == NULL || f->mask == NULL)
+                return tl_error_oom();
+            float *cur = f->bufs;
+            uint8_t *mcur = f->mask;
+            for (int m = 0; m < 3; m++) {
+                if (modes[m] == NULL)
+                    continue;
+                bind_exec(est, w, modes[m]->cp[q], &f->x[m], &cur, &mcur);
+                if (m == TL_MODE_TRAIN) {
+                    f->x[m].param_grad = cur;
+                    cur += est->vars->total;
+                }
+                join_replica(est, m, r, q, &f->x[m], &f->spmd[m]);
+            }
+        }
+    }
     return TL_OK;
 }
 
@@ -477,11 +747,22 @@ static tl_status make_workers(tl_estimator *est)
         if ((st = tl_est_emb_worker_init(est, w)) != TL_OK || (st = tl_est_relay_init(est, w)) != TL_OK)
             return st;
     }
+    if (est->C > 1) {
+        tl_status st = make_followers(est);
+        if (st != TL_OK)
+            return st;
+    }
     for (int r = est->first; r < est->first + est->Rl; r++) {
         tl_status st = tl_thread_start(&est->workers[r].thread, worker_main, &est->workers[r]);
         if (st != TL_OK)
             return st;
         est->started++;
+    }
+    for (int k = 0; est->C > 1 && k < est->R * (est->C - 1); k++) {
+        tl_status st = tl_thread_start(&est->followers[k].thread, follower_main, &est->followers[k]);
+        if (st != TL_OK)
+            return st;
+        est->followers_started++;
     }
     return TL_OK;
 }
@@ -551,6 +832,31 @@ static tl_status embedding_create(tl_estimator *est)
     return st;
 }
 
+/* What a replica of several cores runs so far (graph/partition.h): its
+ * cores split the features spatially (input_partition_dims tiling one
+ * image tensor) on one host, without embedding tables. */
+static tl_status model_parallel_check(const tl_run_config *rc, const tl_estimator_options *o, int64_t ncpr)
+{
+    const tl_partition_dims *pd = rc->tpu.input_partition_dims;
+    if (pd == NULL || pd->features->kind != TL_PD_DIMS)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld: the cores of a replica split the model spatially "
+                                   "so far: input_partition_dims must give the image features' tiles, as [[1, 2, 2, "
+                                   "1], None] (tensor parallelism from ModelParallel layouts is not built yet)",
+                        (long long)ncpr);
+    if (pd->labels != NULL && pd->labels->kind != TL_PD_NONE)
+        return tl_error(TL_EINVAL, "input_partition_dims: the labels must be None (every core of a replica reads "
+                                   "them whole); splitting them is not built yet");
+    if (o->embedding != NULL || o->embedding_config != NULL)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld with embedding tables is not built yet",
+                        (long long)ncpr);
+    if (o->hosts != NULL)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld over several hosts is not built yet", (long long)ncpr);
+    if (!rc->eval_on_tpu)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld with eval_on_tpu false is not built yet: the "
+                                   "plain Estimator's evaluation runs the model whole", (long long)ncpr);
+    return TL_OK;
+}
+
 tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *o, tl_estimator **out)
 {
     *out = NULL;
@@ -568,20 +874,29 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     if (o->save_every_n_steps < 0)
         return tl_error(TL_EINVAL, "tl_estimator_options.save_every_n_steps must be >= 0 (0: none), got %lld",
                         (long long)o->save_every_n_steps);
-    if (rc->tpu.num_cores_per_replica.set && rc->tpu.num_cores_per_replica.value > 1)
-        return tl_error(TL_EINVAL, "num_cores_per_replica %lld: model parallelism is not built yet; leave it unset "
-                                   "or 1", (long long)rc->tpu.num_cores_per_replica.value);
+    int64_t ncpr = rc->use_tpu && rc->tpu.num_cores_per_replica.set ? rc->tpu.num_cores_per_replica.value : 1;
+    if (ncpr > 1 && (st = model_parallel_check(rc, o, ncpr)) != TL_OK)
+        return st;
     tl_estimator *est = tl_calloc(1, sizeof *est);
     if (est == NULL)
         return tl_error_oom();
     est->opt = *o;
     est->rc = *rc;
+    est->C = (int)ncpr;
+    if (ncpr > 1) { /* the features' dims; the config's tree may not outlive create */
+        const tl_pd_node *f = rc->tpu.input_partition_dims->features;
+        est->pd_n = f->n;
+        memcpy(est->pd_dims, f->dims, (size_t)f->n * sizeof *f->dims);
+    }
+    est->rc.tpu.input_partition_dims = NULL;
     /* use_tpu false is the plain Estimator: the model runs once per step on
      * this host with the global batch, whatever the devices. */
     tl_run_config one = *rc;
     if (!rc->use_tpu) {
         one.devices = 1;
         one.num_hosts = 1;
+        one.tpu.num_cores_per_replica.set = false; /* the plain Estimator: the model whole, once a step */
+        one.tpu.input_partition_dims = NULL;
     }
     est->H = 1; /* until tl_est_hosts_init: nothing to tell other hosts */
     if ((st = tl_topology_create(&one, NULL, &est->topo)) != TL_OK)
@@ -630,6 +945,31 @@ tl_status tl_est_plan_error(const tl_estimator *est, tl_mode mode)
     return est->plan_err[mode] != TL_OK ? tl_error(est->plan_err[mode], "%s", est->plan_msg[mode]) : TL_OK;
 }
 
+/* input_partition_dims against the features (batch, fshape...) with
+ * TensorFlow's checks and messages (tl_partition_plan): the infeed's split
+ * and the grid of the partitioner, which takes images of rank 3 or 4. */
+static tl_status partition_plan(tl_estimator *est, int64_t batch)
+{
+    tl_pd_node fnode = {TL_PD_DIMS, est->pd_n, est->pd_dims, NULL, NULL}, lnode = {TL_PD_NONE, 0, NULL, NULL, NULL};
+    tl_partition_dims pd = {&fnode, &lnode};
+    tl_tensor_desc f = {NULL, est->frank + 1, {batch}}, l = {NULL, 1, {batch}};
+    memcpy(f.shape + 1, est->fshape, (size_t)est->frank * sizeof *est->fshape);
+    tl_tensor_struct fs = {TL_STRUCT_TENSOR, 1, &f}, ls = {TL_STRUCT_TENSOR, 1, &l};
+    tl_status st = tl_partition_plan(&pd, est->C, &fs, &ls, &est->fpart, &est->lpart);
+    if (st != TL_OK)
+        return st;
+    if (est->fpart.kind != TL_PART_TILED)
+        return tl_error(TL_EINVAL, "input_partition_dims: the features' dims must tile them over the %d cores of a "
+                                   "replica (a product of 1 gives them whole to core 0, which the partitioner does "
+                                   "not take)", est->C);
+    if (f.rank != 3 && f.rank != 4)
+        return tl_error(TL_EINVAL, "input_partition_dims: the cores of a replica split images, (batch, height, width) "
+                                   "or (batch, height, width, channels); the features have rank %d", f.rank);
+    for (int d = 0; d < 4; d++)
+        est->grid[d] = d < f.rank ? est->fpart.dims[d] : 1;
+    return TL_OK;
+}
+
 /* Builds programs, parameters and workers on the first train, evaluate or
  * predict, when the input's shape is known. */
 static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshape)
@@ -650,6 +990,8 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
     est->D = 1;
     for (int d = 0; d < frank; d++)
         est->D *= fshape[d];
+    if (est->C > 1 && (st = partition_plan(est, train_batch)) != TL_OK)
+        return st;
     if ((st = trace(est, TL_MODE_TRAIN, train_batch, fshape, frank, &est->train)) != TL_OK)
         return st;
     /* TensorFlow checks an evaluation's or prediction's input rules when
@@ -716,10 +1058,10 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
         return st;
     if (est->H > 1)
         (void)tl_comm_set_timeout(est->comm, (double)rc->host_timeout_secs);
-    int spin = est->Rl <= tl_available_cpus() ? 20000 : 0;
-    if ((st = tl_barrier_init(&est->go, est->Rl + 1, spin)) != TL_OK)
+    int spin = est->Rl * est->C <= tl_available_cpus() ? 20000 : 0;
+    if ((st = tl_barrier_init(&est->go, est->Rl * est->C + 1, spin)) != TL_OK)
         return st;
-    if ((st = tl_barrier_init(&est->done, est->Rl + 1, spin)) != TL_OK) {
+    if ((st = tl_barrier_init(&est->done, est->Rl * est->C + 1, spin)) != TL_OK) {
         tl_barrier_close(&est->go);
         return st;
     }
@@ -791,8 +1133,9 @@ void tl_estimator_destroy(tl_estimator *est)
 {
     if (est == NULL)
         return;
-    if (est->started > 0) {
-        if (est->started == est->Rl) {
+    int followers = est->C > 1 ? est->R * (est->C - 1) : 0;
+    if (est->started > 0 || est->followers_started > 0) {
+        if (est->started == est->Rl && est->followers_started == followers) {
             est->cmd = CMD_STOP;
             tl_barrier_wait(&est->go);
         } else {
@@ -800,6 +1143,21 @@ void tl_estimator_destroy(tl_estimator *est)
         }
         for (int r = est->first; r < est->first + est->started; r++)
             tl_thread_join(&est->workers[r].thread, NULL);
+        for (int k = 0; k < est->followers_started; k++)
+            tl_thread_join(&est->followers[k].thread, NULL);
+    }
+    for (int k = 0; est->followers != NULL && k < followers; k++) {
+        tl_free(est->followers[k].bufs);
+        tl_free(est->followers[k].mask);
+    }
+    for (int r = 0; est->rbar != NULL && r < est->R; r++)
+        if (est->rbar[r].count > 0)
+            tl_barrier_close(&est->rbar[r]);
+    tl_free(est->followers);
+    tl_free(est->rbar);
+    for (int m = 0; m < 3; m++) {
+        tl_free(est->progs[m]);
+        tl_free(est->peers[m]);
     }
     tl_infeed_free(est);
     tl_free(est->outfeed);
@@ -826,18 +1184,14 @@ void tl_estimator_destroy(tl_estimator *est)
     tl_comm_destroy(est->comm);
     tl_comm_destroy(est->hcomm);
     tl_free(est->state_slab);
-    tl_program_destroy(est->train.p);
-    tl_program_destroy(est->eval.p);
-    tl_program_destroy(est->predict.p);
-    tl_program_destroy(est->eval_part.p);
-    tl_graph_destroy(est->eval_part.g);
+    mode_free(&est->train, est->C);
+    mode_free(&est->eval, est->C);
+    mode_free(&est->predict, est->C);
+    mode_free(&est->eval_part, est->C);
     tl_free(est->part_bufs);
     tl_free(est->part_mask);
     tl_free(est->part_features);
     tl_free(est->part_labels);
-    tl_graph_destroy(est->train.g);
-    tl_graph_destroy(est->eval.g);
-    tl_graph_destroy(est->predict.g);
     tl_vars_destroy(est->vars);
     tl_topology_destroy(est->topo);
     tl_emb_engine_destroy(est->own_emb); /* after everything that steps it */
@@ -864,6 +1218,9 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     for (int r = lo; r < hi; r++)
         if (est->workers[r].status != TL_OK && est->workers[r].status != TL_ERUNTIME)
             return tl_est_hosts_fail(est, tl_error(est->workers[r].status, "%s", est->workers[r].err));
+    for (int k = 0; est->C > 1 && k < est->R * (est->C - 1); k++)
+        if (est->followers[k].status != TL_OK && est->followers[k].status != TL_ERUNTIME)
+            return tl_error(est->followers[k].status, "%s", est->followers[k].err);
     for (int r = lo; r < hi; r++)
         if (est->workers[r].status != TL_OK)
             return tl_est_hosts_fail(est, tl_error(est->workers[r].status, "%s", est->workers[r].err));
