@@ -5,7 +5,8 @@
  * built-in cnn trains to the parameters of one core per replica with the
  * same replica count, to float tolerance, at C = 2 and 4 and several tile
  * grids; with the same bits for any iterations_per_loop at each C; and
- * evaluates and predicts as the unpartitioned program does. */
+ * evaluates and predicts (every example, the stop batch on every core) as
+ * the unpartitioned program does. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +89,12 @@ static void train(int devices, int cores, const char *dims, const char *ipl, run
     tl_eval_result er;
     cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
     out->eval_loss = (float)er.loss;
+    tl_predict_result pr;
+    cr_assert_eq(tl_estimator_predict(est, d, &pr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(pr.num_examples, EXAMPLES);
+    cr_assert_eq(pr.width, 4);
+    memcpy(out->pred, pr.values, sizeof out->pred);
+    tl_predict_result_free(&pr);
     tl_estimator_destroy(est);
     tl_labeled_data_destroy(d);
     tl_config_destroy(cfg);
@@ -99,6 +106,9 @@ static void assert_close(const run *a, const run *b, const char *what)
               (double)a->loss, (double)b->loss);
     cr_assert(fabsf(a->eval_loss - b->eval_loss) <= 1e-4f * (1 + fabsf(b->eval_loss)),
               "%s: evaluation loss %.7g, one core %.7g", what, (double)a->eval_loss, (double)b->eval_loss);
+    for (int k = 0; k < EXAMPLES * 4; k++)
+        cr_assert(fabsf(a->pred[k] - b->pred[k]) <= 1e-4f * (1 + fabsf(b->pred[k])),
+                  "%s: prediction %d is %.7g, one core %.7g", what, k, (double)a->pred[k], (double)b->pred[k]);
     for (int64_t k = 0; k < a->nparams; k++)
         cr_assert(fabsf(a->params[k] - b->params[k]) <= 1e-4f * (1 + fabsf(b->params[k])),
                   "%s: parameter %lld is %.7g, one core %.7g", what, (long long)k, (double)a->params[k],
