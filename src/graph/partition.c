@@ -200,6 +200,24 @@ static bool global_avg_pool(const tl_graph *g, const tl_node *nd)
            a[7] == 0;
 }
 
+/* Source node i run as it is on this core's tiles of its inputs (and
+ * their whole values where they are whole): its output is a tile. */
+static tl_status op_on_tiles(pctx *c, int i)
+{
+    const tl_node *nd = &c->src->nodes[i];
+    tl_t in[TL_MAX_OP_INPUTS];
+    tl_box b;
+    tl_status st = tile_of(c, i, nd->shape, &b);
+    if (st != TL_OK)
+        return st;
+    for (int k = 0; k < nd->nin; k++)
+        in[k] = c->pt->map[nd->in[k]];
+    c->pt->map[i] = add_like(c, nd, in, b.size, 4);
+    c->pt->tiled[i] = true;
+    c->on_tiles[i] = true;
+    return TL_OK;
+}
+
 /* Whether reshape nd only adds or drops the trailing 1 of NHWC images. */
 static bool same_images(const pctx *c, const tl_node *nd)
 {
@@ -262,31 +280,13 @@ static tl_status node(pctx *c, int i, tl_t input)
         /* Per channel over the rows of every core: a training batch norm
          * takes the replica's statistics (ops_norm.c), a frozen one is
          * element-wise. */
-        tl_box b;
-        tl_status st = tile_of(c, i, nd->shape, &b);
-        if (st != TL_OK)
-            return st;
-        for (int k = 0; k < nd->nin; k++)
-            in[k] = pt->map[nd->in[k]];
-        pt->map[i] = add_like(c, nd, in, b.size, 4);
-        if (pt->map[i] >= 0 && nd->iattr[0])
+        tl_status st = op_on_tiles(c, i);
+        if (st == TL_OK && pt->map[i] >= 0 && nd->iattr[0])
             c->g->nodes[pt->map[i]].iattr[1] = 1;
-        pt->tiled[i] = true;
-        c->on_tiles[i] = true;
-        return TL_OK;
+        return st;
     }
-    if (any && elementwise(nd->op) && tiles_fit(c, nd)) {
-        tl_box b;
-        tl_status st = tile_of(c, i, nd->shape, &b);
-        if (st != TL_OK)
-            return st;
-        for (int k = 0; k < nd->nin; k++)
-            in[k] = pt->map[nd->in[k]];
-        pt->map[i] = add_like(c, nd, in, b.size, 4);
-        pt->tiled[i] = true;
-        c->on_tiles[i] = true;
-        return TL_OK;
-    }
+    if (any && elementwise(nd->op) && tiles_fit(c, nd))
+        return op_on_tiles(c, i);
     for (int k = 0; k < nd->nin; k++)
         in[k] = whole_of(c, nd->in[k]);
     pt->gathered += any;

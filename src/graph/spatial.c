@@ -33,63 +33,60 @@ void tl_spatial_reach(int64_t in, int64_t k, int64_t stride, int64_t dilation, i
     *pad_hi = hi - *i1;
 }
 
-/* The region of one spatial axis and the local padding around it. */
-static void axis(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_before, int64_t o0,
-                 int64_t osize, int64_t *off, int64_t *size, int64_t *pad_lo, int64_t *pad_hi)
+/* A window op's spatial geometry: the input's size, taps, strides,
+ * dilations and padding before, per axis (h, w). */
+typedef struct window {
+    int64_t in[2], k[2], stride[2], dilation[2], pad_before[2];
+} window;
+
+/* The region of the input the output tile out reads, in need's batch and
+ * spatial dimensions (its channels are the caller's), and the padding it
+ * lacks, (top, left, bottom, right) in pads; false (need and pads zero)
+ * when out is empty. */
+static bool region(const window *wd, const tl_box *out, tl_box *need, int64_t pads[4])
 {
-    int64_t i0, i1;
-    tl_spatial_reach(in, k, stride, dilation, pad_before, o0, o0 + osize, &i0, &i1, pad_lo, pad_hi);
-    *off = i0;
-    *size = i1 - i0;
+    memset(need, 0, sizeof *need);
+    memset(pads, 0, 4 * sizeof *pads);
+    if (tl_box_count(out) == 0)
+        return false;
+    need->off[0] = out->off[0];
+    need->size[0] = out->size[0];
+    for (int a = 0; a < 2; a++) {
+        int64_t i0, i1, o0 = out->off[1 + a];
+        tl_spatial_reach(wd->in[a], wd->k[a], wd->stride[a], wd->dilation[a], wd->pad_before[a], o0,
+                         o0 + out->size[1 + a], &i0, &i1, &pads[a], &pads[2 + a]);
+        need->off[1 + a] = i0;
+        need->size[1 + a] = i1 - i0;
+    }
+    return true;
 }
 
 void tl_spatial_conv_tile(const tl_k_conv_geom *cv, const tl_box *out, tl_k_conv_geom *local, tl_box *need)
 {
     TL_ASSERT(out->off[3] == 0 && (out->size[3] == cv->o || tl_box_count(out) == 0));
+    window wd = {{cv->h, cv->w}, {cv->kh, cv->kw}, {cv->stride_h, cv->stride_w}, {cv->dilation_h, cv->dilation_w},
+                 {cv->pad_top, cv->pad_left}};
+    int64_t pads[4];
     *local = *cv;
-    memset(need, 0, sizeof *need);
-    local->n = out->size[0];
-    local->oh = out->size[1];
-    local->ow = out->size[2];
-    if (tl_box_count(out) == 0) {
-        local->h = local->w = 0;
-        local->pad_top = local->pad_bottom = local->pad_left = local->pad_right = 0;
-        return;
-    }
-    need->off[0] = out->off[0];
-    need->size[0] = out->size[0];
-    axis(cv->h, cv->kh, cv->stride_h, cv->dilation_h, cv->pad_top, out->off[1], out->size[1], &need->off[1],
-         &need->size[1], &local->pad_top, &local->pad_bottom);
-    axis(cv->w, cv->kw, cv->stride_w, cv->dilation_w, cv->pad_left, out->off[2], out->size[2], &need->off[2],
-         &need->size[2], &local->pad_left, &local->pad_right);
-    need->size[3] = cv->c;
-    local->h = need->size[1];
-    local->w = need->size[2];
+    if (region(&wd, out, need, pads))
+        need->size[3] = cv->c;
+    local->n = out->size[0], local->oh = out->size[1], local->ow = out->size[2];
+    local->h = need->size[1], local->w = need->size[2];
+    local->pad_top = pads[0], local->pad_left = pads[1], local->pad_bottom = pads[2], local->pad_right = pads[3];
 }
 
 void tl_spatial_pool_tile(const tl_k_pool_geom *pl, const tl_box *out, tl_k_pool_geom *local, tl_box *need)
 {
+    window wd = {{pl->h, pl->w}, {pl->kh, pl->kw}, {pl->stride_h, pl->stride_w}, {1, 1}, {pl->pad_top, pl->pad_left}};
+    int64_t pads[4];
     *local = *pl;
-    memset(need, 0, sizeof *need);
-    local->n = out->size[0];
-    local->oh = out->size[1];
-    local->ow = out->size[2];
-    local->c = out->size[3];
-    if (tl_box_count(out) == 0) {
-        local->h = local->w = 0;
-        local->pad_top = local->pad_bottom = local->pad_left = local->pad_right = 0;
-        return;
+    if (region(&wd, out, need, pads)) {
+        need->off[3] = out->off[3];
+        need->size[3] = out->size[3];
     }
-    need->off[0] = out->off[0];
-    need->size[0] = out->size[0];
-    axis(pl->h, pl->kh, pl->stride_h, 1, pl->pad_top, out->off[1], out->size[1], &need->off[1], &need->size[1],
-         &local->pad_top, &local->pad_bottom);
-    axis(pl->w, pl->kw, pl->stride_w, 1, pl->pad_left, out->off[2], out->size[2], &need->off[2], &need->size[2],
-         &local->pad_left, &local->pad_right);
-    need->off[3] = out->off[3];
-    need->size[3] = out->size[3];
-    local->h = need->size[1];
-    local->w = need->size[2];
+    local->n = out->size[0], local->oh = out->size[1], local->ow = out->size[2], local->c = out->size[3];
+    local->h = need->size[1], local->w = need->size[2];
+    local->pad_top = pads[0], local->pad_left = pads[1], local->pad_bottom = pads[2], local->pad_right = pads[3];
 }
 
 /* a ∩ b into *out; false when empty. */

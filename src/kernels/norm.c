@@ -415,6 +415,16 @@ TL_VECTOR_CLONES void tl_k_batch_norm_train(int64_t rows, int64_t c, double eps,
     }
 }
 
+/* Channels [c0, c0 + w) of c as a chunk, w = min(CHUNK, c - c0), with
+ * rstd[j] = 1/sqrt(var[c0 + j] + eps) for each. */
+SPAN_INLINE chunk rstd_chunk(int64_t c, int64_t c0, const double *restrict var, double eps, double *restrict rstd)
+{
+    int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
+    for (int64_t j = 0; j < w; j++)
+        rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+    return chunk_of(c, c0, w);
+}
+
 /* dx of a chunk: a·(g - s1/n - xhat·s2/n), a = gamma·rstd, with s1 and s2
  * the chunk's sums (w each) over the n rows of the whole batch. */
 SPAN_INLINE void chunk_dx(const chunk *ch, int64_t rows, double n, const float *restrict x, bool relu,
@@ -455,15 +465,12 @@ TL_VECTOR_CLONES void tl_k_batch_norm_train_grad(int64_t rows, int64_t c, double
     grad_arrays ga;
     double rstd[CHUNK], s1[TILE_MAX], s2[TILE_MAX];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk ch = chunk_of(c, c0, w);
-        for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk ch = rstd_chunk(c, c0, var, eps, rstd);
         grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
         chunk_grad_sums(&ch, rows, x, relu, dy, &ga, s1, s2);
-        for (int64_t j = 0; dbeta != NULL && j < w; j++)
+        for (int64_t j = 0; dbeta != NULL && j < ch.w; j++)
             dbeta[c0 + j] = (float)s1[j];
-        for (int64_t j = 0; dgamma != NULL && j < w; j++)
+        for (int64_t j = 0; dgamma != NULL && j < ch.w; j++)
             dgamma[c0 + j] = (float)s2[j];
         if (dx != NULL)
             chunk_dx(&ch, rows, (double)rows, x, relu, dy, gamma, &ga, rstd, s1, s2, dx);
@@ -503,10 +510,7 @@ TL_VECTOR_CLONES void tl_k_batch_norm_apply(int64_t rows, int64_t c, double eps,
     TL_ASSERT(rows >= 0 && c >= 0);
     double rstd[CHUNK];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk ch = chunk_of(c, c0, w);
-        for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk ch = rstd_chunk(c, c0, var, eps, rstd);
         chunk_normalise(&ch, rows, x, mean + c0, rstd, gamma, beta, relu, y);
     }
 }
@@ -520,10 +524,7 @@ TL_VECTOR_CLONES void tl_k_batch_norm_grad_sums(int64_t rows, int64_t c, double 
     grad_arrays ga;
     double rstd[CHUNK];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk ch = chunk_of(c, c0, w);
-        for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk ch = rstd_chunk(c, c0, var, eps, rstd);
         grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
         chunk_grad_sums(&ch, rows, x, relu, dy, &ga, s1 + c0, s2 + c0);
     }
@@ -540,10 +541,7 @@ TL_VECTOR_CLONES void tl_k_batch_norm_grad_apply(int64_t rows, int64_t c, double
     grad_arrays ga;
     double rstd[CHUNK];
     for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-        int64_t w = c - c0 < CHUNK ? c - c0 : CHUNK;
-        chunk ch = chunk_of(c, c0, w);
-        for (int64_t j = 0; j < w; j++)
-            rstd[j] = 1.0 / sqrt(var[c0 + j] + eps);
+        chunk ch = rstd_chunk(c, c0, var, eps, rstd);
         grad_arrays_fill(&ch, mean + c0, rstd, gamma, relu ? beta : NULL, &ga);
         chunk_dx(&ch, rows, (double)n, x, relu, dy, gamma, &ga, rstd, s1 + c0, s2 + c0, dx);
     }
