@@ -69,7 +69,7 @@ typedef struct tl_job_train_start {
     int64_t global_batch_size;   /* train_batch_size */
     int num_hosts;
     int num_devices;             /* over every host */
-    int num_replicas;
+    int num_replicas;            /* with num_cores_per_replica (model parallelism); 0: one per device */
     tl_ipl iterations_per_loop;
     /* The embedding tables and their slots (0 without): all of them, and
      * the most one host holds (each host holds its shard of every table). */

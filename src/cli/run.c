@@ -89,9 +89,12 @@ static void on_train_start(const tl_job_train_start *s, void *user)
         snprintf(end, sizeof end, "to step %lld", (long long)s->final_step);
     else
         snprintf(end, sizeof end, "to the end of the input");
-    char hosts[32] = "";
+    char hosts[96] = "";
+    if (s->num_replicas > 0 && s->num_replicas < s->num_devices) /* model parallelism */
+        snprintf(hosts, sizeof hosts, " (%d replica%s of %d cores)", s->num_replicas, s->num_replicas == 1 ? "" : "s",
+                 s->num_devices / s->num_replicas);
     if (s->num_hosts > 1)
-        snprintf(hosts, sizeof hosts, " (%d hosts)", s->num_hosts);
+        snprintf(hosts + strlen(hosts), sizeof hosts - strlen(hosts), " (%d hosts)", s->num_hosts);
     char tables[96] = "";
     if (s->table_bytes > 0 && s->host_table_bytes < s->table_bytes)
         snprintf(tables, sizeof tables, "; embedding tables %.2f MiB, at most %.2f MiB per host",

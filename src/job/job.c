@@ -337,7 +337,10 @@ tl_status tl_job_train(tl_job *job, tl_job_train_result *res)
                                 .global_batch_size = r->train_batch_size.set ? r->train_batch_size.value : 0,
                                 .num_hosts = (int)r->num_hosts,
                                 .num_devices = (int)((r->devices ? r->devices : tl_available_cpus()) * r->num_hosts),
-                                .num_replicas = 0,
+                                .num_replicas = r->use_tpu && r->tpu.num_cores_per_replica.set
+                                                    ? (int)((r->devices ? r->devices : tl_available_cpus()) *
+                                                            r->num_hosts / r->tpu.num_cores_per_replica.value)
+                                                    : 0,
                                 .iterations_per_loop = r->tpu.iterations_per_loop,
                                 .table_bytes = table_bytes,
                                 .host_table_bytes = tl_emb_table_bytes(eng)};
