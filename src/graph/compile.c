@@ -84,6 +84,32 @@ static void plan_fusion(tl_program *p, tl_t loss, bool backward, const tl_t *kee
     tl_free(uses);
 }
 
+/* Marks the transient values (program.h): halo gathers read only by the
+ * next node and not kept. Returns the floats of the largest. */
+static int64_t plan_transient(tl_program *p, tl_t loss, const tl_t *keep, int nkeep)
+{
+    const tl_graph *g = p->g;
+    int *uses = tl_calloc((size_t)(g->n ? g->n : 1), sizeof *uses);
+    if (uses == NULL)
+        return 0; /* none transient: more memory, the same results */
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            uses[g->nodes[i].in[k]] += g->nodes[i].in[k] == i - 1 ? 1 : 2; /* another reader counts twice */
+    if (loss >= 0)
+        uses[loss] += 2;
+    for (int k = 0; k < nkeep; k++)
+        if (keep[k] >= 0 && keep[k] < g->n)
+            uses[keep[k]] += 2;
+    int64_t most = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == TL_OP_SPMD_HALO && uses[i] == 1) {
+            p->remat[i] = 1;
+            most = g->nodes[i].size > most ? g->nodes[i].size : most;
+        }
+    tl_free(uses);
+    return most;
+}
+
 /* Floats of scratch a family op asks for (ops.h). */
 static int64_t op_scratch(const tl_graph *g, int i)
 {
@@ -129,6 +155,13 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     p->backward = backward;
     if (nkeep >= 0)
         plan_fusion(p, backward ? loss : TL_T_INVALID, backward, keep, nkeep);
+    p->remat = tl_calloc((size_t)(n ? n : 1), sizeof *p->remat);
+    if (p->remat == NULL) {
+        tl_free(reach);
+        tl_program_destroy(p);
+        return tl_error_oom();
+    }
+    int64_t transient = plan_transient(p, loss, keep, nkeep), shared_val = -1, shared_grad = -1;
 
     /* Nodes the loss depends on, walking back from it. */
     if (backward) {
@@ -146,6 +179,12 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
             p->val_off[i] = TL_OFF_PARAM;
         } else if (aliases_input(p, i) && p->val_off[nd->in[0]] >= 0) {
             p->val_off[i] = p->val_off[nd->in[0]]; /* a view: same bytes (a variable's reshape is a copy) */
+        } else if (p->remat[i]) {
+            if (shared_val < 0) {
+                shared_val = act;
+                act += round_up(transient, 16);
+            }
+            p->val_off[i] = shared_val;
         } else {
             p->val_off[i] = act;
             act += round_up(nd->size * tl_dtype_slots(nd->dtype), 16); /* 64-byte aligned within the slab */
@@ -158,6 +197,12 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
                 p->grad_off[i] = TL_OFF_PARAM;
             } else if (aliases_input(p, i) && p->grad_off[nd->in[0]] >= 0) {
                 p->grad_off[i] = p->grad_off[nd->in[0]];
+            } else if (p->remat[i]) {
+                if (shared_grad < 0) {
+                    shared_grad = grad;
+                    grad += round_up(transient, 16);
+                }
+                p->grad_off[i] = shared_grad;
             } else {
                 p->grad_off[i] = grad;
                 grad += round_up(nd->size, 16);
@@ -243,6 +288,7 @@ void tl_program_destroy(tl_program *p)
     tl_free(p->zero_vars);
     tl_free(p->fuse);
     tl_free(p->aux_floats);
+    tl_free(p->remat);
     tl_free(p);
 }
 

@@ -183,9 +183,15 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
         const tl_node *nd = &g->nodes[i];
         if (p->grad_off[i] == TL_OFF_NONE || p->fuse[i] == TL_FUSE_INTO)
             continue; /* no gradient, or its producer's backward does its work */
+        tl_status st = TL_OK;
+        /* A transient input's value is gathered again (program.h). */
+        for (int k = 0; k < nd->nin && st == TL_OK; k++)
+            if (p->remat[nd->in[k]])
+                st = tl_op_family_of(g->nodes[nd->in[k]].op)->forward(p, e, nd->in[k]);
+        if (st != TL_OK)
+            return st;
         const float *dy = tl_op_grad(p, e, i);
         int64_t cur = 0;
-        tl_status st = TL_OK;
         float *d0, *d1;
         switch (nd->op) {
         case TL_OP_INPUT:

@@ -30,7 +30,17 @@ typedef struct tl_program {
     int nzero_vars;
     uint8_t *fuse;            /* (n) tl_fuse: ops fused into their producer */
     int64_t *aux_floats;      /* (n) floats each op keeps beside its value (ops.h aux; tl_exec_aux) */
+    uint8_t *remat;           /* (n) 1: a transient value, recomputed before its consumer's backward (below) */
 } tl_program;
+
+/*
+ * Transient values. A halo gather (ops_spmd.c) read only by the next op
+ * (its conv or pool) keeps no value of its own: every such region shares
+ * one buffer, as large as the largest, and so do their gradients; the
+ * backward pass runs the gather again just before its consumer's backward
+ * needs the region. A partitioned core then holds its tiles and one
+ * region, not a region beside every tile.
+ */
 
 /*
  * Fusion. tl_program_compile_fused lets an op do the work of its only
