@@ -118,6 +118,7 @@ def main():
     out.update(comm_figures(pick))
     out.update(hosts_figures(pick, med, ratio))
     out.update(peer_model_figures(recs, pick, med, ratio))
+    out.update(spmd_figures(pick))
     print(json.dumps(out), flush=True)
 
 
@@ -162,6 +163,22 @@ def peer_model_figures(recs, pick, med, ratio):
             versions.update(r.get("versions", {}))
     return {"models_vs_peers_by_threads": out, "models_vs_peers_rounds": len(rounds),
             "cnn_target": "ratio_vs_faster_peer >= 1.2 at 2 threads", "peer_versions": versions or None}
+
+
+def spmd_figures(pick):
+    """bench_spmd: one replica's cnn step on large images at C = 2 and 4
+    cores against C = 1 (per-core activations, step time) and the issue's
+    targets."""
+    c = {k: pick("spmd", cores_per_replica=k) for k in (2, 4)}
+    act4 = None if c[4] is None else c[4].get("activations_vs_c1")
+    step2 = None if c[2] is None else c[2].get("step_vs_c1")
+    return {
+        "spmd_activations_vs_c1": {str(k): None if c[k] is None else c[k].get("activations_vs_c1") for k in c},
+        "spmd_step_vs_c1": {str(k): None if c[k] is None else c[k].get("step_vs_c1") for k in c},
+        "spmd_targets": {"activations_vs_c1_at_4": 0.3, "step_vs_c1_at_2": 0.6},
+        "spmd_target_met": {"activations": None if act4 is None else act4 <= 0.3,
+                            "step": None if step2 is None else step2 <= 0.6},
+    }
 
 
 def hosts_figures(pick, med, ratio):

@@ -79,8 +79,11 @@ tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool back
     r->cores = tl_calloc((size_t)n, sizeof *r->cores);
     r->progs = tl_calloc((size_t)n, sizeof *r->progs);
     r->peers = tl_calloc((size_t)n, sizeof *r->peers);
+    /* Cores that each have a CPU wait at the barrier spinning a while (as
+     * the estimator's workers), not asleep: a step meets there often. */
+    int64_t spin = r->n <= tl_available_cpus() ? 20000 : 0;
     tl_status st = r->cores == NULL || r->progs == NULL || r->peers == NULL ? tl_error_oom()
-                                                                             : tl_barrier_init(&r->barrier, r->n, 0);
+                                                                             : tl_barrier_init(&r->barrier, r->n, spin);
     r->barrier_ready = st == TL_OK;
     for (int q = 0; q < r->n && st == TL_OK; q++)
         st = core_init(r, q, params);
