@@ -15,7 +15,7 @@
 #include "graph/spatial.h"
 #include "test_kernels_util.h"
 
-TestSuite(spatial, .init = tk_setup, .timeout = 120);
+TestSuite(spatial, .init = tk_setup);
 
 enum { MAXC = 8 };
 
