@@ -160,21 +160,33 @@ Test(mt_model_parallel, same_bits_for_any_iterations_per_loop)
     free(a.params), free(b.params), free(c.params);
 }
 
-Test(mt_model_parallel, what_is_not_built_is_refused_by_name)
+/* Creating an estimator with these flags fails, naming what. */
+static void refused(int argc, char **argv, const char *fragment)
 {
     tl_config *cfg;
     cr_assert_eq(tl_config_create(&cfg), TL_OK);
-    char *argv[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8"};
-    cr_assert_eq(tl_config_apply_args(cfg, 3, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_apply_args(cfg, argc, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
     tl_estimator_options o;
     tl_estimator_options_init(&o);
     o.model_fn = tl_model_cnn;
     tl_estimator *est;
     cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_EINVAL);
-    cr_assert(strstr(tl_last_error(), "input_partition_dims must give the image features' tiles") != NULL, "%s",
-              tl_last_error());
+    cr_assert(strstr(tl_last_error(), fragment) != NULL, "%s", tl_last_error());
     tl_config_destroy(cfg);
+}
+
+Test(mt_model_parallel, what_is_not_built_is_refused_by_name)
+{
+    char *none[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8"};
+    refused(3, none, "input_partition_dims must give the image features' tiles");
+    char *labels[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8",
+                      "--per_host_input_for_training=PER_HOST_V2", "--input_partition_dims=[[1, 2, 1], [2]]"};
+    refused(5, labels, "the labels must be None");
+    char *cpu_eval[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8",
+                        "--per_host_input_for_training=PER_HOST_V2", "--input_partition_dims=[[1, 2, 1], null]",
+                        "--eval_on_tpu=false"};
+    refused(6, cpu_eval, "with eval_on_tpu false is not built yet");
 }
 
 /* Variables are whole on every core: a checkpoint written at C = 4 is the

@@ -250,7 +250,7 @@ static int64_t rows_on(const tl_spmd *sp, int q, int i)
 
 /* The replica's batch statistics into st (mean, var) from every core's
  * mean and M2 (st + 2c, st + 3c on each), merged in core order. */
-static tl_status spmd_stats(const tl_program *p, tl_exec *e, int i, int64_t c, double *st)
+static tl_status spmd_stats(tl_exec *e, int i, int64_t c, double *st)
 {
     const tl_spmd *sp = e->spmd;
     tl_status s = tl_op_spmd_meet(e);
@@ -267,7 +267,6 @@ static tl_status spmd_stats(const tl_program *p, tl_exec *e, int i, int64_t c, d
     }
     for (int64_t j = 0; j < c; j++)
         st[c + j] /= (double)n;
-    (void)p;
     return tl_op_spmd_meet(e);
 }
 
@@ -287,7 +286,7 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
             double *st = kept_stats(p, e, i, c);
             tl_status sst = tl_op_spmd_check(e);
             tl_k_batch_norm_stats(rows, c, x, st + 2 * c, st + 3 * c);
-            if (sst != TL_OK || (sst = spmd_stats(p, e, i, c, st)) != TL_OK)
+            if (sst != TL_OK || (sst = spmd_stats(e, i, c, st)) != TL_OK)
                 return sst;
             tl_k_batch_norm_apply(rows, c, nd->fattr[1], x, gamma, beta, st, st + c, relu, y);
         } else if (nd->iattr[0]) {

@@ -393,3 +393,16 @@ void tl_partition_free(tl_partition *pt)
     tl_free(pt->var_partial);
     memset(pt, 0, sizeof *pt);
 }
+
+void tl_partition_add_partials(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
+                               float *out)
+{
+    for (int v = 0; v < vars->n; v++) {
+        if (!pt->var_partial[v])
+            continue;
+        const tl_var *var = &vars->v[v];
+        for (int q = 1; q < ncores; q++)
+            for (int64_t k = 0; k < var->size; k++)
+                out[var->offset + k] += grads[q][var->offset + k];
+    }
+}

@@ -64,4 +64,11 @@ typedef struct tl_partition {
 tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid[4], int core, tl_partition *out);
 void tl_partition_free(tl_partition *pt);
 
+/* The replica's gradient from its cores' (grads[q], each the variable
+ * slab of vars): out holds core 0's, and gets every partial variable's
+ * (pt->var_partial, any core's partition) entries of cores 1 .. ncores-1
+ * added in core order. A whole variable keeps core 0's. */
+void tl_partition_add_partials(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
+                               float *out);
+
 #endif /* TL_GRAPH_PARTITION_H */

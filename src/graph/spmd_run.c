@@ -66,7 +66,9 @@ tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool back
     *out = NULL;
     int64_t n = grid[0] * grid[1] * grid[2] * grid[3];
     if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1 || grid[3] < 1 || n > TL_SPMD_MAX_CORES)
-        return tl_error(TL_EINVAL, "spmd_run: a grid of 1 to %d cores, each entry >= 1", TL_SPMD_MAX_CORES);
+        return tl_error(TL_EINVAL, "spmd_run: grid [%lld, %lld, %lld, %lld] must have every entry >= 1 and 1 to %d "
+                                   "cores in all", (long long)grid[0], (long long)grid[1], (long long)grid[2],
+                        (long long)grid[3], TL_SPMD_MAX_CORES);
     tl_spmd_run *r = tl_calloc(1, sizeof *r);
     if (r == NULL)
         return tl_error_oom();
@@ -212,15 +214,9 @@ float tl_spmd_run_loss(const tl_spmd_run *r)
 
 void tl_spmd_run_grad(const tl_spmd_run *r, float *out)
 {
-    const tl_vars *vars = r->src->vars;
-    for (int v = 0; v < vars->n; v++) {
-        const tl_var *var = &vars->v[v];
-        const float *g0 = r->cores[0].e.param_grad + var->offset;
-        memcpy(out + var->offset, g0, (size_t)var->size * sizeof *out);
-        for (int q = 1; r->cores[0].pt.var_partial[v] && q < r->n; q++) {
-            const float *gq = r->cores[q].e.param_grad + var->offset;
-            for (int64_t k = 0; k < var->size; k++)
-                out[var->offset + k] += gq[k];
-        }
-    }
+    const float *grads[TL_SPMD_MAX_CORES];
+    for (int q = 0; q < r->n; q++)
+        grads[q] = r->cores[q].e.param_grad;
+    memcpy(out, grads[0], (size_t)r->src->vars->total * sizeof *out);
+    tl_partition_add_partials(&r->cores[0].pt, r->src->vars, r->n, grads, out);
 }

@@ -135,18 +135,11 @@ static tl_status replica_meet(tl_estimator *est, int replica)
 static void replica_grad(tl_worker *w)
 {
     const tl_estimator *est = w->est;
-    const tl_partition *pt = &est->train.part[0];
-    float *g = w->train_x.param_grad;
-    for (int v = 0; v < est->vars->n; v++) {
-        if (!pt->var_partial[v])
-            continue;
-        const tl_var *var = &est->vars->v[v];
-        for (int q = 1; q < est->C; q++) {
-            const float *o = follower_of(est, w->rank, q)->x[TL_MODE_TRAIN].param_grad + var->offset;
-            for (int64_t k = 0; k < var->size; k++)
-                g[var->offset + k] += o[k];
-        }
-    }
+    const float *grads[TL_SPMD_MAX_CORES];
+    grads[0] = w->train_x.param_grad;
+    for (int q = 1; q < est->C; q++)
+        grads[q] = follower_of(est, w->rank, q)->x[TL_MODE_TRAIN].param_grad;
+    tl_partition_add_partials(&est->train.part[0], est->vars, est->C, grads, w->train_x.param_grad);
 }
 
 static void follower_fail(tl_follower *f, tl_status st)
