@@ -1,7 +1,9 @@
 /* ops_spmd.c — the collectives a partitioned replica's cores run inside
  * their programs (partition.h): the halo gather of a spatially split tensor
- * and its core-ordered reduce, the gather of a whole tensor, and the sum of
- * the cores' partials. Node i is the same op in every core's program, so a
+ * and its core-ordered reduce, the gather of a whole tensor, the sum of the
+ * cores' partials, and the two of tensor parallelism: a whole tensor's
+ * slice (all-gather of the gradient) and its fan-out to split ops (sum of
+ * the gradient). Node i is the same op in every core's program, so a
  * core finds another core's input or gradient of op i at that core's own
  * offsets (e->spmd->progs, ->peers).
  *
@@ -65,17 +67,36 @@ static tl_box tile_of(const tl_node *nd, int q)
     return b;
 }
 
+/* The whole tensor of a HALO / GATHER / SLICE node as a box. */
+static tl_box whole_box(const tl_node *nd)
+{
+    tl_box b = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    memcpy(b.size, whole_shape(nd), sizeof b.size);
+    return b;
+}
+
 static tl_status forward(const tl_program *p, tl_exec *e, int i)
 {
     const tl_node *nd = &p->g->nodes[i];
     tl_status st = tl_op_spmd_check(e);
-    if (st != TL_OK || (st = meet(e)) != TL_OK)
+    if (st != TL_OK)
+        return st;
+    float *y = tl_exec_value(p, e, i);
+    const float *x = tl_exec_value(p, e, nd->in[0]);
+    if (nd->op == TL_OP_SPMD_FANOUT || nd->op == TL_OP_SPMD_SLICE) { /* this core's own data: no meeting */
+        tl_box all = whole_box(nd), mine = region_of(nd);
+        if (nd->op == TL_OP_SPMD_FANOUT)
+            memcpy(y, x, (size_t)nd->size * sizeof *y);
+        else
+            tl_spatial_gather(&mine, 1, &all, &x, y);
+        return TL_OK;
+    }
+    if ((st = meet(e)) != TL_OK)
         return st;
     const tl_spmd *sp = e->spmd;
     const float *bufs[TL_SPMD_MAX_CORES];
     for (int q = 0; q < sp->ncores; q++)
         bufs[q] = tl_exec_value(sp->progs[q], sp->peers[q], nd->in[0]);
-    float *y = tl_exec_value(p, e, i);
     if (nd->op == TL_OP_SPMD_SUM) {
         memcpy(y, bufs[0], (size_t)nd->size * sizeof *y);
         for (int q = 1; q < sp->ncores; q++)
@@ -109,6 +130,27 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     case TL_OP_SPMD_GATHER: {
         tl_box all = region_of(nd), mine = tile_of(nd, sp->core);
         tl_spatial_gather(&mine, 1, &all, &dy, dx);
+        break;
+    }
+    case TL_OP_SPMD_SLICE:
+    case TL_OP_SPMD_FANOUT: {
+        if ((st = meet(e)) != TL_OK)
+            return st;
+        const float *dys[TL_SPMD_MAX_CORES];
+        tl_box tiles[TL_SPMD_MAX_CORES], all = whole_box(nd);
+        for (int q = 0; q < sp->ncores; q++) {
+            dys[q] = tl_op_grad(sp->progs[q], sp->peers[q], i);
+            tiles[q] = region_of(&sp->progs[q]->g->nodes[i]);
+        }
+        if (nd->op == TL_OP_SPMD_SLICE) {
+            tl_spatial_gather(&all, sp->ncores, tiles, dys, dx);
+        } else {
+            memcpy(dx, dys[0], (size_t)x->size * sizeof *dx);
+            for (int q = 1; q < sp->ncores; q++)
+                for (int64_t k = 0; k < x->size; k++)
+                    dx[k] += dys[q][k];
+        }
+        st = meet(e);
         break;
     }
     default: { /* TL_OP_SPMD_HALO */

@@ -40,6 +40,39 @@
  * empty tile of some value (5 rows in 4: 2, 2, 1, 0) is an error naming the
  * value and the dimension.
  */
+/*
+ * Tensor parallelism (partition_tp.c). With ModelParallel layouts the cores
+ * split variables instead: a variable laid out with the model axis on
+ * dimension d is read as this core's chunk along d (TL_OP_SPMD_SLICE, by
+ * the tiles' rule: 10 in 4 is 3, 3, 3, 1), and every input is whole on
+ * every core. A value is then whole or split along one dimension:
+ *
+ *   op                             this core runs
+ *   ---------------------------    ----------------------------------------------
+ *   matmul(x, kernel (None, m))    x @ its columns: split along the last dimension
+ *   matmul(x, kernel (m, None))    x's chunk of columns @ its rows: a partial of the
+ *                                  product, summed over the cores (TL_OP_SPMD_SUM): whole
+ *   matmul(x split by rows, w)     its rows @ w: split by rows
+ *   element-wise ops, bias_add     on the chunks, every whole operand sliced to the chunk
+ *                                  or, where it broadcasts over the split, read whole
+ *   transpose, reshape             the split follows the dimension (a reshape keeps it
+ *                                  only where the chunks stay whole rows: heads)
+ *   batch_matmul                   both split along the same batch dimension: local
+ *   softmax, layer norm, reduce    over dimensions other than the split one: local
+ *   gather (embedding lookup)      a table split along its columns: split output
+ *   anything else                  its split inputs gathered whole (TL_OP_SPMD_GATHER)
+ *
+ * That is Megatron's layout: a column-split dense, the heads of attention
+ * whose query, key and value kernels are column-split, and a row-split
+ * output projection run with one sum per pair. A whole value read by ops on
+ * split ones gets a share of its gradient on each core: its fan-out
+ * (TL_OP_SPMD_FANOUT) sums them in core order, and a slice's gradient is
+ * every core's chunk put together, so every gradient a core holds for a
+ * whole value, variables included, is the whole gradient (var_partial is
+ * false throughout). Variables live whole in the replica's store and are
+ * saved whole: a checkpoint moves between any number of cores.
+ */
+
 #ifndef TL_GRAPH_PARTITION_H
 #define TL_GRAPH_PARTITION_H
 
@@ -48,9 +81,10 @@
 typedef struct tl_partition {
     tl_graph *g;        /* this core's graph (owned), on the source graph's variable store */
     tl_t *map;          /* (source nodes) the node of g holding each source value: its tile or whole */
-    bool *tiled;        /* (source nodes) whether map[i] is a tile */
+    bool *tiled;        /* (source nodes) whether map[i] is a tile (a chunk, with tensor parallelism) */
     bool *var_partial;  /* (variables) the gradient on a core is a partial of the replica's */
-    int gathered;       /* ops with no rule for tiles, whose inputs were gathered whole */
+    int gathered;       /* ops with no rule for tiles, whose inputs were gathered whole (tensor parallelism:
+                           the split values gathered whole) */
 } tl_partition;
 
 /*
@@ -62,6 +96,14 @@ typedef struct tl_partition {
  * read by ops on tiles and by whole ops; TL_ENOMEM.
  */
 tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid[4], int core, tl_partition *out);
+/*
+ * Partitions src for core `core` of ncores splitting its variables:
+ * var_split[v] is the dimension of variable v split over the cores, -1
+ * whole. Errors (TL_EINVAL): ncores outside [1, TL_SPMD_MAX_CORES], a split
+ * dimension beyond the variable's rank, a value some core gets an empty
+ * chunk of; TL_ENOMEM.
+ */
+tl_status tl_partition_tensor(const tl_graph *src, const int8_t *var_split, int ncores, int core, tl_partition *out);
 void tl_partition_free(tl_partition *pt);
 
 /* The replica's gradient from its cores' (grads[q], each the variable

@@ -25,6 +25,7 @@ struct tl_spmd_run {
     int n;
     int64_t grid[4];
     tl_t input;
+    const int8_t *var_split; /* tensor parallelism (the caller's); NULL: spatial */
     const tl_graph *src;
     tl_t loss;
     bool backward, pin, barrier_ready;
@@ -38,7 +39,8 @@ static tl_status core_init(tl_spmd_run *r, int q, const float *params)
 {
     run_core *c = &r->cores[q];
     c->run = r;
-    tl_status st = tl_partition_graph(r->src, r->input, r->grid, q, &c->pt);
+    tl_status st = r->var_split != NULL ? tl_partition_tensor(r->src, r->var_split, r->n, q, &c->pt)
+                                        : tl_partition_graph(r->src, r->input, r->grid, q, &c->pt);
     if (st != TL_OK)
         return st;
     tl_t loss = r->loss >= 0 ? c->pt.map[r->loss] : TL_T_INVALID;
@@ -60,8 +62,8 @@ static tl_status core_init(tl_spmd_run *r, int q, const float *params)
     return TL_OK;
 }
 
-tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool backward, const int64_t grid[4],
-                             const float *params, tl_spmd_run **out)
+static tl_status create(const tl_graph *g, tl_t input, const int8_t *var_split, tl_t loss, bool backward,
+                        const int64_t grid[4], const float *params, tl_spmd_run **out)
 {
     *out = NULL;
     int64_t n = grid[0] * grid[1] * grid[2] * grid[3];
@@ -76,6 +78,7 @@ tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool back
     memcpy(r->grid, grid, sizeof r->grid);
     r->src = g;
     r->input = input;
+    r->var_split = var_split;
     r->loss = backward ? loss : (loss >= 0 ? loss : TL_T_INVALID);
     r->backward = backward;
     r->cores = tl_calloc((size_t)n, sizeof *r->cores);
@@ -95,6 +98,19 @@ tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool back
     }
     *out = r;
     return TL_OK;
+}
+
+tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool backward, const int64_t grid[4],
+                             const float *params, tl_spmd_run **out)
+{
+    return create(g, input, NULL, loss, backward, grid, params, out);
+}
+
+tl_status tl_spmd_run_create_tensor(const tl_graph *g, const int8_t *var_split, int ncores, tl_t loss, bool backward,
+                                    const float *params, tl_spmd_run **out)
+{
+    const int64_t grid[4] = {1, ncores, 1, 1};
+    return create(g, TL_T_INVALID, var_split, loss, backward, grid, params, out);
 }
 
 void tl_spmd_run_destroy(tl_spmd_run *r)

@@ -29,6 +29,11 @@ typedef struct tl_spmd_run tl_spmd_run;
  * of the partitioner and the compiler; TL_ENOMEM. */
 tl_status tl_spmd_run_create(const tl_graph *g, tl_t input, tl_t loss, bool backward, const int64_t grid[4],
                              const float *params, tl_spmd_run **out);
+/* The same for a replica of ncores cores splitting g's variables
+ * (tl_partition_tensor; var_split is borrowed for the run's life): every
+ * input is fed whole to every core. */
+tl_status tl_spmd_run_create_tensor(const tl_graph *g, const int8_t *var_split, int ncores, tl_t loss, bool backward,
+                                    const float *params, tl_spmd_run **out);
 void tl_spmd_run_destroy(tl_spmd_run *r);
 
 int tl_spmd_run_cores(const tl_spmd_run *r);
