@@ -179,7 +179,7 @@ static void refused(int argc, char **argv, const char *fragment)
 Test(mt_model_parallel, what_is_not_built_is_refused_by_name)
 {
     char *none[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8"};
-    refused(3, none, "input_partition_dims must give the image features' tiles");
+    refused(3, none, "the cores of a replica split the images (input_partition_dims giving the features' tiles");
     char *labels[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8",
                       "--per_host_input_for_training=PER_HOST_V2", "--input_partition_dims=[[1, 2, 1], [2]]"};
     refused(5, labels, "the labels must be None");

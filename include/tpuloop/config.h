@@ -218,6 +218,8 @@ typedef struct tl_run_config {
     tl_input_config input;
     const char *embedding_json;        /* the "embedding" section as compact JSON; NULL when absent */
     const char *embedding_config;      /* a binary TPUEmbeddingConfiguration's path; NULL when absent */
+    const char *layout_map_json;       /* the "layout_map" object as compact JSON, in the user's key order; NULL
+                                          when absent */
 } tl_run_config;
 
 /* ---- the configuration object ------------------------------------------ */

@@ -105,6 +105,7 @@
 #include "tpuloop/comm.h"
 #include "tpuloop/config.h"
 #include "tpuloop/data.h"
+#include "tpuloop/distribution.h"
 #include "tpuloop/embedding.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/optim.h"
@@ -289,6 +290,19 @@ typedef struct tl_estimator_options {
      * (num_hosts > 1 then runs the hosts' replicas side by side here).
      */
     tl_comm *hosts;
+    /*
+     * Keras' ModelParallel (tpuloop/distribution.h), borrowed: it must
+     * outlive the estimator. Its mesh is (replicas, num_cores_per_replica):
+     * the batch axis (batch_dim_name) of the replica count and one model
+     * axis of num_cores_per_replica. A variable whose layout (its path is
+     * its name, "layer_0/ffn/dense/kernel") names the model axis on a
+     * dimension is split along it over the cores of each replica: tensor
+     * parallelism (graph/partition.h), with num_cores_per_replica > 1 and
+     * no input_partition_dims. Variables stay whole in checkpoints, so one
+     * restores at any num_cores_per_replica. NULL: none (a DataParallel
+     * is read as none).
+     */
+    const tl_distribution *distribution;
 } tl_estimator_options;
 
 /* Defaults: MEAN reduction, no model_fn (required), Adam with lr 1e-3,

@@ -17,7 +17,8 @@ void tl_config_clear_resolved(tl_config *cfg)
     tl_free(cfg->s_warm_start_from);
     tl_free(cfg->s_embedding_json);
     tl_free(cfg->s_embedding_config);
-    cfg->s_embedding_json = cfg->s_embedding_config = NULL;
+    tl_free(cfg->s_layout_map_json);
+    cfg->s_embedding_json = cfg->s_embedding_config = cfg->s_layout_map_json = NULL;
     tl_free(cfg->s_warm_start_vars);
     tl_partition_dims_destroy(cfg->pdims);
     tl_input_store_free(cfg->input);

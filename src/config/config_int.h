@@ -66,7 +66,7 @@ struct tl_config {
     char *s_evaluation_master;
     char *s_params;
     char *s_warm_start_from;
-    char *s_embedding_json, *s_embedding_config;
+    char *s_embedding_json, *s_embedding_config, *s_layout_map_json;
     char *s_warm_start_vars;
     struct tl_partition_dims *pdims;
     struct tl_input_store *input;       /* what rc.input's arrays point into */

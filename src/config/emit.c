@@ -133,6 +133,7 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_scale: return tl_input_value_json(cfg, (tl_opt_id)id);
     case TL_OPT_ID_embedding: return rc->embedding_json ? json_loads(rc->embedding_json, 0, NULL) : json_null();
     case TL_OPT_ID_embedding_config: return opt_str(rc->embedding_config);
+    case TL_OPT_ID_layout_map: return rc->layout_map_json ? json_loads(rc->layout_map_json, 0, NULL) : json_null();
     case TL_NUM_OPTIONS: break;
     }
     return json_null();

@@ -587,6 +587,38 @@ static tl_status widths(tl_config *cfg, tl_opt_id id, int min, int64_t *out, int
     return TL_OK;
 }
 
+/* layout_map, kept as text in the user's key order (the job builds Keras'
+ * LayoutMap from it): an object of lists of null or axis names. */
+static tl_status resolve_layout_map(tl_config *cfg)
+{
+    const json_t *lm = RAW(layout_map);
+    if (!json_is_null(lm) && !json_is_object(lm))
+        return rerr(cfg, TL_OPT_ID_layout_map, TL_ETYPE, "layout_map must be %s; got %s",
+                    tl_options[TL_OPT_ID_layout_map].allowed, tl_py_type(lm));
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)lm, key, v) {
+        if (!json_is_array(v))
+            return rerr(cfg, TL_OPT_ID_layout_map, TL_ETYPE,
+                        "layout_map['%s'] must be a list of null or mesh axis names, one per dimension; got %s", key,
+                        tl_py_type(v));
+        size_t i;
+        const json_t *a;
+        json_array_foreach(v, i, a) {
+            if (!json_is_null(a) && !json_is_string(a))
+                return rerr(cfg, TL_OPT_ID_layout_map, TL_ETYPE,
+                            "layout_map['%s'][%zu] must be null or a mesh axis name (\"batch\" or \"model\"); got %s",
+                            key, i, tl_py_type(a));
+        }
+    }
+    char *text = json_is_null(lm) ? NULL : json_dumps(lm, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!json_is_null(lm) && text == NULL)
+        return tl_error_oom();
+    tl_status st = keep_string(text, &cfg->s_layout_map_json, &cfg->rc.layout_map_json);
+    free(text);
+    return st;
+}
+
 static tl_status resolve_sections(tl_config *cfg)
 {
     tl_model_config *m = &cfg->rc.model;
@@ -649,6 +681,8 @@ static tl_status resolve_sections(tl_config *cfg)
     st = keep_string(emb_text, &cfg->s_embedding_json, &cfg->rc.embedding_json);
     free(emb_text);
     if (st != TL_OK || (st = keep_string(emb_path, &cfg->s_embedding_config, &cfg->rc.embedding_config)) != TL_OK)
+        return st;
+    if ((st = resolve_layout_map(cfg)) != TL_OK)
         return st;
     if ((st = tl_config_resolve_synthetic(cfg)) != TL_OK)
         return st;

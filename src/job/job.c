@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "job_int.h"
 
 void tl_job_options_init(tl_job_options *o)
@@ -64,6 +66,63 @@ static tl_status dcn_of(tl_job *job, const tl_emb_config *e, tl_estimator_option
     o->model_fn = tl_model_dcn;
     o->user = m;
     return TL_OK;
+}
+
+/* The layout_map section as Keras' ModelParallel(layout_map, batch_dim_name
+ * "batch") over the DeviceMesh ("batch", "model") of (replicas,
+ * num_cores_per_replica), each replica's cores along "model"; the map's
+ * keys in the section's order, matched as Keras 3.15 matches them (the
+ * whole path). */
+static tl_status layout_of(tl_job *job, tl_estimator_options *o)
+{
+    const tl_run_config *r = job->r;
+    if (r->layout_map_json == NULL)
+        return TL_OK;
+    tl_topology *topo;
+    tl_status st = tl_topology_create(r, NULL, &topo);
+    if (st != TL_OK)
+        return st;
+    int R = tl_topology_num_replicas(topo);
+    int C = r->use_tpu && r->tpu.num_cores_per_replica.set ? (int)r->tpu.num_cores_per_replica.value : 1;
+    int *ids = calloc((size_t)(R * C), sizeof *ids);
+    static const char *const names[2] = {"batch", "model"};
+    if (ids == NULL)
+        st = tl_error(TL_ENOMEM, "layout_map: out of memory");
+    for (int k = 0; st == TL_OK && k < R * C; k++)
+        ids[k] = C > 1 ? tl_topology_device_of(topo, k / C, k % C) : k;
+    if (st == TL_OK)
+        st = tl_mesh_create(tl_topology_devices(topo), (int64_t[]){R, C}, 2, names, 2, ids, R * C, &job->mesh);
+    free(ids);
+    tl_topology_destroy(topo);
+    json_t *lm = st == TL_OK ? json_loads(r->layout_map_json, 0, NULL) : NULL;
+    if (st == TL_OK && lm == NULL)
+        st = tl_error(TL_ENOMEM, "layout_map: out of memory");
+    if (st == TL_OK)
+        st = tl_layout_map_create(job->mesh, TL_MATCH_FULL, &job->layout_map);
+    const char *key;
+    json_t *v;
+    json_object_foreach(lm, key, v) {
+        const char *axes[TL_MAX_RANK];
+        int rank = (int)json_array_size(v);
+        if (st != TL_OK)
+            break;
+        if (rank > TL_MAX_RANK) {
+            st = tl_error(TL_EINVAL, "layout_map['%s']: %d dimensions; at most %d", key, rank, TL_MAX_RANK);
+            break;
+        }
+        for (int i = 0; i < rank; i++)
+            axes[i] = json_string_value(json_array_get(v, (size_t)i)); /* NULL for null */
+        if ((st = tl_layout_map_set_axes(job->layout_map, key, axes, rank)) != TL_OK)
+            st = tl_error(st, "layout_map['%s']: %s", key, tl_last_error());
+    }
+    json_decref(lm);
+    tl_model_parallel_options mo;
+    tl_model_parallel_options_init(&mo);
+    mo.layout_map = job->layout_map;
+    mo.batch_dim_name = "batch";
+    if (st == TL_OK && (st = tl_model_parallel_create(&mo, &job->distribution)) == TL_OK)
+        o->distribution = job->distribution;
+    return st;
 }
 
 /* The embedding section's tables (or embedding_config's), and for
@@ -164,6 +223,8 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
     if (st == TL_OK)
         st = embedding_of(job, &eo);
     if (st == TL_OK)
+        st = layout_of(job, &eo);
+    if (st == TL_OK)
         st = tl_job_is_file_dataset(r) ? tl_job_files_open(job) : tl_job_data_load(job);
     /* Every host, whatever happened here: the others wait for it. */
     st = tl_job_hosts_agree(job, st);
@@ -193,6 +254,9 @@ void tl_job_destroy(tl_job *job)
     if (job == NULL)
         return;
     tl_estimator_destroy(job->est);
+    tl_distribution_destroy(job->distribution);
+    tl_layout_map_destroy(job->layout_map);
+    tl_mesh_destroy(job->mesh);
     tl_emb_spec_destroy(job->emb_spec);
     tl_job_files_close(job);
     tl_job_data_free(job);

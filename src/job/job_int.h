@@ -46,6 +46,9 @@ struct tl_job {
     tl_dlrm_config dlrm;         /* model_name dlrm's, borrowed by the estimator */
     tl_dcn_config dcn;           /* model_name dcn's, borrowed by the estimator */
     tl_transformer_data transformer; /* model_name transformer's, borrowed by the estimator */
+    tl_mesh *mesh;               /* layout_map's: ("batch", "model") of (replicas, num_cores_per_replica) */
+    tl_layout_map *layout_map;
+    tl_distribution *distribution; /* ModelParallel over them, borrowed by the estimator; NULL without */
     tl_estimator *est;
     bool params_ready;           /* trained or restored: evaluate and predict use them */
     int64_t final_step;          /* the running train's, for on_progress */

@@ -161,10 +161,14 @@ struct tl_estimator {
     tl_comm *comm;             /* the replicas' (R ranks; this process plays Rl of them) */
     tl_comm *hcomm;            /* the hosts' (one rank each), made from options.hosts; NULL on one host */
     tl_barrier go, done;       /* host + Rl workers (+ their followers) */
-    /* ---- a replica of C > 1 cores (spatial partitioning, graph/partition.h):
-     * the worker of a replica runs core 0 and one follower thread each
-     * other core, in step with it at the replica's barrier. */
+    /* ---- a replica of C > 1 cores (graph/partition.h: spatial partitioning
+     * or tensor parallelism): the worker of a replica runs core 0 and one
+     * follower thread each other core, in step with it at the replica's
+     * barrier. */
     int C;                     /* num_cores_per_replica, 1 without partitioning */
+    const tl_distribution *dist; /* options.distribution: ModelParallel's layouts split the variables */
+    int model_axis;            /* the mesh axis of the replica's cores; -1 without dist */
+    int8_t *var_split;         /* (vars->n when made) tensor parallelism: each variable's split dimension */
     int pd_n;                  /* input_partition_dims of the features, copied at create */
     int64_t pd_dims[TL_MAX_RANK + 1];
     int64_t grid[4];           /* the features' tiles over a replica's cores, as NHWC */
@@ -552,6 +556,12 @@ tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch
 void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b);
 /* The same for core `core` of replica `replica` (a replica of several
  * cores: the features' tile of that core). */
+/* tensor_parallel.c: options.distribution's mesh against R replicas of C
+ * cores (sets est->dist and ->model_axis; a DataParallel or NULL: none),
+ * and each variable's split dimension from its layout (est->var_split). */
+tl_status tl_est_tp_check(tl_estimator *est, const tl_distribution *d);
+tl_status tl_est_tp_splits(tl_estimator *est, const int8_t **out);
+
 tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_feed_batch **out,
                              int64_t *waited_ns);
 void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b);

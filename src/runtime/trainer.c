@@ -478,8 +478,9 @@ static tl_status whole_on_core0(const tl_partition *pt, tl_t t, const char *what
 {
     *out = t >= 0 ? pt->map[t] : TL_T_INVALID;
     if (t >= 0 && pt->tiled[t])
-        return tl_error(TL_EINVAL, "the %s is split over the cores of a replica (it is a tile of the features' "
-                                   "split); the runtime reads it whole, which is not built yet", what);
+        return tl_error(TL_EINVAL, "the %s is split over the cores of a replica (a tile of the features, or a chunk "
+                                   "of a split variable's product); the runtime reads it whole, which is not built "
+                                   "yet", what);
     return TL_OK;
 }
 
@@ -495,11 +496,14 @@ static tl_status compile_cores(tl_estimator *est, tl_mode_prog *m, tl_t loss, bo
         return tl_error_oom();
     m->src = m->g;
     m->g = NULL;
-    tl_status st = TL_OK;
+    const int8_t *split = NULL;
+    tl_status st = est->dist != NULL ? tl_est_tp_splits(est, &split) : TL_OK;
     for (int q = 0; q < C && st == TL_OK; q++) {
         tl_partition *pt = &m->part[q];
         tl_t k2[2 + TL_MAX_OUTFEED];
-        if ((st = tl_partition_graph(m->src, m->features, est->grid, q, pt)) != TL_OK)
+        st = split != NULL ? tl_partition_tensor(m->src, split, C, q, pt)
+                           : tl_partition_graph(m->src, m->features, est->grid, q, pt);
+        if (st != TL_OK)
             break;
         for (int k = 0; k < nkeep && st == TL_OK; k++)
             st = whole_on_core0(pt, keep[k], k == 0 ? "logits" : k == 1 ? "predictions" : "outfed tensor", &k2[k]);
@@ -520,8 +524,11 @@ static tl_status compile_cores(tl_estimator *est, tl_mode_prog *m, tl_t loss, bo
     m->predictions = m->predictions >= 0 ? p0->map[m->predictions] : TL_T_INVALID;
     for (int k = 0; k < m->out.n_host_call + m->out.n_metric; k++)
         m->out.t[k].t = p0->map[m->out.t[k].t];
-    if (p0->gathered > 0)
+    if (p0->gathered > 0 && split == NULL)
         tl_log(TL_LOG_INFO, "%s: %d ops have no rule for tiles: their inputs are gathered whole on every core",
+               tl_mode_name(m->src->mode), p0->gathered);
+    else if (p0->gathered > 0)
+        tl_log(TL_LOG_INFO, "%s: %d split values meet ops that read them whole: gathered whole on every core",
                tl_mode_name(m->src->mode), p0->gathered);
     return TL_OK;
 }
@@ -827,16 +834,25 @@ static tl_status embedding_create(tl_estimator *est)
 
 /* What a replica of several cores runs so far (graph/partition.h): its
  * cores split the features spatially (input_partition_dims tiling one
- * image tensor) on one host, without embedding tables. */
+ * image tensor) or the variables (a ModelParallel's layouts), on one host,
+ * without embedding tables. */
 static tl_status model_parallel_check(const tl_run_config *rc, const tl_estimator_options *o, int64_t ncpr)
 {
     const tl_partition_dims *pd = rc->tpu.input_partition_dims;
-    if (pd == NULL || pd->features->kind != TL_PD_DIMS)
-        return tl_error(TL_EINVAL, "num_cores_per_replica %lld: the cores of a replica split the model spatially "
-                                   "so far: input_partition_dims must give the image features' tiles, as [[1, 2, 2, "
-                                   "1], None] (tensor parallelism from ModelParallel layouts is not built yet)",
+    bool spatial = pd != NULL && pd->features->kind == TL_PD_DIMS;
+    bool tensor = o->distribution != NULL && tl_distribution_kind_of(o->distribution) == TL_MODEL_PARALLEL;
+    if (!spatial && !tensor)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld: the cores of a replica split the images "
+                                   "(input_partition_dims giving the features' tiles, as [[1, 2, 2, 1], None]) or "
+                                   "the variables (a ModelParallel distribution: the configuration's layout_map); "
+                                   "neither is given",
                         (long long)ncpr);
-    if (pd->labels != NULL && pd->labels->kind != TL_PD_NONE)
+    if (spatial && tensor)
+        return tl_error(TL_EINVAL, "num_cores_per_replica %lld with both input_partition_dims and ModelParallel "
+                                   "layouts: splitting one replica's images and variables together is not built "
+                                   "yet; give one",
+                        (long long)ncpr);
+    if (pd != NULL && pd->labels != NULL && pd->labels->kind != TL_PD_NONE)
         return tl_error(TL_EINVAL, "input_partition_dims: the labels must be None (every core of a replica reads "
                                    "them whole); splitting them is not built yet");
     if (o->embedding != NULL || o->embedding_config != NULL)
@@ -876,7 +892,8 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
     est->opt = *o;
     est->rc = *rc;
     est->C = (int)ncpr;
-    if (ncpr > 1) { /* the features' dims; the config's tree may not outlive create */
+    const tl_partition_dims *pd = rc->tpu.input_partition_dims;
+    if (ncpr > 1 && pd != NULL && pd->features->kind == TL_PD_DIMS) { /* the config's tree may not outlive create */
         const tl_pd_node *f = rc->tpu.input_partition_dims->features;
         est->pd_n = f->n;
         memcpy(est->pd_dims, f->dims, (size_t)f->n * sizeof *f->dims);
@@ -896,6 +913,8 @@ tl_status tl_estimator_create(const tl_config *cfg, const tl_estimator_options *
         goto fail;
     est->R = tl_topology_num_replicas(est->topo);
     est->Rl = est->R;
+    if (est->C > 1 && (st = tl_est_tp_check(est, o->distribution)) != TL_OK)
+        goto fail;
     if ((st = tl_est_hosts_init(est, o->hosts)) != TL_OK)
         goto fail;
     if (o->embedding == NULL && o->embedding_config != NULL && (st = embedding_create(est)) != TL_OK)
@@ -983,7 +1002,8 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
     est->D = 1;
     for (int d = 0; d < frank; d++)
         est->D *= fshape[d];
-    if (est->C > 1 && (st = partition_plan(est, train_batch)) != TL_OK)
+    /* Tensor parallelism: every core reads the features and labels whole. */
+    if (est->C > 1 && est->dist == NULL && (st = partition_plan(est, train_batch)) != TL_OK)
         return st;
     if ((st = trace(est, TL_MODE_TRAIN, train_batch, fshape, frank, &est->train)) != TL_OK)
         return st;
@@ -1147,6 +1167,7 @@ void tl_estimator_destroy(tl_estimator *est)
         if (est->rbar[r].count > 0)
             tl_barrier_close(&est->rbar[r]);
     tl_free(est->followers);
+    tl_free(est->var_split);
     tl_free(est->rbar);
     for (int m = 0; m < 3; m++) {
         tl_free(est->progs[m]);
