@@ -135,3 +135,52 @@ Test(cli_config, embedding_optimizer_parameters_are_shown)
     }
     json_decref(j);
 }
+
+/* A replica of several cores: `tpuloop config` traces and partitions the
+ * training program before anything runs and shows which core holds which
+ * share and the collectives the partitioner put in. Tensor parallelism
+ * from layout_map (the Transformer's Megatron layout): each split
+ * variable's chunks, the sums after row-split kernels, no gather. */
+#define SEQ_ARGS                                                                                                    \
+    "--model_name=transformer --dataset=synthetic_sequences --synthetic_examples=64 --synthetic_eval_examples=16 " \
+    "--train_batch_size=16 --devices=2 --num_cores_per_replica=2 --per_host_input_for_training=PER_HOST_V2 "       \
+    "--params='{\"d_model\": 16, \"num_heads\": 4, \"num_layers\": 1, \"d_ff\": 30}' "
+
+Test(cli_config, the_partition_of_a_replica_is_shown)
+{
+    tc_result r = tc_run(NULL, "config " SEQ_ARGS
+                               "--layout_map='{\".*query/kernel\": [null, \"model\"], \".*key/kernel\": [null, "
+                               "\"model\"], \".*value/kernel\": [null, \"model\"], \".*output/kernel\": [\"model\", "
+                               "null], \".*ffn/dense/kernel\": [null, \"model\"], \".*dense_1/kernel\": [\"model\", "
+                               "null]}' --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    json_t *p = json_object_get(j, "partition");
+    cr_assert_str_eq(json_string_value(json_object_get(p, "kind")), "tensor", "%s", r.out);
+    cr_assert_eq(json_integer_value(json_object_get(p, "cores")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(p, "gathered")), 0);
+    json_t *vars = json_object_get(p, "variables");
+    cr_assert_eq(json_array_size(vars), 6);
+    json_t *ffn = json_array_get(vars, 4);
+    cr_assert_str_eq(json_string_value(json_object_get(ffn, "name")), "layer_0/ffn/dense/kernel");
+    cr_assert_eq(json_integer_value(json_object_get(ffn, "split_dim")), 1);
+    cr_assert_eq(json_integer_value(json_array_get(json_object_get(ffn, "chunks"), 0)), 15);
+    json_t *sum = json_object_get(json_object_get(p, "collectives"), "sum");
+    cr_assert_eq(json_integer_value(json_object_get(sum, "count")), 2, "one sum per row-split kernel");
+    cr_assert_eq(json_array_size(json_object_get(p, "activation_bytes")), 2);
+    json_decref(j);
+    tc_done(&r);
+
+    /* The text, and a configuration the partitioner cannot run: named. */
+    r = tc_run(NULL, "config " SEQ_ARGS "--layout_map='{\"logits/kernel\": [\"batch\", null]}'");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "partition\n  not shown: ") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "puts dimension 0 on the mesh axis 'batch'") != NULL, "%s", r.out);
+    tc_done(&r);
+    r = tc_run(NULL, "config " SEQ_ARGS "--layout_map='{\".*ffn/dense/kernel\": [null, \"model\"]}'");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "layer_0/ffn/dense/kernel") && strstr(r.out, "[15, 15]"), "%s", r.out);
+    cr_assert(strstr(r.out, "gather    1 (matmul x 1)") != NULL, "the column-split output meets a whole kernel: %s",
+              r.out);
+    tc_done(&r);
+}

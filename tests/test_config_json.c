@@ -257,6 +257,26 @@ Test(emit, output_loads_back)
     tl_config_destroy(cfg);
 }
 
+/* layout_map (Keras' LayoutMap for the job's ModelParallel) is kept in the
+ * user's key order, written back as given, and checked for its shape: an
+ * object of lists of null or axis names. */
+Test(emit, layout_map_kept_in_order)
+{
+    tl_config *cfg = tu_from_json("{'layout_map': {'z.*kernel': [null, 'model'], 'a.*bias': ['model']}}");
+    const tl_run_config *rc = tu_resolve_ok(cfg);
+    cr_assert_str_eq(rc->layout_map_json, "{\"z.*kernel\":[null,\"model\"],\"a.*bias\":[\"model\"]}");
+    json_t *root = resolved_json(cfg);
+    const char *first = json_object_iter_key(json_object_iter(json_object_get(root, "layout_map")));
+    cr_assert_str_eq(first, "z.*kernel", "the first key stays first");
+    json_decref(root);
+    tl_config_destroy(cfg);
+    tu_json_fails("{'layout_map': [1]}", TL_ETYPE, "layout_map must be null or a JSON object");
+    tu_json_fails("{'layout_map': {'k': 'model'}}", TL_ETYPE,
+                  "layout_map['k'] must be a list of null or mesh axis names, one per dimension; got <class 'str'>");
+    tu_json_fails("{'layout_map': {'k': [null, 2]}}", TL_ETYPE,
+                  "layout_map['k'][1] must be null or a mesh axis name");
+}
+
 Test(emit, to_json_needs_resolve)
 {
     tl_config *cfg = tu_new_config();
@@ -284,7 +304,7 @@ Test(emit, help_mentions_every_option)
         "epochs", "files", "eval_files", "compression", "features", "feature_keys", "label_key",
         "shuffle_buffer_size", "reshuffle_each_iteration", "cycle_length", "block_length", "num_parallel_calls",
         "prefetch", "skip_corrupt_records", "vocab_sizes", "csv_columns", "label_column", "scale", "embedding",
-        "embedding_config"};
+        "embedding_config", "layout_map"};
     static const char *const sections[] = {"tpu_config", "model", "input"};
     char *help = NULL;
     cr_assert_eq(tl_config_help(&help), TL_OK, "help: %s", tl_last_error());

@@ -600,6 +600,28 @@ TL_API void tl_predict_result_free(tl_predict_result *res);
 TL_API tl_status tl_estimator_params_digest(const tl_estimator *est, char hex[65]);
 
 /*
+ * How the cores of a replica split the training program
+ * (num_cores_per_replica > 1): prepares the estimator for the training data
+ * (or input; give one) as its first train does — the model traced and
+ * partitioned, nothing trained — and describes what each core runs as one
+ * line of JSON (free with tl_free_string):
+ *
+ *   cores, kind        C, "spatial" (input_partition_dims) or "tensor" (ModelParallel layouts)
+ *   batch              the replica's training batch
+ *   activation_bytes   (C) each core's activations and gradients of one step
+ *   gathered           values gathered whole where no rule keeps them split
+ *   collectives        per kind (halo, gather, sum, slice, fanout): the count in a core's
+ *                      program and the ops they come before ({"conv2d": 4})
+ *   spatial            features (the shape), grid, tiles (per core: offset and size)
+ *   variables          (tensor) each split variable: name, shape, split_dim, chunks (per core)
+ *
+ * Errors: TL_EINVAL for one core per replica, or neither or both of data
+ * and input; those of the first train's preparation.
+ */
+TL_API tl_status tl_estimator_partition_plan(tl_estimator *est, const tl_labeled_data *data, const tl_input *input,
+                                             char **json);
+
+/*
  * Estimator.get_variable_value: copies variable `name` (trainable or state,
  * such as "bn/moving_mean") into out, n floats in row-major order, n being
  * the variable's element count. The model is built (and a restore takes

@@ -239,6 +239,10 @@ TL_API tl_estimator *tl_job_estimator(tl_job *job);
 /* tl_estimator_params_digest of the job's estimator. */
 TL_API tl_status tl_job_params_digest(const tl_job *job, char hex[65]);
 
+/* tl_estimator_partition_plan for the job's training data or input (a job
+ * created with tl_job_options.train). */
+TL_API tl_status tl_job_partition_plan(tl_job *job, char **json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* config.c — `tpuloop config` (the resolved configuration, the topology,
- * the input plans of train, eval and predict, and the embedding tables with
- * their optimizers' parameters and their memory) and `tpuloop devices`. The command uses only the public API
+ * the input plans of train, eval and predict, the embedding tables with
+ * their optimizers' parameters and their memory, and a replica's partition
+ * over its cores) and `tpuloop devices`. The command uses only the public API
  * (include/tpuloop/). */
 #include <stdarg.h>
 #include <stdio.h>
@@ -265,6 +266,110 @@ static tl_status embedding_info(const tl_run_config *r, json_t **out)
     return TL_OK;
 }
 
+/* The partition of a replica of several cores (tl_job_partition_plan), for
+ * the configuration of argv with no model_dir (nothing is read or written
+ * there): its JSON, or {"error": the reason it cannot be shown}. */
+static json_t *partition_plan(int argc, char **argv, const char *const *allowed)
+{
+    tl_config *cfg;
+    bool seen[1];
+    char *text = NULL;
+    if (cli_load_config(argc, argv, allowed, true, &cfg, seen, 1) != 0)
+        return NULL;
+    char *no_dir[] = {"--model_dir=null"};
+    tl_job *job = NULL;
+    tl_job_options o;
+    tl_job_options_init(&o);
+    o.train = true;
+    tl_status st = tl_config_apply_args(cfg, 1, no_dir, NULL, NULL);
+    if (st == TL_OK)
+        st = tl_config_resolve(cfg);
+    if (st == TL_OK)
+        st = tl_job_create(cfg, &o, &job);
+    if (st == TL_OK)
+        st = tl_job_partition_plan(job, &text);
+    json_t *plan = st == TL_OK ? json_loads(text, 0, NULL) : json_pack("{s:s}", "error", tl_last_error());
+    tl_free_string(text);
+    tl_job_destroy(job);
+    tl_config_destroy(cfg);
+    return plan;
+}
+
+static void print_by_op(const json_t *by)
+{
+    const char *op;
+    json_t *n;
+    int k = 0;
+    printf(" (");
+    json_object_foreach((json_t *)by, op, n) printf("%s%s x %lld", k++ ? ", " : "", op,
+                                                    (long long)json_integer_value(n));
+    printf(")");
+}
+
+/* A JSON array of ints as "[1, 2]" in buf. */
+static const char *ints_text(const json_t *a, char *buf, size_t n)
+{
+    size_t i, at = 0;
+    json_t *v;
+    at += (size_t)snprintf(buf, n, "[");
+    json_array_foreach(a, i, v) if (at < n) at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? ", " : "",
+                                                                  (long long)json_integer_value(v));
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+static void print_partition_text(const json_t *pl)
+{
+    printf("partition\n");
+    if (json_object_get(pl, "error") != NULL) {
+        printf("  not shown: %s\n", json_string_value(json_object_get(pl, "error")));
+        return;
+    }
+    bool tensor = strcmp(json_string_value(json_object_get(pl, "kind")), "tensor") == 0;
+    printf("  the training program on %lld cores per replica, batch %lld: %s\n",
+           (long long)json_integer_value(json_object_get(pl, "cores")),
+           (long long)json_integer_value(json_object_get(pl, "batch")),
+           tensor ? "tensor parallelism (layout_map splits the variables)" : "spatial tiles of the features");
+    size_t i;
+    json_t *v;
+    char a[256], b[256];
+    if (tensor) {
+        printf("  %-44s %-14s %5s  %s\n", "variable", "shape", "dim", "chunks per core");
+        json_array_foreach(json_object_get(pl, "variables"), i, v) {
+            printf("  %-44s %-14s %5lld  %s\n", json_string_value(json_object_get(v, "name")),
+                   ints_text(json_object_get(v, "shape"), a, sizeof a),
+                   (long long)json_integer_value(json_object_get(v, "split_dim")),
+                   ints_text(json_object_get(v, "chunks"), b, sizeof b));
+        }
+    } else {
+        const json_t *sp = json_object_get(pl, "spatial");
+        printf("  features %s split by %s\n", ints_text(json_object_get(sp, "features"), a, sizeof a),
+               ints_text(json_object_get(sp, "grid"), b, sizeof b));
+        printf("  %-5s %-22s %s\n", "core", "offset", "size");
+        json_array_foreach(json_object_get(sp, "tiles"), i, v) {
+            printf("  %-5lld %-22s %s\n", (long long)json_integer_value(json_object_get(v, "core")),
+                   ints_text(json_object_get(v, "offset"), a, sizeof a),
+                   ints_text(json_object_get(v, "size"), b, sizeof b));
+        }
+    }
+    printf("  collectives in each core's program, and the ops they come before:\n");
+    const char *kind;
+    json_object_foreach(json_object_get(pl, "collectives"), kind, v) {
+        long long n = (long long)json_integer_value(json_object_get(v, "count"));
+        if (n == 0)
+            continue;
+        printf("    %-7s %3lld", kind, n);
+        print_by_op(json_object_get(v, "before"));
+        printf("\n");
+    }
+    printf("  values gathered whole: %lld\n  activations per core:",
+           (long long)json_integer_value(json_object_get(pl, "gathered")));
+    json_array_foreach(json_object_get(pl, "activation_bytes"), i, v)
+        printf("%s %.2f MiB", i ? "," : "", (double)json_integer_value(v) / 1048576.0);
+    printf("\n");
+}
+
 int cli_config(int argc, char **argv)
 {
     static const char *const allowed[] = {"--json", NULL};
@@ -292,6 +397,7 @@ int cli_config(int argc, char **argv)
     json_t *conf = json_loads(cfg_text, 0, NULL);
     json_t *tpu = json_object_get(conf, "tpu_config");
     int ncpr = tl_topology_num_cores_per_replica(topo);
+    json_t *plan = tl_topology_model_parallel(topo) ? partition_plan(argc, argv, allowed) : NULL;
     if (seen[0]) {
         json_t *root = json_object();
         /* The loop as TensorFlow's parse_iterations_per_loop returns it (the
@@ -324,6 +430,7 @@ int cli_config(int argc, char **argv)
         json_object_del(run, "tpu_config");
         json_object_set_new(root, "run_config", run);
         json_object_set(root, "embedding", emb != NULL ? emb : json_null());
+        json_object_set(root, "partition", plan != NULL ? plan : json_null());
         /* 15 digits print every number a user wrote as written (0.05, not
          * 0.050000000000000003) and every float of the tables exactly. */
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
@@ -399,6 +506,9 @@ int cli_config(int argc, char **argv)
                    (double)json_integer_value(json_object_get(emb, "workspace_bytes_at_one_id_per_bag")) / 1048576.0);
         }
     }
+    if (!seen[0] && plan != NULL)
+        print_partition_text(plan);
+    json_decref(plan);
     json_decref(emb);
     json_decref(conf);
 out:

@@ -249,6 +249,16 @@ tl_status tl_job_create(const tl_config *cfg, const tl_job_options *o, tl_job **
     return TL_OK;
 }
 
+tl_status tl_job_partition_plan(tl_job *job, char **json)
+{
+    *json = NULL;
+    if (!job->opt.train)
+        return tl_error(TL_EINVAL, "tl_job_partition_plan: the job was created without tl_job_options.train (its "
+                                   "training data is not loaded)");
+    return job->file_input ? tl_estimator_partition_plan(job->est, NULL, &job->train_input, json)
+                           : tl_estimator_partition_plan(job->est, &job->train, NULL, json);
+}
+
 void tl_job_destroy(tl_job *job)
 {
     if (job == NULL)
