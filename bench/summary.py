@@ -168,16 +168,21 @@ def peer_model_figures(recs, pick, med, ratio):
 def spmd_figures(pick):
     """bench_spmd: one replica's cnn step on large images at C = 2 and 4
     cores against C = 1 (per-core activations, step time) and the issue's
-    targets."""
+    targets; the Transformer's step split by Megatron's layout at C = 2."""
     c = {k: pick("spmd", cores_per_replica=k) for k in (2, 4)}
     act4 = None if c[4] is None else c[4].get("activations_vs_c1")
     step2 = None if c[2] is None else c[2].get("step_vs_c1")
+    tp, tp1 = pick("spmd_tp", cores_per_replica=2), pick("spmd_tp", cores_per_replica=1)
     return {
         "spmd_activations_vs_c1": {str(k): None if c[k] is None else c[k].get("activations_vs_c1") for k in c},
         "spmd_step_vs_c1": {str(k): None if c[k] is None else c[k].get("step_vs_c1") for k in c},
         "spmd_targets": {"activations_vs_c1_at_4": 0.3, "step_vs_c1_at_2": 0.6},
         "spmd_target_met": {"activations": None if act4 is None else act4 <= 0.3,
                             "step": None if step2 is None else step2 <= 0.6},
+        # Tensor parallelism: the Transformer with Megatron's layout at C = 2.
+        "spmd_tp_step_vs_c1": None if tp is None else tp.get("step_vs_c1"),
+        "spmd_tp_activations_mib_per_core": None if tp is None or tp1 is None else
+        {"1": tp1.get("activations_mib_per_core"), "2": tp.get("activations_mib_per_core")},
     }
 
 

@@ -1146,3 +1146,35 @@ Test(mpi_train, a_hung_host_fails_every_host_after_host_timeout_secs)
     tc_rmtree(dir);
     free(dir);
 }
+
+/* Replicas of several cores over hosts (issue 16): each replica's cores are
+ * threads of its host, and 2 hosts of 1 replica of 2 cores train the bits
+ * of 1 host of 2 such replicas — the images split spatially (the cnn on
+ * Fashion-MNIST rows) and the Transformer's variables split by layout_map. */
+#define CNN_MP                                                                                                   \
+    "train configs/cnn_fashion_mnist.json --train_steps=6 --iterations_per_loop=3 --eval_steps=1 "              \
+    "--num_cores_per_replica=2 --per_host_input_for_training=PER_HOST_V2 --input_partition_dims=[[1,2,1],null]"
+#define TP_MP                                                                                                    \
+    "train configs/transformer_sequences.json --train_steps=10 --iterations_per_loop=5 --num_cores_per_replica=2 " \
+    "--per_host_input_for_training=PER_HOST_V2 --synthetic_examples=2048 --synthetic_eval_examples=256 "          \
+    "--eval_batch_size=64 --eval_steps=4 --layout_map='{\".*ffn/dense/kernel\": [null, \"model\"], "               \
+    "\".*ffn/dense_1/kernel\": [\"model\", null], \".*attention/(query|key|value)/kernel\": [null, \"model\"], "  \
+    "\".*attention/output/kernel\": [\"model\", null]}'"
+
+Test(mpi_train, replicas_of_several_cores_train_the_same_bits_over_hosts)
+{
+    static const char *const jobs[] = {CNN_MP, TP_MP};
+    for (size_t i = 0; i < 2; i++) {
+        tc_result r = tc_runf("%s --devices=4", jobs[i]);
+        char want[65], got[65];
+        digest_of(&r, "1 x 4", want);
+        cr_assert(strstr(r.err, "(2 replicas of 2 cores)") != NULL, "%s", r.err);
+        tc_done(&r);
+        char launch[1024];
+        snprintf(launch, sizeof launch, "-np 2 @tpuloop %s --devices=2", jobs[i]);
+        r = tc_mpirun(launch, 180);
+        digest_of(&r, launch, got);
+        cr_assert_str_eq(got, want, "%s: other bits than one host of 2 replicas", launch);
+        tc_done(&r);
+    }
+}

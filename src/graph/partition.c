@@ -19,13 +19,28 @@ typedef struct pctx {
 /* The gradient a core holds for a value (partition.h). */
 enum { GRAD_NONE = 0, GRAD_WHOLE, GRAD_PARTIAL, GRAD_TILE };
 
-static const char *op_name(tl_op_kind op)
+const char *tl_partition_op_name(tl_op_kind op)
 {
     switch (op) {
+    case TL_OP_INPUT: return "input";
+    case TL_OP_VARIABLE: return "variable";
     case TL_OP_CONV2D: return "conv2d";
     case TL_OP_MAX_POOL2D: return "max_pool2d";
     case TL_OP_AVG_POOL2D: return "avg_pool2d";
-    case TL_OP_INPUT: return "input";
+    case TL_OP_MATMUL: return "matmul";
+    case TL_OP_BATCH_MATMUL: return "batch_matmul";
+    case TL_OP_LAYER_NORM: return "layer_norm";
+    case TL_OP_BATCH_NORM: return "batch_norm";
+    case TL_OP_RESHAPE: return "reshape";
+    case TL_OP_TRANSPOSE: return "transpose";
+    case TL_OP_GATHER: return "gather";
+    case TL_OP_REDUCE_SOFTMAX: return "softmax";
+    case TL_OP_REDUCE_MEAN: return "reduce_mean";
+    case TL_OP_REDUCE_SUM: return "reduce_sum";
+    case TL_OP_SOFTMAX_XENT: return "softmax_cross_entropy";
+    case TL_OP_EW_ADD: return "add";
+    case TL_OP_EW_MUL: return "multiply";
+    case TL_OP_BIAS_ADD: return "bias_add";
     default: return "op";
     }
 }
@@ -47,16 +62,15 @@ static tl_status tile_of(const pctx *c, int i, const int64_t *shape, tl_box *b)
         if (b->size[d] == 0)
             return tl_error(TL_EINVAL, "partition: %s node %d: dimension %d of size %lld split in %lld leaves core %d "
                                        "an empty tile; every core needs at least one element",
-                            op_name(c->src->nodes[i].op), i, d, (long long)shape[d], (long long)c->grid[d], c->core);
+                            tl_partition_op_name(c->src->nodes[i].op), i, d, (long long)shape[d], (long long)c->grid[d], c->core);
     return TL_OK;
 }
 
-/* Appends a copy of source node nd with inputs in and the given shape. */
-static tl_t add_like(pctx *c, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank)
+tl_t tl_partition_add_like(tl_graph *g, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank)
 {
-    tl_t t = tl_graph_add(c->g, nd->op, nd->dtype, shape, rank, in, nd->nin);
+    tl_t t = tl_graph_add(g, nd->op, nd->dtype, shape, rank, in, nd->nin);
     if (t >= 0) {
-        tl_node *m = &c->g->nodes[t];
+        tl_node *m = &g->nodes[t];
         memcpy(m->iattr, nd->iattr, sizeof m->iattr);
         memcpy(m->fattr, nd->fattr, sizeof m->fattr);
         m->var = nd->var;
@@ -64,6 +78,11 @@ static tl_t add_like(pctx *c, const tl_node *nd, const tl_t *in, const int64_t *
             m->needs_grad = nd->needs_grad; /* a variable's or an embedding's, set by its constructor */
     }
     return t;
+}
+
+static tl_t add_like(pctx *c, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank)
+{
+    return tl_partition_add_like(c->g, nd, in, shape, rank);
 }
 
 /* A collective over the whole tensor of shape (NHWC): box is the region,

@@ -103,6 +103,12 @@ tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid
  * dimension beyond the variable's rank, a value some core gets an empty
  * chunk of; TL_ENOMEM.
  */
+/* Appends to g a copy of node nd (of another graph: its op, dtype,
+ * attributes, variable) on inputs in with the given shape. */
+tl_t tl_partition_add_like(tl_graph *g, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank);
+/* The name of op in a plan or a message ("conv2d"; "op" for the unnamed). */
+const char *tl_partition_op_name(tl_op_kind op);
+
 tl_status tl_partition_tensor(const tl_graph *src, const int8_t *var_split, int ncores, int core, tl_partition *out);
 void tl_partition_free(tl_partition *pt);
 

@@ -98,19 +98,9 @@ static tl_t add_coll(tctx *c, tl_op_kind op, tl_t x, const int64_t *s, int rank,
     return t;
 }
 
-/* Appends a copy of source node nd with inputs in and the given shape. */
 static tl_t add_like(tctx *c, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank)
 {
-    tl_t t = tl_graph_add(c->g, nd->op, nd->dtype, shape, rank, in, nd->nin);
-    if (t >= 0) {
-        tl_node *m = &c->g->nodes[t];
-        memcpy(m->iattr, nd->iattr, sizeof m->iattr);
-        memcpy(m->fattr, nd->fattr, sizeof m->fattr);
-        m->var = nd->var;
-        if (nd->nin == 0)
-            m->needs_grad = nd->needs_grad;
-    }
-    return t;
+    return tl_partition_add_like(c->g, nd, in, shape, rank);
 }
 
 /* Source value v whole on this core: gathered once when it is split. */

@@ -9,31 +9,6 @@
 #include "../graph/spatial.h"
 #include "estimator_int.h"
 
-/* The ops the plan names; any other is "op <kind>". */
-static const char *op_name(tl_op_kind op, char *buf, size_t n)
-{
-    switch (op) {
-    case TL_OP_CONV2D: return "conv2d";
-    case TL_OP_MAX_POOL2D: return "max_pool2d";
-    case TL_OP_AVG_POOL2D: return "avg_pool2d";
-    case TL_OP_MATMUL: return "matmul";
-    case TL_OP_BATCH_MATMUL: return "batch_matmul";
-    case TL_OP_LAYER_NORM: return "layer_norm";
-    case TL_OP_BATCH_NORM: return "batch_norm";
-    case TL_OP_RESHAPE: return "reshape";
-    case TL_OP_TRANSPOSE: return "transpose";
-    case TL_OP_REDUCE_SOFTMAX: return "softmax";
-    case TL_OP_REDUCE_MEAN: return "reduce_mean";
-    case TL_OP_REDUCE_SUM: return "reduce_sum";
-    case TL_OP_SOFTMAX_XENT: return "softmax_cross_entropy";
-    case TL_OP_EW_ADD: return "add";
-    case TL_OP_EW_MUL: return "multiply";
-    case TL_OP_BIAS_ADD: return "bias_add";
-    case TL_OP_GATHER: return "gather";
-    default: snprintf(buf, n, "op %d", (int)op); return buf;
-    }
-}
-
 static json_t *ints(const int64_t *v, int n)
 {
     json_t *a = json_array();
@@ -80,8 +55,7 @@ static json_t *collectives(const tl_graph *g)
                 continue;
             n++;
             int j = consumer(g, i);
-            char buf[32];
-            const char *name = j < g->n ? op_name(g->nodes[j].op, buf, sizeof buf) : "the end";
+            const char *name = j < g->n ? tl_partition_op_name(g->nodes[j].op) : "the end";
             json_t *c = json_object_get(by, name);
             json_object_set_new(by, name, json_integer(c != NULL ? json_integer_value(c) + 1 : 1));
         }

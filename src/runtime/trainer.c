@@ -118,7 +118,7 @@ static void apply_chunk(const tl_estimator *est, const tl_optimizer_step *os, in
 
 static tl_follower *follower_of(const tl_estimator *est, int replica, int core)
 {
-    return &est->followers[replica * (est->C - 1) + core - 1];
+    return &est->followers[(replica - est->first) * (est->C - 1) + core - 1]; /* this host's replicas' */
 }
 
 /* Meets the replica's other cores at its barrier. */
@@ -640,7 +640,7 @@ static tl_status make_followers(tl_estimator *est)
     tl_mode_prog *modes[3] = {&est->train, est->have_eval ? &est->eval : NULL,
                               est->have_predict ? &est->predict : NULL};
     est->rbar = tl_calloc((size_t)R, sizeof *est->rbar);
-    est->followers = tl_calloc((size_t)(R * (C - 1)), sizeof *est->followers);
+    est->followers = tl_calloc((size_t)(est->Rl * (C - 1)), sizeof *est->followers);
     if (est->rbar == NULL || est->followers == NULL)
         return tl_error_oom();
     for (int m = 0; m < 3; m++) {
@@ -654,7 +654,7 @@ static tl_status make_followers(tl_estimator *est)
             est->progs[m][q] = modes[m]->cp[q];
     }
     int spin = est->Rl * C <= tl_available_cpus() ? 20000 : 0;
-    for (int r = 0; r < R; r++) {
+    for (int r = est->first; r < est->first + est->Rl; r++) {
         tl_status st = tl_barrier_init(&est->rbar[r], C, spin);
         if (st != TL_OK)
             return st;
@@ -758,7 +758,7 @@ static tl_status make_workers(tl_estimator *est)
             return st;
         est->started++;
     }
-    for (int k = 0; est->C > 1 && k < est->R * (est->C - 1); k++) {
+    for (int k = 0; est->C > 1 && k < est->Rl * (est->C - 1); k++) {
         tl_status st = tl_thread_start(&est->followers[k].thread, follower_main, &est->followers[k]);
         if (st != TL_OK)
             return st;
@@ -834,8 +834,8 @@ static tl_status embedding_create(tl_estimator *est)
 
 /* What a replica of several cores runs so far (graph/partition.h): its
  * cores split the features spatially (input_partition_dims tiling one
- * image tensor) or the variables (a ModelParallel's layouts), on one host,
- * without embedding tables. */
+ * image tensor) or the variables (a ModelParallel's layouts), without
+ * embedding tables; a replica's cores are threads of one host. */
 static tl_status model_parallel_check(const tl_run_config *rc, const tl_estimator_options *o, int64_t ncpr)
 {
     const tl_partition_dims *pd = rc->tpu.input_partition_dims;
@@ -858,8 +858,6 @@ static tl_status model_parallel_check(const tl_run_config *rc, const tl_estimato
     if (o->embedding != NULL || o->embedding_config != NULL)
         return tl_error(TL_EINVAL, "num_cores_per_replica %lld with embedding tables is not built yet",
                         (long long)ncpr);
-    if (o->hosts != NULL)
-        return tl_error(TL_EINVAL, "num_cores_per_replica %lld over several hosts is not built yet", (long long)ncpr);
     if (!rc->eval_on_tpu)
         return tl_error(TL_EINVAL, "num_cores_per_replica %lld with eval_on_tpu false is not built yet: the "
                                    "plain Estimator's evaluation runs the model whole", (long long)ncpr);
@@ -1146,7 +1144,7 @@ void tl_estimator_destroy(tl_estimator *est)
 {
     if (est == NULL)
         return;
-    int followers = est->C > 1 ? est->R * (est->C - 1) : 0;
+    int followers = est->C > 1 && est->followers != NULL ? est->Rl * (est->C - 1) : 0;
     if (est->started > 0 || est->followers_started > 0) {
         if (est->started == est->Rl && est->followers_started == followers) {
             est->cmd = CMD_STOP;
@@ -1232,7 +1230,7 @@ tl_status tl_est_device_loop(tl_estimator *est, tl_cmd_kind cmd, int64_t start, 
     for (int r = lo; r < hi; r++)
         if (est->workers[r].status != TL_OK && est->workers[r].status != TL_ERUNTIME)
             return tl_est_hosts_fail(est, tl_error(est->workers[r].status, "%s", est->workers[r].err));
-    for (int k = 0; est->C > 1 && k < est->R * (est->C - 1); k++)
+    for (int k = 0; est->C > 1 && k < est->Rl * (est->C - 1); k++)
         if (est->followers[k].status != TL_OK && est->followers[k].status != TL_ERUNTIME)
             return tl_error(est->followers[k].status, "%s", est->followers[k].err);
     for (int r = lo; r < hi; r++)
