@@ -14,6 +14,7 @@
 #include "graph/partition.h"
 #include "graph/program.h"
 #include "graph/spmd_run.h"
+#include "test_mt_spmd_util.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/models.h"
 
@@ -93,41 +94,14 @@ static void model_free(model *m)
     tl_vars_destroy(m->vars);
 }
 
-static void exec_alloc(tl_exec *e, const tl_program *p, const model *m)
-{
-    memset(e, 0, sizeof *e);
-    e->act = calloc((size_t)p->act_floats + 1, sizeof(float));
-    e->grad = calloc((size_t)p->grad_floats + 1, sizeof(float));
-    e->mask = calloc((size_t)p->mask_bytes + 1, 1);
-    e->scratch = calloc((size_t)p->scratch_floats + 1, sizeof(float));
-    e->param_grad = calloc((size_t)m->vars->total, sizeof(float));
-    e->params = m->params;
-    e->loss_scale = e->state_scale = 1.0f;
-}
-
-static void exec_free(tl_exec *e)
-{
-    free(e->act), free(e->grad), free(e->mask), free(e->scratch), free(e->param_grad);
-}
-
 /* Runs the partitioned replica at grid (its cores on threads,
- * tl_spmd_run): its loss (every core's, the same bits) and its gradient
- * into grad (vars->total). */
+ * tl_spmd_run): its loss and its gradient into grad (vars->total). */
 static float run_partitioned(const model *m, const int64_t grid[4], float *grad, int *gathered)
 {
     tl_spmd_run *r;
     cr_assert_eq(tl_spmd_run_create(m->g, m->x, m->loss, true, grid, m->params, &r), TL_OK, "%s", tl_last_error());
-    tl_spmd_run_feed(r, m->x, m->xv);
-    tl_spmd_run_feed(r, m->labels, m->yv);
-    cr_assert_eq(tl_spmd_run_step(r), TL_OK, "%s", tl_last_error());
-    float loss = tl_spmd_run_loss(r);
-    for (int q = 1; q < tl_spmd_run_cores(r); q++) {
-        const tl_partition *pt = tl_spmd_run_partition(r, q);
-        float lq = *tl_exec_value(tl_spmd_run_program(r, q), tl_spmd_run_exec(r, q), pt->map[m->loss]);
-        cr_assert(memcmp(&lq, &loss, sizeof loss) == 0, "core %d's loss %.9g, core 0's %.9g", q, (double)lq,
-                  (double)loss);
-    }
-    tl_spmd_run_grad(r, grad);
+    spmdt_feed feeds[2] = {{m->x, m->xv}, {m->labels, m->yv}};
+    float loss = spmdt_step(r, m->loss, feeds, 2, grad, "partitioned");
     *gathered = tl_spmd_run_partition(r, 0)->gathered;
     tl_spmd_run_destroy(r);
     return loss;
@@ -135,19 +109,8 @@ static float run_partitioned(const model *m, const int64_t grid[4], float *grad,
 
 static float run_whole(const model *m, float *grad)
 {
-    tl_program *p;
-    cr_assert_eq(tl_program_compile_fused(m->g, m->loss, true, NULL, 0, &p), TL_OK, "%s", tl_last_error());
-    tl_exec e;
-    exec_alloc(&e, p, m);
-    memcpy(tl_exec_value(p, &e, m->x), m->xv, (size_t)m->g->nodes[m->x].size * sizeof(float));
-    memcpy(tl_exec_value(p, &e, m->labels), m->yv, sizeof m->yv);
-    cr_assert_eq(tl_program_forward(p, &e), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(tl_program_backward(p, &e), TL_OK, "%s", tl_last_error());
-    float loss = *tl_exec_value(p, &e, m->loss);
-    memcpy(grad, e.param_grad, (size_t)m->vars->total * sizeof(float));
-    exec_free(&e);
-    tl_program_destroy(p);
-    return loss;
+    spmdt_feed feeds[2] = {{m->x, m->xv}, {m->labels, m->yv}};
+    return spmdt_run_whole(m->g, m->loss, m->params, feeds, 2, grad);
 }
 
 /* The partitioned replica against the whole program, at every grid: the
@@ -172,17 +135,7 @@ static void check_grids(tl_t (*net)(tl_graph *, tl_t, tl_t), const int *gathers,
         cr_assert_eq(gathered, gathers[gi], "grid %s: %d ops gathered", gs, gathered);
         cr_assert(fabsf(l - loss) <= 1e-5f * fabsf(loss), "grid %s: loss %.9g, whole %.9g", gs, (double)l,
                   (double)loss);
-        for (int v = 0; v < m.vars->n; v++) {
-            const tl_var *var = &m.vars->v[v];
-            double top = 0, err = 0;
-            for (int64_t k = 0; k < var->size; k++) {
-                top = fmax(top, fabs(want[var->offset + k]));
-                err = fmax(err, fabs((double)got[var->offset + k] - want[var->offset + k]));
-            }
-            cr_assert(top > 0, "%s has a gradient", var->name);
-            cr_assert(err <= 2e-5 * top, "grid %s: %s's gradient is off by %.3g of its %.3g", gs, var->name, err,
-                      top);
-        }
+        spmdt_assert_grads(m.vars, want, got, 2e-5, 0, gs);
         float l2 = run_partitioned(&m, g, again, &gathered);
         cr_assert(memcmp(&l, &l2, sizeof l) == 0 && memcmp(got, again, (size_t)m.vars->total * sizeof(float)) == 0,
                   "grid %s: a second run gives the same bits", gs);

@@ -17,6 +17,7 @@
 #include "graph/partition.h"
 #include "graph/program.h"
 #include "graph/spmd_run.h"
+#include "test_mt_spmd_util.h"
 #include "tpuloop/graph.h"
 #include "tpuloop/models.h"
 
@@ -102,46 +103,17 @@ static void model_free(model *m)
     tl_vars_destroy(m->vars);
 }
 
-/* The unpartitioned program: its loss, and its gradient into grad. */
-static float run_whole(const model *m, float *grad)
-{
-    tl_program *p;
-    cr_assert_eq(tl_program_compile_fused(m->g, m->loss, true, NULL, 0, &p), TL_OK, "%s", tl_last_error());
-    size_t floats = (size_t)(p->act_floats + p->grad_floats + p->scratch_floats + m->vars->total + 4);
-    float *buf = calloc(floats, sizeof(float));
-    uint8_t *mask = calloc((size_t)p->mask_bytes + 1, 1);
-    tl_exec e = {.act = buf, .grad = buf + p->act_floats, .scratch = buf + p->act_floats + p->grad_floats,
-                 .param_grad = buf + p->act_floats + p->grad_floats + p->scratch_floats, .mask = mask,
-                 .params = m->params, .loss_scale = 1.0f, .state_scale = 1.0f};
-    memcpy(tl_exec_value(p, &e, m->x), m->xv, (size_t)m->g->nodes[m->x].size * sizeof(float));
-    memcpy(tl_exec_value(p, &e, m->labels), m->yv, sizeof m->yv);
-    cr_assert_eq(tl_program_forward(p, &e), TL_OK, "%s", tl_last_error());
-    cr_assert_eq(tl_program_backward(p, &e), TL_OK, "%s", tl_last_error());
-    float loss = *tl_exec_value(p, &e, m->loss);
-    memcpy(grad, e.param_grad, (size_t)m->vars->total * sizeof(float));
-    free(buf), free(mask);
-    tl_program_destroy(p);
-    return loss;
-}
-
-/* The replica of C cores splitting m's variables: its loss (every core's,
- * the same bits) and gradient; *gathered: core 0's gathers. */
+/* The replica of C cores splitting m's variables: its loss and gradient;
+ * *gathered: core 0's gathers. */
 static float run_split(const model *m, int C, float *grad, int *gathered)
 {
     tl_spmd_run *r;
     cr_assert_eq(tl_spmd_run_create_tensor(m->g, m->split, C, m->loss, true, m->params, &r), TL_OK, "%s",
                  tl_last_error());
-    tl_spmd_run_feed(r, m->x, m->xv);
-    tl_spmd_run_feed(r, m->labels, m->yv);
-    cr_assert_eq(tl_spmd_run_step(r), TL_OK, "%s", tl_last_error());
-    float loss = tl_spmd_run_loss(r);
-    for (int q = 1; q < C; q++) {
-        const tl_partition *pt = tl_spmd_run_partition(r, q);
-        float lq = *tl_exec_value(tl_spmd_run_program(r, q), tl_spmd_run_exec(r, q), pt->map[m->loss]);
-        cr_assert(memcmp(&lq, &loss, sizeof loss) == 0, "C %d: core %d's loss %.9g, core 0's %.9g", C, q,
-                  (double)lq, (double)loss);
-    }
-    tl_spmd_run_grad(r, grad);
+    spmdt_feed feeds[2] = {{m->x, m->xv}, {m->labels, m->yv}};
+    char what[32];
+    snprintf(what, sizeof what, "C %d", C);
+    float loss = spmdt_step(r, m->loss, feeds, 2, grad, what);
     *gathered = tl_spmd_run_partition(r, 0)->gathered;
     tl_spmd_run_destroy(r);
     return loss;
@@ -154,25 +126,18 @@ static void check_cores(const model *m, const int *cores, const int *gathers, in
 {
     size_t bytes = (size_t)m->vars->total * sizeof(float);
     float *want = malloc(bytes), *got = malloc(bytes), *again = malloc(bytes);
-    float loss = run_whole(m, want);
+    spmdt_feed feeds[2] = {{m->x, m->xv}, {m->labels, m->yv}};
+    float loss = spmdt_run_whole(m->g, m->loss, m->params, feeds, 2, want);
     for (int i = 0; i < n; i++) {
         int C = cores[i], gathered;
         float l = run_split(m, C, got, &gathered);
         cr_assert_eq(gathered, gathers[i], "C %d: %d values gathered", C, gathered);
         cr_assert(fabsf(l - loss) <= 1e-5f * fabsf(loss), "C %d: loss %.9g, whole %.9g", C, (double)l,
                   (double)loss);
-        for (int v = 0; v < m->vars->n; v++) {
-            const tl_var *var = &m->vars->v[v];
-            double top = 0, err = 0;
-            for (int64_t k = 0; k < var->size; k++) {
-                top = fmax(top, fabs(want[var->offset + k]));
-                err = fmax(err, fabs((double)got[var->offset + k] - want[var->offset + k]));
-            }
-            cr_assert(top > 0, "%s has a gradient", var->name);
-            /* (+ 1e-8: the key's bias, which softmax cancels, has a gradient of rounding only) */
-            cr_assert(err <= 2e-5 * top + 1e-8, "C %d: %s's gradient is off by %.3g of its %.3g", C, var->name, err,
-                      top);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "C %d", C);
+        /* (+ 1e-8: the key's bias, which softmax cancels, has a gradient of rounding only) */
+        spmdt_assert_grads(m->vars, want, got, 2e-5, 1e-8, what);
         float l2 = run_split(m, C, again, &gathered);
         cr_assert(memcmp(&l, &l2, sizeof l) == 0 && memcmp(got, again, bytes) == 0,
                   "C %d: a second run gives the same bits", C);
