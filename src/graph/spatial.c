@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../base/base_int.h"
+#include "graph_int.h"
 #include "spatial.h"
 #include "tpuloop/topology.h"
 
@@ -144,11 +145,40 @@ void tl_spatial_gather(const tl_box *need, int ncores, const tl_box *tiles, cons
             move(&part, &tiles[q], bufs[q], need, region, false);
 }
 
+static bool same_box(const tl_box *a, const tl_box *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/*
+ * The sum starts from a base: the first core whose region covers all of
+ * mine (mostly this core's own) is copied, not added to zeros, and the
+ * others are added in core order. An element's sum is then the same as in
+ * core order from zero when at most one core before the base reaches it:
+ * the base and that core's terms trade places in one commutative addition
+ * (0 + x is x, up to the sign of a zero). Where two cores before the base
+ * overlap (a halo wider than a tile), the sum runs from zeros.
+ */
 void tl_spatial_reduce(const tl_box *mine, int ncores, const tl_box *needs, const float *const *rgrads, float *out)
 {
-    memset(out, 0, (size_t)tl_box_count(mine) * sizeof *out);
-    tl_box part;
+    tl_box parts[TL_SPMD_MAX_CORES], both;
+    bool has[TL_SPMD_MAX_CORES];
+    int base = -1;
+    TL_ASSERT(ncores >= 1 && ncores <= TL_SPMD_MAX_CORES);
+    for (int p = 0; p < ncores; p++) {
+        has[p] = intersect(mine, &needs[p], &parts[p]);
+        if (base < 0 && has[p] && same_box(&parts[p], mine))
+            base = p;
+    }
+    for (int p = 0; p < base; p++)
+        for (int r = p + 1; r < base; r++)
+            if (has[p] && has[r] && intersect(&parts[p], &parts[r], &both))
+                base = -1;
+    if (base >= 0)
+        move(&parts[base], &needs[base], rgrads[base], mine, out, false);
+    else
+        memset(out, 0, (size_t)tl_box_count(mine) * sizeof *out);
     for (int p = 0; p < ncores; p++)
-        if (intersect(mine, &needs[p], &part))
-            move(&part, &needs[p], rgrads[p], mine, out, true);
+        if (has[p] && p != base)
+            move(&parts[p], &needs[p], rgrads[p], mine, out, true);
 }
