@@ -46,8 +46,9 @@ typedef struct run {
 } run;
 
 /* Trains STEPS steps at devices, cores per replica (0: unset) and dims
- * (input_partition_dims' features entry), then evaluates and predicts. */
-static void train_in(int devices, int cores, const char *dims, const char *ipl, const char *model_dir, run *out)
+ * (input_partition_dims' features entry), with one more flag (a model_dir,
+ * say) when not NULL, then evaluates and predicts. */
+static void train_in(int devices, int cores, const char *dims, const char *ipl, const char *flag, run *out)
 {
     tl_config *cfg;
     cr_assert_eq(tl_config_create(&cfg), TL_OK);
@@ -59,10 +60,10 @@ static void train_in(int devices, int cores, const char *dims, const char *ipl, 
     snprintf(ipl_flag, sizeof ipl_flag, "--iterations_per_loop=%s", ipl);
     char *argv[] = {dev, bs, ipl_flag, "--max_steps=6", "--tf_random_seed=7", "--eval_batch_size=16",
                     "--eval_steps=2", "--predict_batch_size=16", "--per_host_input_for_training=PER_HOST_V2",
-                    "--params={\"filters\": [4, 8], \"num_classes\": 4}", ncpr, pdims, (char *)model_dir};
+                    "--params={\"filters\": [4, 8], \"num_classes\": 4}", ncpr, pdims, (char *)flag};
     int argc = cores > 0 ? 12 : 10;
-    if (model_dir != NULL) { /* after the two core flags, or in their place */
-        argv[argc] = (char *)model_dir;
+    if (flag != NULL) { /* after the two core flags, or in their place: a model_dir, or any flag */
+        argv[argc] = (char *)flag;
         argc++;
     }
     cr_assert_eq(tl_config_apply_args(cfg, argc, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
@@ -158,6 +159,10 @@ Test(mt_model_parallel, same_bits_for_any_iterations_per_loop)
     cr_assert_str_eq(a.digest, b.digest);
     cr_assert_str_eq(a.digest, c.digest);
     free(a.params), free(b.params), free(c.params);
+    train(4, 4, "[1, 2, 2]", "1", &a);
+    train(4, 4, "[1, 2, 2]", "6", &b);
+    cr_assert_str_eq(a.digest, b.digest, "C = 4");
+    free(a.params), free(b.params);
 }
 
 /* Creating an estimator with these flags fails, naming what. */
@@ -183,10 +188,20 @@ Test(mt_model_parallel, what_is_not_built_is_refused_by_name)
     char *labels[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8",
                       "--per_host_input_for_training=PER_HOST_V2", "--input_partition_dims=[[1, 2, 1], [2]]"};
     refused(5, labels, "the labels must be None");
-    char *cpu_eval[] = {"--devices=2", "--num_cores_per_replica=2", "--train_batch_size=8",
-                        "--per_host_input_for_training=PER_HOST_V2", "--input_partition_dims=[[1, 2, 1], null]",
-                        "--eval_on_tpu=false"};
-    refused(6, cpu_eval, "with eval_on_tpu false is not built yet");
+}
+
+/* eval_on_tpu false: the plain Estimator's evaluation runs the model whole
+ * on replica 0 (the other cores sit it out), on the same examples, to the
+ * partitioned evaluation's loss. */
+Test(mt_model_parallel, eval_on_tpu_false_evaluates_the_model_whole)
+{
+    run tpu, cpu;
+    train(2, 2, "[1, 2, 1]", "2", &tpu);
+    train_in(2, 2, "[1, 2, 1]", "2", "--eval_on_tpu=false", &cpu);
+    cr_assert_str_eq(cpu.digest, tpu.digest, "training is the same");
+    cr_assert(fabsf(cpu.eval_loss - tpu.eval_loss) <= 1e-4f * (1 + fabsf(tpu.eval_loss)),
+              "evaluation loss %.7g whole, %.7g partitioned", (double)cpu.eval_loss, (double)tpu.eval_loss);
+    free(tpu.params), free(cpu.params);
 }
 
 /* Variables are whole on every core: a checkpoint written at C = 4 is the

@@ -161,6 +161,10 @@ static tl_status follower_loop(tl_follower *f)
     tl_estimator *est = f->est;
     tl_mode mode = est->cmd == CMD_TRAIN ? TL_MODE_TRAIN : est->cmd == CMD_EVAL ? TL_MODE_EVAL : TL_MODE_PREDICT;
     const tl_mode_prog *m = mode == TL_MODE_TRAIN ? &est->train : mode == TL_MODE_EVAL ? &est->eval : &est->predict;
+    /* The CPU path of evaluation runs the model whole on replica 0's
+     * worker, fed alone (feed.h): the other cores sit it out. */
+    if (mode == TL_MODE_EVAL && est->eval_cpu)
+        return TL_OK;
     const tl_program *p = m->cp[f->core];
     const tl_partition *pt = &m->part[f->core];
     tl_exec *x = &f->x[mode];
@@ -468,7 +472,9 @@ static tl_status compile(tl_estimator *est, tl_mode_prog *m, tl_t loss, bool bac
     keep[nkeep++] = m->predictions;
     for (int k = 0; k < m->out.n_host_call + m->out.n_metric; k++)
         keep[nkeep++] = m->out.t[k].t;
-    if (est->C > 1)
+    /* The CPU path of evaluation (eval_on_tpu false) runs the model whole
+     * on replica 0's worker, as TensorFlow's plain Estimator does. */
+    if (est->C > 1 && !(m->g->mode == TL_MODE_EVAL && est->eval_cpu))
         return compile_cores(est, m, loss, backward, keep, nkeep);
     return tl_program_compile_fused(m->g, loss, backward, keep, nkeep, &m->p);
 }
@@ -637,7 +643,7 @@ static void join_replica(tl_estimator *est, int m, int r, int q, tl_exec *x, tl_
 static tl_status make_followers(tl_estimator *est)
 {
     int R = est->R, C = est->C;
-    tl_mode_prog *modes[3] = {&est->train, est->have_eval ? &est->eval : NULL,
+    tl_mode_prog *modes[3] = {&est->train, est->have_eval && !est->eval_cpu ? &est->eval : NULL,
                               est->have_predict ? &est->predict : NULL};
     est->rbar = tl_calloc((size_t)R, sizeof *est->rbar);
     est->followers = tl_calloc((size_t)(est->Rl * (C - 1)), sizeof *est->followers);
@@ -858,9 +864,6 @@ static tl_status model_parallel_check(const tl_run_config *rc, const tl_estimato
     if (o->embedding != NULL || o->embedding_config != NULL)
         return tl_error(TL_EINVAL, "num_cores_per_replica %lld with embedding tables is not built yet",
                         (long long)ncpr);
-    if (!rc->eval_on_tpu)
-        return tl_error(TL_EINVAL, "num_cores_per_replica %lld with eval_on_tpu false is not built yet: the "
-                                   "plain Estimator's evaluation runs the model whole", (long long)ncpr);
     return TL_OK;
 }
 
