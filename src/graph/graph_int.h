@@ -134,7 +134,8 @@ typedef enum {
                             tile of dy (dy is the same on every core) */
     TL_OP_SPMD_SUM,      /* in[0] this core's partial; the value is the sum over the cores in core order; dx = dy */
     TL_OP_SPMD_SLICE,    /* in[0] a whole tensor; iattr as TL_OP_SPMD_HALO with the region this core's tile: the
-                            value is the tile; dx is every core's dy put together (an all-gather) */
+                            value is the tile; dx is every core's dy put together (an all-gather), or with
+                            iattr[16] 1 (a split variable's) this core's dy in its chunk alone */
     TL_OP_SPMD_FANOUT,   /* in[0] a whole tensor read by ops on split ones: the value is x; dx is the sum over the
                             cores of dy in core order (each core's dy is its share of x's gradient) */
     TL_OP_SPMD_LAST_,

@@ -16,7 +16,7 @@
 #include "../base/thread.h"
 #include "spatial.h"
 
-_Static_assert(TL_NODE_IATTRS >= 16, "a HALO or GATHER node keeps 16 integers");
+_Static_assert(TL_NODE_IATTRS >= 17, "a HALO or GATHER node keeps 16 integers, a SLICE 17");
 
 /* The whole tensor's shape and the grid of a HALO or GATHER node. */
 static const int64_t *whole_shape(const tl_node *nd)
@@ -133,6 +133,14 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
         break;
     }
     case TL_OP_SPMD_SLICE:
+        if (nd->iattr[16]) { /* a split variable's: its chunk, which the replica's gradient takes from here */
+            tl_box all = whole_box(nd), mine = region_of(nd);
+            if (!(p->first_write[i] & 1u))
+                memset(dx, 0, (size_t)x->size * sizeof *dx); /* (staged: the rest adds nothing) */
+            tl_spatial_gather(&all, 1, &mine, &dy, dx);
+            break;
+        }
+        /* fall through */
     case TL_OP_SPMD_FANOUT: {
         if ((st = meet(e)) != TL_OK)
             return st;

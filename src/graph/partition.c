@@ -410,12 +410,15 @@ void tl_partition_free(tl_partition *pt)
     tl_free(pt->map);
     tl_free(pt->tiled);
     tl_free(pt->var_partial);
+    tl_free(pt->var_split);
     memset(pt, 0, sizeof *pt);
 }
 
 void tl_partition_add_partials(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
                                float *out)
 {
+    if (pt->var_split != NULL)
+        tl_partition_take_chunks(pt, vars, ncores, grads, out);
     for (int v = 0; v < vars->n; v++) {
         if (!pt->var_partial[v])
             continue;

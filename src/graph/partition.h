@@ -68,9 +68,11 @@
  * split ones gets a share of its gradient on each core: its fan-out
  * (TL_OP_SPMD_FANOUT) sums them in core order, and a slice's gradient is
  * every core's chunk put together, so every gradient a core holds for a
- * whole value, variables included, is the whole gradient (var_partial is
- * false throughout). Variables live whole in the replica's store and are
- * saved whole: a checkpoint moves between any number of cores.
+ * whole value is the whole gradient (var_partial is false throughout). A
+ * split variable's slice is the exception: its gradient is the core's own
+ * chunk alone, which the replica's gradient takes from that core
+ * (tl_partition_add_partials). Variables live whole in the replica's store
+ * and are saved whole: a checkpoint moves between any number of cores.
  */
 
 #ifndef TL_GRAPH_PARTITION_H
@@ -83,6 +85,8 @@ typedef struct tl_partition {
     tl_t *map;          /* (source nodes) the node of g holding each source value: its tile or whole */
     bool *tiled;        /* (source nodes) whether map[i] is a tile (a chunk, with tensor parallelism) */
     bool *var_partial;  /* (variables) the gradient on a core is a partial of the replica's */
+    int8_t *var_split;  /* (variables) tensor parallelism: the dimension a variable is split along (a core's
+                           gradient holds only its chunk), -1 whole; NULL with spatial tiles */
     int gathered;       /* ops with no rule for tiles, whose inputs were gathered whole (tensor parallelism:
                            the split values gathered whole) */
 } tl_partition;
@@ -115,8 +119,12 @@ void tl_partition_free(tl_partition *pt);
 /* The replica's gradient from its cores' (grads[q], each the variable
  * slab of vars): out holds core 0's, and gets every partial variable's
  * (pt->var_partial, any core's partition) entries of cores 1 .. ncores-1
- * added in core order. A whole variable keeps core 0's. */
+ * added in core order, and every split variable's (pt->var_split) chunk q
+ * from core q. A whole variable keeps core 0's. */
 void tl_partition_add_partials(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
                                float *out);
+/* Its tensor-parallel half: chunk q of each split variable from grads[q]. */
+void tl_partition_take_chunks(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
+                              float *out);
 
 #endif /* TL_GRAPH_PARTITION_H */

@@ -327,6 +327,8 @@ static tl_status node(tctx *c, int i)
         c->sd[i] = -1;
         tl_t t;
         tl_status st = slice_of(c, i, d, &t);
+        if (st == TL_OK && t >= 0)
+            c->g->nodes[t].iattr[16] = 1; /* its gradient: this core's chunk alone */
         pt->map[i] = t;
         c->sd[i] = (int8_t)d;
         pt->tiled[i] = true;
@@ -390,8 +392,11 @@ tl_status tl_partition_tensor(const tl_graph *src, const int8_t *var_split, int 
     out->map = tl_alloc_array(n, sizeof *out->map);
     out->tiled = tl_calloc(n, sizeof *out->tiled);
     out->var_partial = tl_calloc((size_t)(src->vars->n ? src->vars->n : 1), sizeof *out->var_partial);
+    out->var_split = tl_alloc_array((size_t)(src->vars->n ? src->vars->n : 1), 1);
+    if (out->var_split != NULL && src->vars->n > 0)
+        memcpy(out->var_split, var_split, (size_t)src->vars->n);
     tl_status st = c.sd == NULL || c.whole == NULL || c.fan == NULL || out->map == NULL || out->tiled == NULL ||
-                           out->var_partial == NULL
+                           out->var_partial == NULL || out->var_split == NULL
                        ? tl_error_oom()
                        : tl_graph_create(src->vars, src->mode, &out->g);
     c.g = out->g;
@@ -412,4 +417,25 @@ tl_status tl_partition_tensor(const tl_graph *src, const int8_t *var_split, int 
     if (st != TL_OK)
         tl_partition_free(out);
     return st;
+}
+
+void tl_partition_take_chunks(const tl_partition *pt, const tl_vars *vars, int ncores, const float *const *grads,
+                              float *out)
+{
+    tctx c = {.C = ncores};
+    for (int v = 0; v < vars->n; v++) {
+        int d = pt->var_split[v];
+        if (d < 0)
+            continue;
+        const tl_var *var = &vars->v[v];
+        int64_t s4[4];
+        fold(var->shape, var->rank, d, s4);
+        for (int q = 1; q < ncores; q++) {
+            tl_box b = chunk_of(&c, var->shape, var->rank, d, q);
+            for (int64_t a = 0; a < s4[0]; a++) {
+                int64_t at = var->offset + (a * s4[1] + b.off[1]) * s4[2];
+                memcpy(out + at, grads[q] + at, (size_t)(b.size[1] * s4[2]) * sizeof *out);
+            }
+        }
+    }
 }
