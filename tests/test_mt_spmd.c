@@ -227,3 +227,30 @@ Test(spmd, a_failing_core_ends_the_step_with_its_message)
     tl_spmd_run_destroy(r);
     model_free(&m);
 }
+
+/* Convs on row tiles reading their tile in place (TL_OP_SPMD_CONV: the
+ * interior from the tile, the rows past its edges from small gathered
+ * regions), made to run at these small sizes: the same results as the
+ * whole program at every grid (grids that split columns keep the halo
+ * path), and core 0 of [1, 2, 1, 1] runs them. */
+Test(spmd, convs_reading_their_tiles_in_place_equal_the_whole)
+{
+    int64_t was = tl_partition_inplace_min;
+    tl_partition_inplace_min = 1;
+    static const int conv_gathers[] = {0, 0, 0, 0, 1}, cnn_gathers[] = {0, 0, 0, 0, 1};
+    check_grids(conv_net, conv_gathers, false);
+    check_grids(cnn, cnn_gathers, false);
+    model m;
+    model_build(&m, cnn);
+    tl_partition pt;
+    cr_assert_eq(tl_partition_graph(m.g, m.x, (int64_t[]){1, 2, 1, 1}, 0, &pt), TL_OK, "%s", tl_last_error());
+    int in_place = 0, halos = 0;
+    for (int i = 0; i < pt.g->n; i++) {
+        in_place += pt.g->nodes[i].op == TL_OP_SPMD_CONV;
+        halos += pt.g->nodes[i].op == TL_OP_SPMD_HALO;
+    }
+    cr_assert(in_place >= 3, "%d convs read their tile in place, %d gather halos", in_place, halos);
+    tl_partition_free(&pt);
+    model_free(&m);
+    tl_partition_inplace_min = was;
+}

@@ -138,6 +138,8 @@ typedef enum {
                             iattr[16] 1 (a split variable's) this core's dy in its chunk alone */
     TL_OP_SPMD_FANOUT,   /* in[0] a whole tensor read by ops on split ones: the value is x; dx is the sum over the
                             cores of dy in core order (each core's dy is its share of x's gradient) */
+    TL_OP_SPMD_CONV,     /* in (x, filter): x a row tile; a conv2d's output tile reading x in place and only the
+                            rows past its edges from the other cores (ops_spmd_conv.c for the attributes) */
     TL_OP_SPMD_LAST_,
 
     TL_OP_COUNT_

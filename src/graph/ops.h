@@ -69,6 +69,11 @@ float *tl_op_scratch(const tl_exec *e, int64_t *cursor, int64_t n);
  * (TL_ERUNTIME when another core failed and broke it). */
 tl_status tl_op_spmd_check(const tl_exec *e);
 tl_status tl_op_spmd_meet(const tl_exec *e);
+/* TL_OP_SPMD_CONV (ops_spmd_conv.c), for ops_spmd.c's family. */
+tl_status tl_spmd_conv_forward(const tl_program *p, tl_exec *e, int i);
+tl_status tl_spmd_conv_backward(const tl_program *p, tl_exec *e, int i, int64_t *cursor);
+int64_t tl_spmd_conv_scratch(const tl_graph *g, int i);
+int64_t tl_spmd_conv_aux(const tl_graph *g, int i);
 
 /* Splits nd's shape at axis into (outer, shape[axis], inner). */
 void tl_op_around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner);

@@ -81,6 +81,8 @@ static tl_status forward(const tl_program *p, tl_exec *e, int i)
     tl_status st = tl_op_spmd_check(e);
     if (st != TL_OK)
         return st;
+    if (nd->op == TL_OP_SPMD_CONV)
+        return tl_spmd_conv_forward(p, e, i);
     float *y = tl_exec_value(p, e, i);
     const float *x = tl_exec_value(p, e, nd->in[0]);
     if (nd->op == TL_OP_SPMD_FANOUT || nd->op == TL_OP_SPMD_SLICE) { /* this core's own data: no meeting */
@@ -117,6 +119,8 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     tl_status st = tl_op_spmd_check(e);
     if (st != TL_OK)
         return st;
+    if (nd->op == TL_OP_SPMD_CONV)
+        return tl_spmd_conv_backward(p, e, i, cursor);
     const tl_spmd *sp = e->spmd;
     const float *dy = tl_op_grad(p, e, i);
     /* Every core runs the same backward ops: those whose input wants no
@@ -179,4 +183,15 @@ static tl_status backward(const tl_program *p, tl_exec *e, int i, int64_t *curso
     return st;
 }
 
-const tl_op_family tl_ops_spmd = {"spmd", TL_OP_SPMD_FIRST_, TL_OP_SPMD_LAST_, forward, backward, NULL, NULL, NULL};
+static int64_t scratch(const tl_graph *g, int i)
+{
+    return g->nodes[i].op == TL_OP_SPMD_CONV ? tl_spmd_conv_scratch(g, i) : 0;
+}
+
+static int64_t aux(const tl_graph *g, int i)
+{
+    return g->nodes[i].op == TL_OP_SPMD_CONV ? tl_spmd_conv_aux(g, i) : 0;
+}
+
+const tl_op_family tl_ops_spmd = {"spmd", TL_OP_SPMD_FIRST_, TL_OP_SPMD_LAST_, forward, backward, scratch, NULL,
+                                  aux};

@@ -162,7 +162,52 @@ static void pool_geom(const tl_graph *g, const tl_node *nd, tl_k_pool_geom *pl)
                            .ow = nd->rank == 4 ? nd->shape[2] : 1};
 }
 
-/* A conv or pool on a tiled x: the halo gather, then the op on the region. */
+int64_t tl_partition_inplace_min = 32768;
+
+/* Whether conv nd runs as TL_OP_SPMD_CONV on every core: rows (and images)
+ * split, each core's tile rows of an image at least
+ * tl_partition_inplace_min floats, and an interior on every core. */
+static bool conv_in_place(const pctx *c, const tl_node *nd, const tl_k_conv_geom *cv)
+{
+    const int64_t *xs = c->src->nodes[nd->in[0]].shape;
+    int64_t cores = c->grid[0] * c->grid[1];
+    if (c->grid[2] != 1 || c->grid[3] != 1 || c->grid[1] == 1)
+        return false;
+    for (int q = 0; q < cores; q++) {
+        tl_box in, out;
+        if (tl_spatial_tile(xs, c->grid, q, &in) != TL_OK || tl_spatial_tile(nd->shape, c->grid, q, &out) != TL_OK)
+            return false;
+        int64_t i0, i1;
+        tl_spmd_conv_interior(cv, in.off[1], in.off[1] + in.size[1], out.off[1], out.off[1] + out.size[1], &i0, &i1);
+        if (i1 <= i0 || in.size[1] * xs[2] * xs[3] < tl_partition_inplace_min)
+            return false;
+    }
+    return true;
+}
+
+/* conv nd as TL_OP_SPMD_CONV on this core's tile (ops_spmd_conv.c). */
+static void conv_on_tile(pctx *c, int i, const tl_box *out)
+{
+    const tl_node *nd = &c->src->nodes[i];
+    const int64_t *xs = c->src->nodes[nd->in[0]].shape;
+    tl_box in;
+    tl_status st = tl_spatial_tile(xs, c->grid, c->core, &in);
+    TL_ASSERT(st == TL_OK); /* conv_in_place tiled it */
+    (void)st;
+    tl_t x[2] = {c->pt->map[nd->in[0]], c->pt->map[nd->in[1]]};
+    tl_t t = tl_graph_add(c->g, TL_OP_SPMD_CONV, TL_F32, out->size, 4, x, 2);
+    if (t >= 0) {
+        int64_t *a = c->g->nodes[t].iattr;
+        memcpy(a, nd->iattr, 12 * sizeof *a);
+        a[12] = xs[1], a[13] = nd->shape[1], a[14] = in.off[1], a[15] = out->off[1];
+        a[16] = c->grid[0], a[17] = c->grid[1], a[18] = xs[0];
+    }
+    c->pt->map[i] = t;
+    c->pt->tiled[i] = true;
+}
+
+/* A conv or pool on a tiled x: the halo gather, then the op on the region
+ * (a conv that can reads its tile in place instead: conv_in_place). */
 static tl_status window_on_tiles(pctx *c, int i)
 {
     const tl_node *nd = &c->src->nodes[i];
@@ -171,6 +216,14 @@ static tl_status window_on_tiles(pctx *c, int i)
     tl_status st = tile_of(c, i, nd->shape, &out);
     if (st != TL_OK)
         return st;
+    if (nd->op == TL_OP_CONV2D) {
+        tl_k_conv_geom cv;
+        conv_geom(c->src, nd, &cv);
+        if (conv_in_place(c, nd, &cv)) {
+            conv_on_tile(c, i, &out);
+            return TL_OK;
+        }
+    }
     int64_t pads[4];
     if (nd->op == TL_OP_CONV2D) {
         tl_k_conv_geom cv, local;

@@ -107,6 +107,11 @@ tl_status tl_partition_graph(const tl_graph *src, tl_t input, const int64_t grid
  * dimension beyond the variable's rank, a value some core gets an empty
  * chunk of; TL_ENOMEM.
  */
+/* The least floats of one image's rows in a core's tile for which a conv
+ * on row tiles reads the tile in place (TL_OP_SPMD_CONV) instead of
+ * gathering a region (TL_OP_SPMD_HALO): 32768. A knob for the tests. */
+extern int64_t tl_partition_inplace_min;
+
 /* Appends to g a copy of node nd (of another graph: its op, dtype,
  * attributes, variable) on inputs in with the given shape. */
 tl_t tl_partition_add_like(tl_graph *g, const tl_node *nd, const tl_t *in, const int64_t *shape, int rank);

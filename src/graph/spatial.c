@@ -182,3 +182,10 @@ void tl_spatial_reduce(const tl_box *mine, int ncores, const tl_box *needs, cons
         if (has[p] && p != base)
             move(&parts[p], &needs[p], rgrads[p], mine, out, true);
 }
+
+void tl_spatial_accumulate(const tl_box *mine, const tl_box *box, const float *src, float *out)
+{
+    tl_box part;
+    if (intersect(mine, box, &part))
+        move(&part, box, src, mine, out, true);
+}

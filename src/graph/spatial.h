@@ -84,4 +84,16 @@ void tl_spatial_gather(const tl_box *need, int ncores, const tl_box *tiles, cons
  */
 void tl_spatial_reduce(const tl_box *mine, int ncores, const tl_box *needs, const float *const *rgrads, float *out);
 
+/* out (mine's shape) += src (box's shape) where the two boxes overlap. */
+void tl_spatial_accumulate(const tl_box *mine, const tl_box *box, const float *src, float *out);
+
+/*
+ * TL_OP_SPMD_CONV (ops_spmd_conv.c): the output rows [*i0, *i1) of the
+ * output tile rows [o0, o1) of conv cv whose windows read only the input
+ * tile rows [t0, t1) (or the image's padding): the interior, convolved from
+ * the tile in place; the others need rows of other cores' tiles.
+ */
+void tl_spmd_conv_interior(const tl_k_conv_geom *cv, int64_t t0, int64_t t1, int64_t o0, int64_t o1, int64_t *i0,
+                           int64_t *i1);
+
 #endif /* TL_GRAPH_SPATIAL_H */
