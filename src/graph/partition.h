@@ -15,7 +15,10 @@
  *   op on tiles                    this core runs
  *   ---------------------------    ----------------------------------------------
  *   conv2d, depthwise_conv2d       the halo gather of x (TL_OP_SPMD_HALO), then the conv of
- *     (channels not split)         the region with the padding it lacks: the output tile
+ *     (channels not split)         the region with the padding it lacks: the output tile;
+ *                                  on row tiles of tl_partition_inplace_min floats an image,
+ *                                  the conv of the tile in place and of small regions at its
+ *                                  edges (TL_OP_SPMD_CONV, ops_spmd_conv.c): no whole copy
  *   max_pool2d, avg_pool2d         the same with the pool
  *   batch_norm (channels whole)    training: the statistics and the gradient's sums of
  *                                  every core's rows, merged in core order: a tile (its

@@ -45,7 +45,8 @@ static json_t *collectives(const tl_graph *g)
         tl_op_kind op;
         const char *name;
     } kinds[] = {{TL_OP_SPMD_HALO, "halo"},   {TL_OP_SPMD_GATHER, "gather"},  {TL_OP_SPMD_SUM, "sum"},
-                 {TL_OP_SPMD_SLICE, "slice"}, {TL_OP_SPMD_FANOUT, "fanout"}};
+                 {TL_OP_SPMD_SLICE, "slice"}, {TL_OP_SPMD_FANOUT, "fanout"},
+                 {TL_OP_SPMD_CONV, "conv_in_place"}};
     json_t *out = json_object();
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int n = 0;
