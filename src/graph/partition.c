@@ -62,7 +62,8 @@ static tl_status tile_of(const pctx *c, int i, const int64_t *shape, tl_box *b)
         if (b->size[d] == 0)
             return tl_error(TL_EINVAL, "partition: %s node %d: dimension %d of size %lld split in %lld leaves core %d "
                                        "an empty tile; every core needs at least one element",
-                            tl_partition_op_name(c->src->nodes[i].op), i, d, (long long)shape[d], (long long)c->grid[d], c->core);
+                            tl_partition_op_name(c->src->nodes[i].op), i, d, (long long)shape[d],
+                            (long long)c->grid[d], c->core);
     return TL_OK;
 }
 
