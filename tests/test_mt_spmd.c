@@ -251,6 +251,14 @@ Test(spmd, convs_reading_their_tiles_in_place_equal_the_whole)
     }
     cr_assert(in_place >= 3, "%d convs read their tile in place, %d gather halos", in_place, halos);
     tl_partition_free(&pt);
+    /* Images and rows split together: each core's regions are of its images. */
+    float *want = malloc((size_t)m.vars->total * sizeof(float)), *got = malloc((size_t)m.vars->total * sizeof(float));
+    float loss = run_whole(&m, want);
+    int gathered;
+    float l = run_partitioned(&m, (int64_t[]){2, 2, 1, 1}, got, &gathered);
+    cr_assert(fabsf(l - loss) <= 1e-5f * fabsf(loss), "[2,2,1,1]: loss %.9g, whole %.9g", (double)l, (double)loss);
+    spmdt_assert_grads(m.vars, want, got, 2e-5, 0, "[2,2,1,1]");
+    free(want), free(got);
     model_free(&m);
     tl_partition_inplace_min = was;
 }
