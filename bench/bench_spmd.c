@@ -46,64 +46,56 @@ static void die(const char *what)
     exit(1);
 }
 
-static void build(net *n, int64_t size, int64_t batch)
+/* model_fn fn (named what) with params on inputs x (xshape, xrank; its
+ * first dimension the batch) holding ((i * 7919) % mod) * scale and labels
+ * b % 10, its variables initialised. */
+static void build_net(net *n, tl_model_fn fn, const char *what, const char *params, const int64_t *xshape,
+                      int xrank, int64_t mod, float scale)
 {
+    int64_t batch = xshape[0], count = 1;
+    for (int d = 0; d < xrank; d++)
+        count *= xshape[d];
     memset(n, 0, sizeof *n);
     if (tl_vars_create(&n->vars) != TL_OK || tl_graph_create(n->vars, TL_MODE_TRAIN, &n->g) != TL_OK)
         die("graph");
-    n->x = tl_graph_input(n->g, TL_F32, (int64_t[]){batch, size, size, 1}, 4);
+    n->x = tl_graph_input(n->g, TL_F32, xshape, xrank);
     n->labels = tl_graph_input(n->g, TL_I32, (int64_t[]){batch}, 1);
-    tl_model_args a = {TL_MODE_TRAIN, n->x, n->labels, batch, "{\"filters\": [16, 32, 64]}", 0};
+    tl_model_args a = {TL_MODE_TRAIN, n->x, n->labels, batch, params, 0};
     tl_model_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.loss = spec.logits = spec.predictions = TL_T_INVALID;
-    if (tl_model_cnn(n->g, &a, &spec, NULL) != TL_OK || tl_vars_layout(n->vars) != TL_OK) {
-        fprintf(stderr, "bench_spmd: cnn: %s\n", tl_graph_error(n->g));
+    if (fn(n->g, &a, &spec, NULL) != TL_OK || tl_vars_layout(n->vars) != TL_OK) {
+        fprintf(stderr, "bench_spmd: %s: %s\n", what, tl_graph_error(n->g));
         exit(1);
     }
     n->loss = spec.loss;
     n->params = calloc((size_t)n->vars->total, sizeof(float));
-    n->xv = malloc((size_t)(batch * size * size) * sizeof(float));
+    n->xv = malloc((size_t)count * sizeof(float));
     n->yv = malloc((size_t)batch * sizeof(int32_t));
     if (n->params == NULL || n->xv == NULL || n->yv == NULL)
         die("out of memory");
     tl_vars_initialize(n->vars, 42, n->params);
-    for (int64_t i = 0; i < batch * size * size; i++)
-        n->xv[i] = (float)((i * 7919) % 255) / 255.0f;
+    for (int64_t i = 0; i < count; i++)
+        n->xv[i] = (float)((i * 7919) % mod) * scale;
     for (int64_t b = 0; b < batch; b++)
         n->yv[b] = (int32_t)(b % 10);
+}
+
+/* The cnn on batch images size x size. */
+static void build(net *n, int64_t size, int64_t batch)
+{
+    build_net(n, tl_model_cnn, "cnn", "{\"filters\": [16, 32, 64]}", (int64_t[]){batch, size, size, 1}, 4, 255,
+              1.0f / 255.0f);
 }
 
 /* The built-in Transformer (d_model 256, 8 heads, d_ff 1024, 2 layers) on
  * batch sequences of seq tokens from 64. */
 static void build_transformer(net *n, int64_t seq, int64_t batch)
 {
-    memset(n, 0, sizeof *n);
-    if (tl_vars_create(&n->vars) != TL_OK || tl_graph_create(n->vars, TL_MODE_TRAIN, &n->g) != TL_OK)
-        die("graph");
-    n->x = tl_graph_input(n->g, TL_F32, (int64_t[]){batch, seq}, 2);
-    n->labels = tl_graph_input(n->g, TL_I32, (int64_t[]){batch}, 1);
-    tl_model_args a = {TL_MODE_TRAIN, n->x, n->labels, batch,
-                       "{\"d_model\": 256, \"num_heads\": 8, \"num_layers\": 2, \"d_ff\": 1024, "
-                       "\"vocab_size\": 64, \"num_classes\": 10}", 0};
-    tl_model_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.loss = spec.logits = spec.predictions = TL_T_INVALID;
-    if (tl_model_transformer(n->g, &a, &spec, NULL) != TL_OK || tl_vars_layout(n->vars) != TL_OK) {
-        fprintf(stderr, "bench_spmd: transformer: %s\n", tl_graph_error(n->g));
-        exit(1);
-    }
-    n->loss = spec.loss;
-    n->params = calloc((size_t)n->vars->total, sizeof(float));
-    n->xv = malloc((size_t)(batch * seq) * sizeof(float));
-    n->yv = malloc((size_t)batch * sizeof(int32_t));
-    if (n->params == NULL || n->xv == NULL || n->yv == NULL)
-        die("out of memory");
-    tl_vars_initialize(n->vars, 42, n->params);
-    for (int64_t i = 0; i < batch * seq; i++)
-        n->xv[i] = (float)((i * 7919) % 64);
-    for (int64_t b = 0; b < batch; b++)
-        n->yv[b] = (int32_t)(b % 10);
+    build_net(n, tl_model_transformer, "transformer",
+              "{\"d_model\": 256, \"num_heads\": 8, \"num_layers\": 2, \"d_ff\": 1024, \"vocab_size\": 64, "
+              "\"num_classes\": 10}",
+              (int64_t[]){batch, seq}, 2, 64, 1.0f);
 }
 
 /* Megatron's layout of the Transformer's variables (partition.h). */

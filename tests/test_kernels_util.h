@@ -33,6 +33,22 @@ void tk_free(tk_buf *b);
 /* malloc that fails the test when out of memory; at least one byte. */
 void *tk_alloc(size_t bytes);
 
+/* A convolution test case: x (n, h, w, c), f (kh, kw, c / groups, o), and
+ * what tl_k_conv2d_init takes besides. */
+typedef struct tk_conv_case {
+    int64_t x[4], f[4];
+    int64_t groups, strides[2], dilations[2];
+    bool same;
+    const char *name;
+} tk_conv_case;
+
+/* A pooling test case: x (n, h, w, c), window k and strides s (h, w). */
+typedef struct tk_pool_case {
+    int64_t x[4], k[2], s[2];
+    bool same;
+    const char *name;
+} tk_pool_case;
+
 /* |got[i] - want[i]| <= atol + rtol·|want[i]| for every i; what names the
  * check in the failure message. */
 void tk_assert_close(int64_t n, const float *got, const double *want, double rtol, double atol, const char *what);

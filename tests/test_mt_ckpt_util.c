@@ -115,16 +115,29 @@ tl_status mtck_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
     return tl_graph_status(g);
 }
 
-tl_labeled_data *mtck_data(int64_t n, int classes, uint64_t seed)
+static tl_labeled_data *synthetic(int64_t n, int64_t features, int classes, uint64_t seed)
 {
     tl_synthetic_spec s;
     tl_synthetic_spec_init(&s);
     s.num_examples = n;
-    s.num_features = MTCK_FEATURES;
+    s.num_features = features;
     s.num_classes = classes;
     s.seed = seed;
     tl_labeled_data *d = NULL;
     cr_assert_eq(tl_synthetic_load(&s, &d), TL_OK, "%s", tl_last_error());
+    return d;
+}
+
+tl_labeled_data *mtck_data(int64_t n, int classes, uint64_t seed)
+{
+    return synthetic(n, MTCK_FEATURES, classes, seed);
+}
+
+tl_labeled_data *mtck_images(int64_t n, int64_t side, int classes, uint64_t seed)
+{
+    tl_labeled_data *d = synthetic(n, side * side, classes, seed);
+    d->feature_rank = 2;
+    d->feature_shape[0] = d->feature_shape[1] = side;
     return d;
 }
 

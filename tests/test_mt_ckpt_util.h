@@ -45,6 +45,8 @@ tl_status mtck_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec
 /* n planted-model examples of MTCK_FEATURES features and `classes` classes. */
 #define MTCK_FEATURES 12
 tl_labeled_data *mtck_data(int64_t n, int classes, uint64_t seed);
+/* The same as images (n, side, side): side * side features, learnable. */
+tl_labeled_data *mtck_images(int64_t n, int64_t side, int classes, uint64_t seed);
 
 /* A resolved configuration from --flags (fails the test on error). */
 tl_config *mtck_config(int argc, const char *const *argv);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_mt_ckpt_util.h"
 #include "tpuloop/tpuloop.h"
 
 #define SIDE 8
@@ -13,17 +14,7 @@
 /* Images (n, 8, 8) of a planted linear model's features: learnable. */
 static tl_labeled_data *images(int64_t n)
 {
-    tl_synthetic_spec s;
-    tl_synthetic_spec_init(&s);
-    s.num_examples = n;
-    s.num_features = SIDE * SIDE;
-    s.num_classes = 3;
-    s.seed = 17;
-    tl_labeled_data *d = NULL;
-    cr_assert_eq(tl_synthetic_load(&s, &d), TL_OK, "%s", tl_last_error());
-    d->feature_rank = 2;
-    d->feature_shape[0] = d->feature_shape[1] = SIDE;
-    return d;
+    return mtck_images(n, SIDE, 3, 17);
 }
 
 static void train(const char *ipl, int steps, char digest[65], double *accuracy)

@@ -21,22 +21,6 @@
 #define EXAMPLES 64
 #define STEPS 6
 
-/* Images of SIDE x SIDE from the synthetic planted model's features. */
-static tl_labeled_data *images(void)
-{
-    tl_synthetic_spec s;
-    tl_synthetic_spec_init(&s);
-    s.num_examples = EXAMPLES;
-    s.num_features = SIDE * SIDE;
-    s.num_classes = 4;
-    s.seed = 9;
-    tl_labeled_data *d = NULL;
-    cr_assert_eq(tl_synthetic_load(&s, &d), TL_OK, "%s", tl_last_error());
-    d->feature_rank = 2;
-    d->feature_shape[0] = d->feature_shape[1] = SIDE;
-    return d;
-}
-
 typedef struct run {
     char digest[65];
     float loss, eval_loss;
@@ -74,7 +58,7 @@ static void train_in(int devices, int cores, const char *dims, const char *ipl, 
     o.optimizer.lr.learning_rate = 0.01;
     tl_estimator *est;
     cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
-    tl_labeled_data *d = images();
+    tl_labeled_data *d = mtck_images(EXAMPLES, SIDE, 4, 9);
     tl_train_result tr;
     cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tr.global_step, STEPS);

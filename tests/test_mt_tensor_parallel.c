@@ -207,3 +207,48 @@ Test(mt_tensor_parallel, a_layout_that_cannot_split_is_refused_by_name)
     const char *both[] = {MEGATRON, "--input_partition_dims=[[1, 2, 1], null]"};
     refused(2, both, "with both input_partition_dims and ModelParallel layouts");
 }
+
+/* The estimator's own check of a ModelParallel given through the C API
+ * (tl_estimator_options.distribution): its mesh must be the replicas along
+ * the batch axis and the cores of a replica along one other. */
+static void mesh_refused(int devices, int cores, const int64_t *shape, int ndim, const char *const *names,
+                         int nids, const char *fragment)
+{
+    tl_devices *devs;
+    cr_assert_eq(tl_devices_create(devices, 1, 0, &devs), TL_OK);
+    int ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    tl_mesh *mesh;
+    cr_assert_eq(tl_mesh_create(devs, shape, ndim, names, ndim, ids, nids, &mesh), TL_OK, "%s", tl_last_error());
+    tl_layout_map *map;
+    cr_assert_eq(tl_layout_map_create(mesh, TL_MATCH_FULL, &map), TL_OK);
+    tl_model_parallel_options mo;
+    tl_model_parallel_options_init(&mo);
+    mo.layout_map = map;
+    mo.batch_dim_name = "batch";
+    tl_distribution *d;
+    cr_assert_eq(tl_model_parallel_create(&mo, &d), TL_OK, "%s", tl_last_error());
+    tl_config *cfg = config(devices, cores, "2", 0, NULL);
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = tl_model_transformer;
+    o.distribution = d;
+    tl_estimator *est = NULL;
+    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), fragment) != NULL, "%s", tl_last_error());
+    tl_config_destroy(cfg);
+    tl_distribution_destroy(d);
+    tl_layout_map_destroy(map);
+    tl_mesh_destroy(mesh);
+    tl_devices_destroy(devs);
+}
+
+Test(mt_tensor_parallel, a_mesh_that_is_not_replicas_by_cores_is_refused)
+{
+    static const char *const bm[] = {"batch", "model"}, *const dm[] = {"data", "model"};
+    static const char *const three[] = {"batch", "seq", "model"};
+    mesh_refused(2, 2, (int64_t[]){1, 2}, 2, dm, 2, "batch axis 'batch' must be a mesh axis of the 1 replicas");
+    mesh_refused(2, 2, (int64_t[]){2, 1}, 2, bm, 2, "batch axis 'batch' must be a mesh axis of the 1 replicas");
+    mesh_refused(2, 2, (int64_t[]){1, 1, 2}, 3, three, 2, "mesh must have two axes");
+    mesh_refused(8, 4, (int64_t[]){2, 2}, 2, bm, 4,
+                 "model axis 'model' must have num_cores_per_replica (4) devices; the mesh is <DeviceMesh");
+}

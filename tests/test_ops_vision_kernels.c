@@ -14,14 +14,7 @@ TestSuite(ops_vision_kernels, .init = tk_setup, .timeout = 120);
 
 /* ---- convolution ------------------------------------------------------------------ */
 
-typedef struct conv_case {
-    int64_t x[4], f[4]; /* f as (kh, kw, c / groups, o) */
-    int64_t groups, strides[2], dilations[2];
-    bool same;
-    const char *name;
-} conv_case;
-
-static const conv_case conv_cases[] = {
+static const tk_conv_case conv_cases[] = {
     {{2, 5, 5, 3}, {3, 3, 3, 4}, 1, {1, 1}, {1, 1}, true, "3x3 stride 1 SAME, odd size"},
     {{2, 6, 6, 4}, {3, 3, 4, 5}, 1, {2, 2}, {1, 1}, true, "in 6, k 3, stride 2 SAME: pad 0 before, 1 after"},
     {{1, 7, 6, 3}, {3, 2, 3, 4}, 1, {2, 2}, {1, 1}, false, "3x2 stride 2 VALID, odd and even"},
@@ -55,7 +48,7 @@ static float *scratch_for(const tl_k_conv_geom *cv, tl_k_conv_pass pass, int64_t
 
 /* Every pass of cv on engine impl against the twins, each bounded by the
  * twin on |inputs| (the sum of |terms|). */
-static void check_conv(const conv_case *cc, tl_k_conv_impl impl)
+static void check_conv(const tk_conv_case *cc, tl_k_conv_impl impl)
 {
     tl_k_conv_geom cv;
     cr_assert(tl_k_conv2d_init(&cv, cc->x, cc->f, cc->groups, cc->strides, cc->dilations, cc->same), "%s", cc->name);
@@ -205,7 +198,7 @@ Test(ops_vision_kernels, conv_training_pair_refuses_other_engines)
 Test(ops_vision_kernels, conv_gemm_chunks_the_batch)
 {
     /* 784 rows x 36 taps per image: 37 images a chunk, so two chunks. */
-    const conv_case big = {{40, 28, 28, 4}, {3, 3, 4, 4}, 1, {1, 1}, {1, 1}, true, "28x28x4, batch 40 in 2 chunks"};
+    const tk_conv_case big = {{40, 28, 28, 4}, {3, 3, 4, 4}, 1, {1, 1}, {1, 1}, true, "28x28x4, batch 40 in 2 chunks"};
     check_conv(&big, TL_K_CONV_GEMM);
 }
 
@@ -276,13 +269,13 @@ static void conv_fwd_f(const double *f, double *y, void *ctx)
 
 Test(ops_vision_kernels, conv_twin_grads_match_finite_differences)
 {
-    const conv_case cases[] = {
+    const tk_conv_case cases[] = {
         {{1, 6, 6, 2}, {3, 3, 2, 3}, 1, {2, 2}, {1, 1}, true, "stride 2 SAME, asymmetric"},
         {{2, 5, 4, 4}, {2, 3, 2, 4}, 2, {1, 1}, {2, 1}, true, "groups 2, dilation (2, 1)"},
         {{1, 4, 4, 2}, {3, 3, 1, 4}, 2, {1, 1}, {1, 1}, false, "depthwise VALID"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const conv_case *cc = &cases[i];
+        const tk_conv_case *cc = &cases[i];
         conv_fd c;
         cr_assert(tl_k_conv2d_init(&c.cv, cc->x, cc->f, cc->groups, cc->strides, cc->dilations, cc->same));
         int64_t nx = conv_x_size(&c.cv), nf = conv_f_size(&c.cv), ny = conv_y_size(&c.cv);
@@ -330,13 +323,7 @@ Test(ops_vision_kernels, conv_worked_example)
 
 /* ---- pooling ---------------------------------------------------------------------------- */
 
-typedef struct pool_case {
-    int64_t x[4], k[2], s[2];
-    bool same;
-    const char *name;
-} pool_case;
-
-static const pool_case pool_cases[] = {
+static const tk_pool_case pool_cases[] = {
     {{2, 6, 6, 3}, {2, 2}, {2, 2}, false, "2x2 stride 2 VALID"},
     {{2, 7, 7, 3}, {3, 3}, {2, 2}, true, "3x3 stride 2 SAME, overlapping"},
     {{1, 5, 6, 4}, {2, 2}, {2, 2}, true, "SAME on odd height: a 1-row edge window"},
@@ -345,7 +332,7 @@ static const pool_case pool_cases[] = {
     {{3, 4, 4, 5}, {4, 4}, {1, 1}, false, "global"},
 };
 
-static void check_pool(const pool_case *pc, bool max, const double *xvals)
+static void check_pool(const tk_pool_case *pc, bool max, const double *xvals)
 {
     tl_k_pool_geom pl;
     cr_assert(tl_k_pool2d_init(&pl, pc->x, pc->k, pc->s, pc->same), "%s", pc->name);
@@ -392,7 +379,7 @@ Test(ops_vision_kernels, pools_match_twins)
 Test(ops_vision_kernels, max_pool_ties_go_to_the_first_maximum)
 {
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
-        const pool_case *pc = &pool_cases[i];
+        const tk_pool_case *pc = &pool_cases[i];
         int64_t nx = pc->x[0] * pc->x[1] * pc->x[2] * pc->x[3];
         double *v = tk_alloc((size_t)nx * sizeof(double));
         for (int64_t k = 0; k < nx; k++)
@@ -557,7 +544,7 @@ Test(ops_vision_kernels, resize_worked_examples)
 
 Test(ops_vision_kernels, same_bits_twice)
 {
-    const conv_case cc[] = {
+    const tk_conv_case cc[] = {
         {{8, 14, 14, 16}, {3, 3, 16, 16}, 1, {1, 1}, {1, 1}, true, "14x14 3x3 16->16"},
         {{8, 14, 14, 16}, {3, 3, 16, 32}, 1, {2, 2}, {1, 1}, true, "3x3 stride 2 16->32"},
         {{8, 14, 14, 16}, {1, 1, 16, 32}, 1, {2, 2}, {1, 1}, true, "1x1 stride 2"},

@@ -63,14 +63,7 @@ static float *scratch_conv(const tl_k_conv_geom *cv, tl_k_conv_pass pass, int64_
     return tk_alloc((size_t)(*floats + 1) * sizeof(float));
 }
 
-typedef struct conv_case {
-    int64_t x[4], f[4];
-    int64_t groups, strides[2], dilations[2];
-    bool same;
-    const char *name;
-} conv_case;
-
-static const conv_case conv_cases[] = {
+static const tk_conv_case conv_cases[] = {
     {{2, 8, 8, 4}, {3, 3, 4, 4}, 1, {1, 1}, {1, 1}, true, "3x3 SAME on 8x8"},
     {{2, 7, 5, 3}, {3, 3, 3, 4}, 1, {1, 1}, {1, 1}, true, "3x3 SAME on 7x5: uneven tiles, an empty one at 4"},
     {{2, 9, 9, 4}, {3, 3, 4, 5}, 1, {2, 2}, {1, 1}, true, "3x3 stride 2 SAME on 9x9"},
@@ -83,7 +76,7 @@ static const conv_case conv_cases[] = {
 };
 
 /* One conv case at one grid: forward, input and filter gradients. */
-static void check_conv_tiles(const conv_case *cc, const int64_t grid[4])
+static void check_conv_tiles(const tk_conv_case *cc, const int64_t grid[4])
 {
     tl_k_conv_geom cv;
     cr_assert(tl_k_conv2d_init(&cv, cc->x, cc->f, cc->groups, cc->strides, cc->dilations, cc->same));
@@ -167,20 +160,14 @@ Test(spatial, conv_tiles_equal_the_whole_conv)
             check_conv_tiles(&conv_cases[i], grids[gi]);
 }
 
-typedef struct pool_case {
-    int64_t x[4], k[2], s[2];
-    bool same;
-    const char *name;
-} pool_case;
-
-static const pool_case pool_cases[] = {
+static const tk_pool_case pool_cases[] = {
     {{2, 8, 8, 3}, {2, 2}, {2, 2}, false, "2x2 stride 2 VALID"},
     {{2, 9, 7, 3}, {3, 3}, {2, 2}, true, "3x3 stride 2 SAME, overlapping windows across tiles"},
     {{1, 7, 6, 4}, {3, 3}, {1, 1}, true, "3x3 stride 1 SAME: padding excluded at the image's edges only"},
     {{2, 5, 5, 2}, {5, 5}, {1, 1}, true, "a window larger than a tile"},
 };
 
-static void check_pool_tiles(const pool_case *pc, bool max, const int64_t grid[4])
+static void check_pool_tiles(const tk_pool_case *pc, bool max, const int64_t grid[4])
 {
     tl_k_pool_geom pl;
     cr_assert(tl_k_pool2d_init(&pl, pc->x, pc->k, pc->s, pc->same));

@@ -8,18 +8,6 @@
 
 #include "estimator_int.h"
 
-static void mesh_shape(const tl_mesh *mesh, char *buf, size_t n)
-{
-    size_t at = 0;
-    int nd = tl_mesh_ndim(mesh);
-    at += (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < nd && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s'%s': %lld", i ? ", " : "", tl_mesh_axis_name(mesh, i),
-                               (long long)tl_mesh_axis_size(mesh, i));
-    if (at < n)
-        snprintf(buf + at, n - at, ")");
-}
-
 tl_status tl_est_tp_check(tl_estimator *est, const tl_distribution *d)
 {
     est->model_axis = -1;
@@ -29,7 +17,7 @@ tl_status tl_est_tp_check(tl_estimator *est, const tl_distribution *d)
     const char *batch = tl_distribution_batch_dim_name(d);
     int b = batch != NULL ? tl_mesh_axis_index(mesh, batch) : -1, nd = tl_mesh_ndim(mesh);
     char shape[256];
-    mesh_shape(mesh, shape, sizeof shape);
+    tl_mesh_repr(mesh, shape, sizeof shape);
     if (b < 0 || tl_mesh_axis_size(mesh, b) != est->R)
         return tl_error(TL_EINVAL, "distribution: ModelParallel's batch axis '%s' must be a mesh axis of the %d "
                                    "replicas; the mesh is %s",
