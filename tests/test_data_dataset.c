@@ -672,3 +672,311 @@ Test(data_dataset, criteo_source)
     free(p);
     dd_drop_dir(dir);
 }
+
+/* ---- tensor slices ------------------------------------------------------------------ */
+
+/* Five examples in three columns: x float32 (5, 2, 3) with x[i][r][c] =
+ * 100 i + 10 r + c, id int64 (5) = i, pair int32 (5, 2) = {-i, i * i}. */
+typedef struct slices_data {
+    float x[5][2][3];
+    int64_t id[5];
+    int32_t pair[5][2];
+    tl_tensor cols[3];
+} slices_data;
+
+static void slices_fill(slices_data *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 5; i++) {
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 3; c++)
+                s->x[i][r][c] = (float)(100 * i + 10 * r + c);
+        s->id[i] = i;
+        s->pair[i][0] = -i;
+        s->pair[i][1] = i * i;
+    }
+    s->cols[0] = (tl_tensor){.key = "x", .dtype = TL_DT_FLOAT32, .rank = 3, .shape = {5, 2, 3}, .data = s->x};
+    s->cols[1] = (tl_tensor){.key = "id", .dtype = TL_DT_INT64, .rank = 1, .shape = {5}, .data = s->id};
+    s->cols[2] = (tl_tensor){.key = "pair", .dtype = TL_DT_INT32, .rank = 2, .shape = {5, 2}, .data = s->pair};
+}
+
+static tl_dataset *slices_of(const slices_data *s)
+{
+    tl_dataset *ds;
+    ASSERT_OK(tl_dataset_from_tensor_slices(s->cols, 3, &ds));
+    return ds;
+}
+
+/* Element e is example i: x (2, 3), id (), pair (2), in column order. */
+static void expect_slice(const tl_element *e, int i)
+{
+    cr_assert_not_null(e, "example %d missing", i);
+    cr_assert_eq(e->num_tensors, 3);
+    const tl_tensor *x = &e->tensors[0], *id = &e->tensors[1], *pair = &e->tensors[2];
+    cr_assert_str_eq(x->key, "x");
+    cr_assert_str_eq(id->key, "id");
+    cr_assert_str_eq(pair->key, "pair");
+    cr_assert(x->dtype == TL_DT_FLOAT32 && x->rank == 2 && x->shape[0] == 2 && x->shape[1] == 3 && !x->ragged);
+    cr_assert(id->dtype == TL_DT_INT64 && id->rank == 0);
+    cr_assert(pair->dtype == TL_DT_INT32 && pair->rank == 1 && pair->shape[0] == 2);
+    for (int k = 0; k < 6; k++)
+        cr_assert_eq(((float *)x->data)[k], (float)(100 * i + 10 * (k / 3) + k % 3), "example %d x[%d]", i, k);
+    cr_assert_eq(*(int64_t *)id->data, i);
+    cr_assert_eq(((int32_t *)pair->data)[0], -i);
+    cr_assert_eq(((int32_t *)pair->data)[1], i * i);
+}
+
+Test(data_dataset, tensor_slices_elements_and_shapes)
+{
+    slices_data *s = malloc(sizeof *s);
+    slices_fill(s);
+    tl_dataset *ds = slices_of(s);
+    /* Borrowed, not copied: a value changed after creation is the one read. */
+    s->x[0][1][2] = 12.0f;
+    s->id[4] = 4;
+    const tl_element *e;
+    for (int i = 0; i < 5; i++) {
+        ASSERT_OK(tl_dataset_next(ds, &e));
+        expect_slice(e, i);
+    }
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e);
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e, "the end stays the end");
+    tl_dataset_destroy(ds);
+
+    /* The keys are the dataset's own: the caller's strings may go. */
+    char key[8] = "id";
+    tl_tensor one = {.key = key, .dtype = TL_DT_INT64, .rank = 1, .shape = {5}, .data = s->id};
+    ASSERT_OK(tl_dataset_from_tensor_slices(&one, 1, &ds));
+    strcpy(key, "zz");
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_str_eq(e->tensors[0].key, "id");
+    tl_dataset_destroy(ds);
+
+    /* No examples: an empty dataset, data may be NULL. */
+    tl_tensor none = {.key = "x", .dtype = TL_DT_FLOAT32, .rank = 2, .shape = {0, 4}};
+    ASSERT_OK(tl_dataset_from_tensor_slices(&none, 1, &ds));
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e);
+    tl_dataset_destroy(ds);
+    free(s);
+}
+
+Test(data_dataset, tensor_slices_batch_drop_remainder)
+{
+    slices_data *s = malloc(sizeof *s);
+    slices_fill(s);
+    tl_dataset *ds = slices_of(s);
+    ASSERT_OK(tl_dataset_batch(ds, 2, true, &ds));
+    const tl_element *e;
+    for (int b = 0; b < 2; b++) {
+        ASSERT_OK(tl_dataset_next(ds, &e));
+        cr_assert_not_null(e);
+        const tl_tensor *x = tl_element_find(e, "x"), *id = tl_element_find(e, "id"), *p = tl_element_find(e, "pair");
+        cr_assert(x->rank == 3 && x->shape[0] == 2 && x->shape[1] == 2 && x->shape[2] == 3);
+        cr_assert(id->rank == 1 && id->shape[0] == 2);
+        cr_assert(p->rank == 2 && p->shape[0] == 2 && p->shape[1] == 2);
+        for (int k = 0; k < 2; k++) {
+            int i = 2 * b + k;
+            cr_assert_eq(((int64_t *)id->data)[k], i);
+            cr_assert_eq(((float *)x->data)[6 * k + 5], (float)(100 * i + 12));
+            cr_assert_eq(((int32_t *)p->data)[2 * k + 1], i * i);
+        }
+    }
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e, "drop_remainder: the fifth example is dropped");
+    tl_dataset_destroy(ds);
+    free(s);
+}
+
+Test(data_dataset, tensor_slices_repeat_and_shuffle)
+{
+    slices_data *s = malloc(sizeof *s);
+    slices_fill(s);
+    tl_dataset *ds = slices_of(s);
+    ASSERT_OK(tl_dataset_repeat(ds, 2, &ds));
+    expect_ids(ds, (const int64_t[]){0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, 10);
+
+    int64_t *a, *b;
+    ds = slices_of(s);
+    ASSERT_OK(tl_dataset_shuffle(ds, 5, 11, true, &ds));
+    ASSERT_OK(tl_dataset_repeat(ds, 3, &ds));
+    cr_assert_eq(dd_drain(ds, &a, -1), 15u);
+    tl_dataset_destroy(ds);
+    ds = slices_of(s);
+    ASSERT_OK(tl_dataset_shuffle(ds, 5, 11, true, &ds));
+    ASSERT_OK(tl_dataset_repeat(ds, 3, &ds));
+    cr_assert_eq(dd_drain(ds, &b, -1), 15u);
+    tl_dataset_destroy(ds);
+    cr_assert_eq(memcmp(a, b, 15 * sizeof *a), 0, "the same seed, the same order");
+    for (int ep = 0; ep < 3; ep++)
+        expect_permutation(a + 5 * ep, 5);
+    bool moved = false;
+    for (int i = 0; i < 15; i++)
+        moved |= a[i] != i % 5;
+    cr_assert(moved, "a shuffle that kept every epoch in order");
+    free(a), free(b);
+    free(s);
+}
+
+Test(data_dataset, tensor_slices_save_and_restore)
+{
+    slices_data *s = malloc(sizeof *s);
+    slices_fill(s);
+    tl_dataset *ds = slices_of(s);
+    const tl_element *e;
+    for (int i = 0; i < 2; i++)
+        ASSERT_OK(tl_dataset_next(ds, &e));
+    char *state;
+    ASSERT_OK(tl_dataset_save(ds, &state));
+    cr_assert_not_null(strstr(state, "tensor_slices(5 examples: x (2, 3) float32, id () int64, pair (2) int32)"),
+                      "the node: %s", state);
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    expect_slice(e, 2);
+    tl_dataset_destroy(ds);
+
+    ds = slices_of(s);
+    ASSERT_OK(tl_dataset_restore(ds, state));
+    for (int i = 2; i < 5; i++) {
+        ASSERT_OK(tl_dataset_next(ds, &e));
+        expect_slice(e, i);
+    }
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    cr_assert_null(e);
+    tl_dataset_destroy(ds);
+
+    /* Into a different dataset: another N, another shape, another key. */
+    slices_data *o = malloc(sizeof *o);
+    slices_fill(o);
+    o->cols[0].shape[0] = o->cols[1].shape[0] = o->cols[2].shape[0] = 4;
+    ASSERT_OK(tl_dataset_from_tensor_slices(o->cols, 3, &ds));
+    ASSERT_ERR(tl_dataset_restore(ds, state), TL_EINVAL, "tensor_slices(4 examples:");
+    tl_dataset_destroy(ds);
+    slices_fill(o);
+    o->cols[0].shape[1] = 3, o->cols[0].shape[2] = 2;
+    ASSERT_OK(tl_dataset_from_tensor_slices(o->cols, 3, &ds));
+    ASSERT_ERR(tl_dataset_restore(ds, state), TL_EINVAL, "x (3, 2) float32");
+    tl_dataset_destroy(ds);
+    slices_fill(o);
+    o->cols[1].key = "ids";
+    ASSERT_OK(tl_dataset_from_tensor_slices(o->cols, 3, &ds));
+    ASSERT_ERR(tl_dataset_restore(ds, state), TL_EINVAL, "in the saved state");
+    tl_dataset_destroy(ds);
+    free(o);
+
+    /* A position past N is refused. */
+    char *bad = strdup(state), *p = strstr(bad, "\"pos\": 2");
+    if (p == NULL)
+        p = strstr(bad, "\"pos\":2");
+    cr_assert_not_null(p, "no position in %s", state);
+    p[strlen(p[6] == ' ' ? "\"pos\": " : "\"pos\":")] = '9';
+    ds = slices_of(s);
+    ASSERT_ERR(tl_dataset_restore(ds, bad), TL_EINVAL, "restore: tensor_slices: position 9 outside 0..5");
+    tl_dataset_destroy(ds);
+    free(bad);
+    free(state);
+    free(s);
+}
+
+static void expect_slices_error(const tl_tensor *cols, int n, tl_status want, const char *frag)
+{
+    tl_dataset *ds = (tl_dataset *)1;
+    ASSERT_ERR(tl_dataset_from_tensor_slices(cols, n, &ds), want, frag);
+    cr_assert_null(ds, "a failed call leaves *out NULL");
+    cr_assert(strstr(tl_last_error(), "tl_dataset_from_tensor_slices") != NULL, "%s", tl_last_error());
+}
+
+Test(data_dataset, tensor_slices_errors_name_the_column)
+{
+    float f[6] = {0};
+    int64_t ids[3] = {0};
+    tl_tensor c[2];
+    tl_tensor good0 = {.key = "a", .dtype = TL_DT_FLOAT32, .rank = 2, .shape = {3, 2}, .data = f};
+    tl_tensor good1 = {.key = "b", .dtype = TL_DT_INT64, .rank = 1, .shape = {3}, .data = ids};
+#define RESET() (c[0] = good0, c[1] = good1)
+    RESET();
+    ASSERT_ERR(tl_dataset_from_tensor_slices(c, 2, NULL), TL_EINVAL, "out is NULL");
+    expect_slices_error(c, 0, TL_EINVAL, "n is 0; at least one column");
+    expect_slices_error(c, -1, TL_EINVAL, "n is -1");
+    expect_slices_error(NULL, 2, TL_EINVAL, "columns is NULL");
+    c[1].key = NULL;
+    expect_slices_error(c, 2, TL_EINVAL, "columns[1].key is NULL");
+    RESET();
+    c[0].key = "";
+    expect_slices_error(c, 2, TL_EINVAL, "columns[0].key is empty");
+    RESET();
+    c[1].key = "a";
+    expect_slices_error(c, 2, TL_EINVAL, "columns[1].key \"a\" is also columns[0].key");
+    RESET();
+    c[1].dtype = TL_DT_BYTES;
+    expect_slices_error(c, 2, TL_ENOTIMPL, "column \"b\": dtype bytes is not supported");
+    RESET();
+    c[1].dtype = (tl_data_type)9;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"b\": dtype 9 is not a tl_data_type");
+    RESET();
+    c[0].rank = 0;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"a\": rank 0 outside 1..8");
+    RESET();
+    c[0].rank = TL_TENSOR_MAX_RANK + 1;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"a\": rank 9 outside 1..8");
+    RESET();
+    c[0].shape[1] = -2;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"a\": shape[1] is -2; dimensions must be >= 0");
+    RESET();
+    c[0].shape[0] = -3;
+    c[1].shape[0] = -3;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"a\": shape[0] is -3");
+    RESET();
+    c[1].rank = 3;
+    c[1].shape[1] = c[1].shape[2] = (int64_t)1 << 40;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"b\": shape (3, 1099511627776, 1099511627776) holds more than");
+    RESET();
+    c[1].data = NULL;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"b\": data is NULL for 3 values");
+    RESET();
+    c[1].shape[0] = 4;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"b\" has 4 examples (shape[0]) but column \"a\" has 3");
+    RESET();
+    int64_t lens[1] = {3};
+    c[1].ragged = true;
+    c[1].num_values = 3;
+    c[1].num_rows = 1;
+    c[1].row_lengths = lens;
+    expect_slices_error(c, 2, TL_EINVAL, "column \"b\" is ragged; only dense columns");
+#undef RESET
+}
+
+/* Building, reading, batching, saving and restoring: every allocation may
+ * fail, each failure is TL_ENOMEM and nothing leaks. */
+static tl_status slices_sequence(void *ctx)
+{
+    const slices_data *s = ctx;
+    tl_dataset *ds;
+    const tl_element *e;
+    char *state = NULL;
+    tl_status st = tl_dataset_from_tensor_slices(s->cols, 3, &ds);
+    if (st == TL_OK && (st = tl_dataset_batch(ds, 2, false, &ds)) == TL_OK) {
+        if ((st = tl_dataset_next(ds, &e)) == TL_OK)
+            st = tl_dataset_save(ds, &state);
+        tl_dataset_destroy(ds);
+    }
+    if (st == TL_OK && (st = tl_dataset_from_tensor_slices(s->cols, 3, &ds)) == TL_OK) {
+        if ((st = tl_dataset_batch(ds, 2, false, &ds)) == TL_OK) {
+            if ((st = tl_dataset_restore(ds, state)) == TL_OK)
+                while ((st = tl_dataset_next(ds, &e)) == TL_OK && e != NULL) {
+                }
+            tl_dataset_destroy(ds);
+        }
+    }
+    tl_free_string(state);
+    return st;
+}
+
+Test(data_dataset, tensor_slices_unwind_when_an_allocation_fails)
+{
+    slices_data *s = malloc(sizeof *s);
+    slices_fill(s);
+    tu_oom_sweep(slices_sequence, s, "tl_dataset_from_tensor_slices, batch, save and restore");
+    free(s);
+}

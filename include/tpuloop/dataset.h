@@ -288,6 +288,38 @@ TL_API tl_status tl_dataset_idx(const char *images, const char *labels, float sc
  * {"features": float32 (D), "label": int32 scalar}. Errors: TL_EINVAL d NULL. */
 TL_API tl_status tl_dataset_labeled(const tl_labeled_data *d, tl_dataset **out);
 
+/*
+ * tf.data.Dataset.from_tensor_slices over n dense columns in memory:
+ * columns[c] is a float32, int32 or int64 tensor of rank 1..8 whose shape[0]
+ * is the number of examples N, the same for every column. Element i is
+ * {columns[0].key: row i of column 0, ..., columns[n-1].key: row i of
+ * column n-1}, in column order, each of its column's shape without the first
+ * dimension (a rank-1 column gives scalars); its values are copied out of the
+ * column when the element is read.
+ *
+ *     float x[6][2][3];  int64_t id[6];               // 6 examples
+ *     tl_tensor cols[2] = {
+ *         {.key = "x", .dtype = TL_DT_FLOAT32, .rank = 3, .shape = {6, 2, 3}, .data = x},
+ *         {.key = "id", .dtype = TL_DT_INT64, .rank = 1, .shape = {6}, .data = id},
+ *     };
+ *     tl_dataset *ds;
+ *     tl_status st = tl_dataset_from_tensor_slices(cols, 2, &ds);   // {x: (2, 3), id: ()}
+ *
+ * The keys and shapes are copied; the data is BORROWED, not copied: the
+ * arrays must stay alive and unchanged as long as the dataset (and every
+ * dataset made from it). The position (saved with tl_dataset_save) is the
+ * next row and N; a restore refuses a state of another N or another list of
+ * keys, shapes and dtypes (the node is "tensor_slices(N examples: key (shape)
+ * dtype, ...)"). repeat() starts again at row 0.
+ * Errors: TL_EINVAL out NULL, n < 1, columns NULL, a NULL or empty key, a key
+ * used twice, a dtype outside the enum, a ragged column, a rank outside
+ * 1..8, a negative dimension or more than 2^60 values, data NULL for a
+ * column with values, a column whose shape[0] differs from column 0's
+ * (naming both keys and both counts); TL_ENOTIMPL a bytes column; TL_ENOMEM.
+ * The messages name the column's key and the value.
+ */
+TL_API tl_status tl_dataset_from_tensor_slices(const tl_tensor *columns, int n, tl_dataset **out);
+
 /* ======================================================================== */
 /* Transforms: each takes ownership of in and destroys it when it fails     */
 /* ======================================================================== */

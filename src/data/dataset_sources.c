@@ -1,6 +1,6 @@
 /* dataset_sources.c — the sources that are not TFRecord: file lists (glob),
- * examples in memory (tl_labeled_data, IDX files) and text files (Criteo
- * TSV, CSV) read one after another. */
+ * examples in memory (tl_labeled_data, IDX files, tensor slices) and text
+ * files (Criteo TSV, CSV) read one after another. */
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -252,34 +252,44 @@ static tl_status mem_reset(tl_dataset *ds, uint64_t epoch_key)
     return TL_OK;
 }
 
+/* The state of a source of n examples in memory read up to pos: both, so
+ * that a position is never restored into a different number of examples. */
+static tl_status pos_save(json_t *obj, int64_t pos, int64_t n)
+{
+    if (json_object_set_new(obj, "pos", json_integer(pos)) != 0 || json_object_set_new(obj, "n", json_integer(n)) != 0)
+        return tl_error_oom();
+    return TL_OK;
+}
+
+static tl_status pos_restore(json_t *obj, const char *what, int64_t n, int64_t *pos_out)
+{
+    int64_t pos, saved_n;
+    tl_status st = ds_json_int(obj, "pos", what, &pos);
+    if (st == TL_OK)
+        st = ds_json_int(obj, "n", what, &saved_n);
+    if (st != TL_OK)
+        return st;
+    if (saved_n != n)
+        return tl_error(TL_EINVAL, "%s: the saved state has %lld examples, this dataset %lld", what,
+                        (long long)saved_n, (long long)n);
+    if (pos < 0 || pos > n)
+        return tl_error(TL_EINVAL, "%s: position %lld outside 0..%lld", what, (long long)pos, (long long)n);
+    *pos_out = pos;
+    return TL_OK;
+}
+
 static tl_status mem_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
 {
     (void)sv;
     mem_impl *m = ds->impl;
-    if (json_object_set_new(obj, "pos", json_integer(m->pos)) != 0 ||
-        json_object_set_new(obj, "n", json_integer(m->n)) != 0)
-        return tl_error_oom();
-    return TL_OK;
+    return pos_save(obj, m->pos, m->n);
 }
 
 static tl_status mem_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
 {
     (void)ld;
     mem_impl *m = ds->impl;
-    int64_t pos, n;
-    tl_status st = ds_json_int(obj, "pos", "restore: examples", &pos);
-    if (st == TL_OK)
-        st = ds_json_int(obj, "n", "restore: examples", &n);
-    if (st != TL_OK)
-        return st;
-    if (n != m->n)
-        return tl_error(TL_EINVAL, "restore: the saved state has %lld examples, this dataset %lld", (long long)n,
-                        (long long)m->n);
-    if (pos < 0 || pos > m->n)
-        return tl_error(TL_EINVAL, "restore: examples: position %lld outside 0..%lld", (long long)pos,
-                        (long long)m->n);
-    m->pos = pos;
-    return TL_OK;
+    return pos_restore(obj, "restore: examples", m->n, &m->pos);
 }
 
 static void mem_destroy(tl_dataset *ds)
@@ -331,6 +341,194 @@ tl_status tl_dataset_labeled(const tl_labeled_data *d, tl_dataset **out)
     m->rank = 1;
     m->shape[0] = d->num_features;
     return mem_finish(m, "labeled", out);
+}
+
+/* ---- tensor slices in memory ------------------------------------------------ */
+
+/* One column: its element's dtype and shape (the column's without its first
+ * dimension) and its rows, borrowed from the caller. */
+typedef struct slice_col {
+    const char *key;                   /* interned in the pipeline's context */
+    tl_data_type dtype;
+    int rank;                          /* the column's rank - 1 */
+    int64_t shape[TL_TENSOR_MAX_RANK]; /* an element's, (rank) */
+    const uint8_t *data;               /* (n, shape...), borrowed */
+    size_t row_bytes;                  /* one element's */
+} slice_col;
+
+typedef struct slices_impl {
+    slice_col *cols; /* (ncols) */
+    int ncols;
+    int64_t n;       /* rows: every column's shape[0] */
+    int64_t pos;     /* the next row */
+} slices_impl;
+
+static tl_status slices_next(tl_dataset *ds, ds_elem **out)
+{
+    slices_impl *s = ds->impl;
+    if (s->pos >= s->n)
+        return TL_OK;
+    ds_elem *e = ds_elem_new(s->ncols);
+    tl_status st = e != NULL ? TL_OK : tl_error_oom();
+    for (int c = 0; c < s->ncols && st == TL_OK; c++) {
+        const slice_col *col = &s->cols[c];
+        st = ds_tensor_alloc(&e->pub.tensors[c], col->key, col->dtype, col->rank, col->shape);
+        if (st == TL_OK && col->row_bytes > 0)
+            memcpy(e->pub.tensors[c].data, col->data + (size_t)s->pos * col->row_bytes, col->row_bytes);
+    }
+    if (st != TL_OK) {
+        ds_elem_free(e);
+        return st;
+    }
+    e->record = s->pos++;
+    *out = e;
+    return TL_OK;
+}
+
+static tl_status slices_reset(tl_dataset *ds, uint64_t epoch_key)
+{
+    (void)epoch_key;
+    ((slices_impl *)ds->impl)->pos = 0;
+    return TL_OK;
+}
+
+static tl_status slices_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
+{
+    (void)sv;
+    slices_impl *s = ds->impl;
+    return pos_save(obj, s->pos, s->n);
+}
+
+static tl_status slices_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
+{
+    (void)ld;
+    slices_impl *s = ds->impl;
+    return pos_restore(obj, "restore: tensor_slices", s->n, &s->pos);
+}
+
+static void slices_destroy(tl_dataset *ds)
+{
+    slices_impl *s = ds->impl;
+    if (s != NULL)
+        tl_free(s->cols);
+    tl_free(s);
+}
+
+static const ds_ops slices_ops = {"tensor_slices", slices_next, slices_reset, slices_save, slices_restore, NULL,
+                                  NULL, slices_destroy};
+
+#define SLICES_WHAT "tl_dataset_from_tensor_slices"
+
+/* Checks column c of columns (the ones before it already checked) and fills
+ * col from it. */
+static tl_status slices_column(const tl_tensor *columns, int c, slice_col *col)
+{
+    const tl_tensor *t = &columns[c];
+    if (t->key == NULL || t->key[0] == '\0')
+        return tl_error(TL_EINVAL, SLICES_WHAT ": columns[%d].key is %s; every column needs a non-empty key", c,
+                        t->key == NULL ? "NULL" : "empty");
+    for (int p = 0; p < c; p++)
+        if (strcmp(columns[p].key, t->key) == 0)
+            return tl_error(TL_EINVAL, SLICES_WHAT ": columns[%d].key \"%s\" is also columns[%d].key; keys must be "
+                                       "distinct",
+                            c, t->key, p);
+    if (t->dtype == TL_DT_BYTES)
+        return tl_error(TL_ENOTIMPL, SLICES_WHAT ": column \"%s\": dtype bytes is not supported; float32, int32 or "
+                                     "int64",
+                        t->key);
+    if (t->dtype != TL_DT_FLOAT32 && t->dtype != TL_DT_INT32 && t->dtype != TL_DT_INT64)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\": dtype %d is not a tl_data_type; float32, int32 or "
+                                   "int64",
+                        t->key, (int)t->dtype);
+    if (t->ragged)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\" is ragged; only dense columns are allowed", t->key);
+    if (t->rank < 1 || t->rank > TL_TENSOR_MAX_RANK)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\": rank %d outside 1..%d (shape[0] is the number of "
+                                   "examples)",
+                        t->key, t->rank, TL_TENSOR_MAX_RANK);
+    /* The values must fit a size_t count of bytes: a column bigger than
+     * memory can only be a wrong shape. */
+    int64_t count = 1, limit = INT64_MAX / 8;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->shape[i] < 0)
+            return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\": shape[%d] is %lld; dimensions must be >= 0",
+                            t->key, i, (long long)t->shape[i]);
+        if (t->shape[i] > 0 && count > limit / t->shape[i]) {
+            char shape[160];
+            ds_format_shape(shape, sizeof shape, t->shape, t->rank);
+            return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\": shape %s holds more than %lld values", t->key,
+                            shape, (long long)limit);
+        }
+        count *= t->shape[i];
+    }
+    if (t->data == NULL && count > 0)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\": data is NULL for %lld values", t->key,
+                        (long long)count);
+    if (c > 0 && t->shape[0] != columns[0].shape[0])
+        return tl_error(TL_EINVAL, SLICES_WHAT ": column \"%s\" has %lld examples (shape[0]) but column \"%s\" has "
+                                   "%lld; every column needs the same shape[0]",
+                        t->key, (long long)t->shape[0], columns[0].key, (long long)columns[0].shape[0]);
+    col->dtype = t->dtype;
+    col->rank = t->rank - 1;
+    int64_t per_row = 1;
+    for (int i = 1; i < t->rank; i++) {
+        col->shape[i - 1] = t->shape[i];
+        per_row *= t->shape[i];
+    }
+    col->row_bytes = (size_t)per_row * ds_dtype_size(t->dtype);
+    col->data = t->data;
+    return TL_OK;
+}
+
+tl_status tl_dataset_from_tensor_slices(const tl_tensor *columns, int n, tl_dataset **out)
+{
+    if (out == NULL)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": out is NULL");
+    *out = NULL;
+    if (n < 1)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": n is %d; at least one column is needed", n);
+    if (columns == NULL)
+        return tl_error(TL_EINVAL, SLICES_WHAT ": columns is NULL (n %d)", n);
+    slices_impl *s = tl_calloc(1, sizeof *s);
+    if (s == NULL || (s->cols = tl_calloc((size_t)n, sizeof *s->cols)) == NULL) {
+        tl_free(s);
+        return tl_error_oom();
+    }
+    s->ncols = n;
+    s->n = columns[0].shape[0];
+    tl_status st = TL_OK;
+    for (int c = 0; c < n && st == TL_OK; c++)
+        st = slices_column(columns, c, &s->cols[c]);
+    tl_strbuf sb = {0};
+    if (st == TL_OK) {
+        tl_strbuf_appendf(&sb, "tensor_slices(%lld examples:", (long long)s->n);
+        for (int c = 0; c < n; c++) {
+            char shape[160];
+            ds_format_shape(shape, sizeof shape, s->cols[c].shape, s->cols[c].rank);
+            tl_strbuf_appendf(&sb, "%s %s %s %s", c ? "," : "", columns[c].key, shape,
+                              tl_data_type_name(s->cols[c].dtype));
+        }
+        tl_strbuf_append(&sb, ")");
+    }
+    char *desc = st == TL_OK ? tl_strbuf_take(&sb) : NULL;
+    tl_strbuf_free(&sb);
+    if (st != TL_OK || desc == NULL) {
+        slices_destroy(&(tl_dataset){.impl = s});
+        return st != TL_OK ? st : tl_error_oom();
+    }
+    tl_dataset *ds = ds_node_new(&slices_ops, s, desc, NULL); /* which frees desc when it fails */
+    if (ds == NULL) {
+        slices_destroy(&(tl_dataset){.impl = s});
+        return tl_error_oom();
+    }
+    /* Interned once: the elements point at the context's copies. */
+    for (int c = 0; c < n; c++)
+        if ((s->cols[c].key = ds_intern(ds->ctx, columns[c].key)) == NULL) {
+            tl_dataset_destroy(ds);
+            return tl_error_oom();
+        }
+    *out = ds;
+    return TL_OK;
 }
 
 /* The value of element i of an IDX array as a double. */
