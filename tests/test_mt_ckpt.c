@@ -326,6 +326,122 @@ Test(mt_ckpt, slots_carry_tensorflow_names)
     tl_labeled_data_destroy(d);
 }
 
+/* The model of mtck_model_fn whose TRAIN spec sets the optimizer (NULL:
+ * none), as a TensorFlow model_fn builds its train_op. */
+typedef struct spec_model {
+    mtck_model m;
+    const tl_optimizer_config *optimizer;
+} spec_model;
+
+static tl_status spec_model_fn(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    spec_model *sm = user;
+    tl_status st = mtck_model_fn(g, a, spec, &sm->m);
+    if (a->mode == TL_MODE_TRAIN)
+        spec->optimizer = sm->optimizer;
+    return st;
+}
+
+/* Trains 3 more steps in the model_dir of flag md with Momentum, given by
+ * the TRAIN spec (the options left at Adam) or by the options; returns
+ * train's status and the digest. */
+static tl_status momentum_steps(const char *md, bool via_spec, char digest[65])
+{
+    const char *argv[] = {"--devices=2", "--train_batch_size=16", "--train_steps=3", "--iterations_per_loop=2",
+                          "--tf_random_seed=1", md};
+    tl_optimizer_config mom;
+    tl_optimizer_config_default(TL_OPTIM_MOMENTUM, &mom);
+    mom.lr.learning_rate = 0.01;
+    mom.momentum = 0.9;
+    spec_model sm = {{16, 4}, via_spec ? &mom : NULL};
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_model_fn;
+    o.user = &sm;
+    if (!via_spec)
+        o.optimizer = mom;
+    tl_labeled_data *d = mtck_data(64, 4, 1);
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(ARGC(argv), argv, &o, &cfg);
+    tl_train_result tr;
+    tl_status st = tl_estimator_train(est, d, &tr);
+    if (st == TL_OK)
+        cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_labeled_data_destroy(d);
+    return st;
+}
+
+/* Momentum in the model_fn's TRAIN spec: the checkpoint holds its slots
+ * under TensorFlow's names, the configuration's identity is that of the
+ * same optimizer in the options, and a resume restores the slots. */
+Test(mt_ckpt, spec_optimizer_slots_checkpoint_and_restore)
+{
+    char md_spec[300], md_opts[300], *dir_spec = mtck_model_dir(md_spec, sizeof md_spec),
+                                     *dir_opts = mtck_model_dir(md_opts, sizeof md_opts);
+    char d_spec[65], d_opts[65];
+    cr_assert_eq(momentum_steps(md_spec, true, d_spec), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(momentum_steps(md_opts, false, d_opts), TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(d_spec, d_opts, "the spec's Momentum trained other bits than the options'");
+
+    char *path = mtck_join(dir_spec, "model.ckpt-3.safetensors"), *po = mtck_join(dir_opts, "model.ckpt-3.safetensors");
+    tl_ckpt_reader *r, *ro;
+    cr_assert_eq(tl_ckpt_open(path, 0, &r), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_ckpt_open(po, 0, &ro), TL_OK, "%s", tl_last_error());
+    tl_ckpt_tensor_info t;
+    cr_assert_eq(tl_ckpt_find(r, "dense/kernel/Momentum", &t), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_ckpt_find(r, "dense_1/bias/Momentum", &t), TL_OK, "%s", tl_last_error());
+    cr_assert_neq(tl_ckpt_find(r, "dense/kernel/Adam", &t), TL_OK, "no slots of the options' Adam");
+    cr_assert_str_eq(tl_ckpt_meta(r, "optimizer"), "Momentum");
+    cr_assert_str_eq(tl_ckpt_meta(r, "config_sha256"), tl_ckpt_meta(ro, "config_sha256"),
+                     "the identity is the optimizer's, wherever it was given");
+    json_t *id = json_loads(tl_ckpt_meta(r, "config"), 0, NULL);
+    cr_assert_not_null(id);
+    json_t *opt = json_object_get(id, "optimizer");
+    cr_assert_str_eq(json_string_value(json_object_get(opt, "name")), "Momentum");
+    cr_assert_eq(json_real_value(json_object_get(opt, "momentum")), 0.9);
+    json_decref(id);
+    tl_ckpt_close(r);
+    tl_ckpt_close(ro);
+    free(path);
+    free(po);
+
+    /* Both resume from step 3, the slots restored, to the same bits, and
+     * without a warning of another configuration. */
+    mtck_log_start();
+    cr_assert_eq(momentum_steps(md_spec, true, d_spec), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(momentum_steps(md_opts, false, d_opts), TL_OK, "%s", tl_last_error());
+    bool warned = mtck_log_has("another configuration", NULL);
+    mtck_log_stop();
+    cr_assert_not(warned, "a resume with the spec's optimizer warned of another configuration");
+    cr_assert_str_eq(d_spec, d_opts, "resumed from step 3: other bits");
+    int64_t steps[8];
+    int n = mtck_steps(dir_spec, steps, 8);
+    cr_assert(n >= 1 && steps[n - 1] == 6, "the resume trained to step 6 (%d checkpoints)", n);
+
+    /* Without the spec's optimizer the model trains with Adam, whose slots
+     * the checkpoint lacks. */
+    const char *argv[] = {"--devices=2", "--train_batch_size=16", "--train_steps=1", "--tf_random_seed=1", md_spec};
+    spec_model sm = {{16, 4}, NULL};
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_model_fn;
+    o.user = &sm;
+    tl_labeled_data *data = mtck_data(64, 4, 1);
+    tl_config *cfg;
+    tl_estimator *est = mtck_estimator(ARGC(argv), argv, &o, &cfg);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_train(est, data, &tr), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "it was written by optimizer Momentum; this model trains with Adam") != NULL,
+              "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_config_destroy(cfg);
+    tl_labeled_data_destroy(data);
+    mtck_drop_dir(dir_spec);
+    mtck_drop_dir(dir_opts);
+}
+
 Test(mt_ckpt, another_configuration_is_a_warning_naming_what_differs)
 {
     tl_labeled_data *d = mtck_data(128, 4, 1);

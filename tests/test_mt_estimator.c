@@ -159,3 +159,149 @@ Test(mt_estimator, T66_cross_shard_mean_and_sum)
                   0.2, mean[i], sum[i]);
     cr_assert(fabsf(mean[1] - sum_same_lr[1]) > 1e-4f, "SUM at the same lr takes twice the step");
 }
+
+/* ---- the optimizer of the TRAIN spec ----------------------------------------- */
+
+/* What spec_mlp puts into the spec: the optimizer (NULL: none) and its
+ * reduction, in TRAIN, or in every mode but TRAIN with other_modes. */
+typedef struct spec_opt {
+    const tl_optimizer_config *optimizer;
+    bool reduce_sum;
+    bool other_modes;
+} spec_opt;
+
+static tl_status spec_mlp(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    const spec_opt *so = user;
+    tl_status st = small_mlp(g, a, spec, NULL);
+    if ((a->mode == TL_MODE_TRAIN) != so->other_modes) {
+        spec->optimizer = so->optimizer;
+        spec->optimizer_reduce_sum = so->reduce_sum;
+    }
+    return st;
+}
+
+/* Trains 12 steps on 2 devices with options o (model_fn and user set by the
+ * caller, or small_mlp) and returns the digest; the status in *train_status. */
+static void digest_with(tl_estimator_options *o, char digest[65], tl_status *train_status)
+{
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    char *argv[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--train_steps=12",
+                    "--eval_steps=2", "--tf_random_seed=4", "--iterations_per_loop=5"};
+    cr_assert_eq(tl_config_apply_args(cfg, 7, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    if (o->model_fn == NULL)
+        o->model_fn = small_mlp;
+    tl_estimator *est;
+    cr_assert_eq(tl_estimator_create(cfg, o, &est), TL_OK, "%s", tl_last_error());
+    tl_labeled_data *d = synthetic(256, 9);
+    tl_train_result tr;
+    *train_status = tl_estimator_train(est, d, &tr);
+    if (*train_status == TL_OK) {
+        cr_assert_eq(tr.global_step, 12);
+        tl_eval_result er;
+        cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_estimator_params_digest(est, digest), TL_OK);
+    }
+    tl_estimator_destroy(est);
+    tl_labeled_data_destroy(d);
+    tl_config_destroy(cfg);
+}
+
+static tl_optimizer_config sgd(double lr)
+{
+    tl_optimizer_config c;
+    tl_optimizer_config_default(TL_OPTIM_SGD, &c);
+    c.lr.learning_rate = lr;
+    return c;
+}
+
+/* train_op = CrossShardOptimizer(GradientDescentOptimizer(0.1)) in the
+ * model_fn trains what options.optimizer SGD 0.1 trains, whatever the
+ * options say (their default is Adam). */
+Test(mt_estimator, spec_optimizer_replaces_the_options)
+{
+    tl_optimizer_config s = sgd(0.1);
+    tl_estimator_options o;
+    char by_options[65], by_spec[65], adam[65];
+    tl_status st;
+    tl_estimator_options_init(&o);
+    o.optimizer = s;
+    digest_with(&o, by_options, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+
+    spec_opt so = {&s, false, false};
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_mlp;
+    o.user = &so;
+    digest_with(&o, by_spec, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(by_spec, by_options, "the spec's SGD trained other bits than the options' SGD");
+
+    tl_estimator_options_init(&o);
+    digest_with(&o, adam, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_neq(adam, by_spec, "the spec's optimizer changed nothing");
+
+    /* Only TRAIN's spec counts: EVAL's and PREDICT's are ignored. */
+    tl_optimizer_config bad = sgd(-1);
+    spec_opt eval_only = {&bad, true, true};
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_mlp;
+    o.user = &eval_only;
+    o.optimizer = s;
+    digest_with(&o, by_spec, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(by_spec, by_options, "an optimizer in the EVAL spec was used");
+}
+
+Test(mt_estimator, spec_optimizer_invalid_fails_train_naming_it)
+{
+    tl_optimizer_config bad = sgd(-0.5);
+    spec_opt so = {&bad, false, false};
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_mlp;
+    o.user = &so;
+    char d[65];
+    tl_status st;
+    digest_with(&o, d, &st);
+    cr_assert_eq(st, TL_EINVAL, "%d: %s", st, tl_last_error());
+    cr_assert(strstr(tl_last_error(), "model_fn (train): spec->optimizer: ") != NULL, "%s", tl_last_error());
+    cr_assert(strstr(tl_last_error(), "learning_rate") != NULL && strstr(tl_last_error(), "-0.5") != NULL, "%s",
+              tl_last_error());
+}
+
+/* CrossShardOptimizer(opt, reduction=SUM) in the spec is options.reduce_sum
+ * true: the same bits over 2 replicas, and other bits than MEAN's. */
+Test(mt_estimator, spec_optimizer_reduce_sum_is_the_options)
+{
+    tl_optimizer_config s = sgd(0.05);
+    tl_estimator_options o;
+    char by_options[65], by_spec[65], mean[65];
+    tl_status st;
+    tl_estimator_options_init(&o);
+    o.optimizer = s;
+    o.reduce_sum = true;
+    digest_with(&o, by_options, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+
+    spec_opt so = {&s, true, false};
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_mlp;
+    o.user = &so;
+    digest_with(&o, by_spec, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_eq(by_spec, by_options, "the spec's SUM trained other bits than options.reduce_sum");
+
+    /* The spec's MEAN replaces the options' SUM too. */
+    so.reduce_sum = false;
+    tl_estimator_options_init(&o);
+    o.model_fn = spec_mlp;
+    o.user = &so;
+    o.reduce_sum = true;
+    digest_with(&o, mean, &st);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    cr_assert_str_neq(mean, by_spec, "MEAN and SUM over 2 replicas trained the same bits");
+}

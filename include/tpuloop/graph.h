@@ -64,6 +64,7 @@
 #define TPULOOP_GRAPH_H
 
 #include "tpuloop/base.h"
+#include "tpuloop/optim.h" /* tl_optimizer_config */
 #include "tpuloop/topology.h"
 
 #ifdef __cplusplus
@@ -150,6 +151,24 @@ typedef struct tl_model_spec {
     int num_eval_metric_tensors;
     tl_t eval_metric_tensors[TL_MAX_EVAL_TENSORS]; /* each (batch, ...) typically */
     const char *eval_metric_tensor_names[TL_MAX_EVAL_TENSORS];
+    /*
+     * The optimizer, as TensorFlow's model_fn builds `train_op =
+     * CrossShardOptimizer(AdamOptimizer(lr)).minimize(loss)`; read in TRAIN
+     * only (EVAL and PREDICT ignore it). NULL keeps tl_estimator_options'
+     * optimizer and reduce_sum. Otherwise *optimizer (copied when the
+     * model_fn returns) and optimizer_reduce_sum (the CrossShardOptimizer's
+     * reduction: true SUM, false MEAN) replace the options' for this
+     * estimator: the update, the slots, the slot names in checkpoints and the
+     * configuration's identity (config_sha256; with several hosts, every
+     * host's must be the same). The TRAIN model_fn is traced first, at the
+     * first train, evaluate or predict, so an estimator that only evaluates
+     * or predicts uses it too.
+     * Errors when the model is traced (TL_EINVAL): an optimizer that
+     * tl_optimizer_config_validate refuses ("model_fn (train):
+     * spec->optimizer: <its message>").
+     */
+    const tl_optimizer_config *optimizer;
+    bool optimizer_reduce_sum;
 } tl_model_spec;
 
 typedef tl_status (*tl_model_fn)(tl_graph *g, const tl_model_args *args, tl_model_spec *spec, void *user);

@@ -149,6 +149,14 @@ tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg)
     return make_identity(est);
 }
 
+tl_status tl_est_identity_refresh(tl_estimator *est)
+{
+    tl_free(est->identity_json);
+    tl_free(est->topology_json);
+    est->identity_json = est->topology_json = NULL;
+    return make_identity(est);
+}
+
 void tl_est_state_free(tl_estimator *est)
 {
     tl_ckpt_close(est->pending);

@@ -421,6 +421,11 @@ tl_status tl_est_hosts_same(tl_estimator *est, tl_status st);
  * warm_start_vars that is not a supported regex; TL_ENOMEM. */
 tl_status tl_est_state_init(tl_estimator *est, const tl_config *cfg);
 
+/* Records the identity, its SHA-256 and the topology again from the
+ * options as they are now (the TRAIN spec's optimizer may have replaced
+ * theirs). Errors: TL_ENOMEM. */
+tl_status tl_est_identity_refresh(tl_estimator *est);
+
 /* Frees what tl_est_state_init and the saves made. */
 void tl_est_state_free(tl_estimator *est);
 

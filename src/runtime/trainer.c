@@ -561,6 +561,19 @@ static void mode_free(tl_mode_prog *m, int C)
     m->g = m->src = NULL;
 }
 
+/* The TRAIN spec's optimizer (CrossShardOptimizer(opt) in a TensorFlow
+ * model_fn) in place of the options': traced before the slots are made and
+ * any checkpoint is read, so the update, the slots and their names, and the
+ * identity a checkpoint is written and compared with all follow it. */
+static tl_status spec_optimizer(tl_estimator *est, const tl_model_spec *spec)
+{
+    if (tl_optimizer_config_validate(spec->optimizer) != TL_OK)
+        return tl_error(TL_EINVAL, "model_fn (train): spec->optimizer: %s", tl_last_error());
+    est->opt.optimizer = *spec->optimizer;
+    est->opt.reduce_sum = spec->optimizer_reduce_sum;
+    return tl_est_identity_refresh(est);
+}
+
 /* Traces model_fn for mode at a per-replica batch and compiles it. */
 static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int64_t *fshape, int frank,
                        tl_mode_prog *m)
@@ -582,6 +595,8 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
         st = tl_error(tl_graph_status(m->g), "%s", tl_graph_error(m->g));
     if (st != TL_OK)
         return tl_error(st, "model_fn (%s, batch %lld): %s", tl_mode_name(mode), (long long)batch, tl_last_error());
+    if (mode == TL_MODE_TRAIN && spec.optimizer != NULL && (st = spec_optimizer(est, &spec)) != TL_OK)
+        return st;
     m->logits = spec.logits;
     m->predictions = spec.predictions != TL_T_INVALID ? spec.predictions : spec.logits;
     if (mode == TL_MODE_PREDICT) {
@@ -1062,9 +1077,10 @@ static tl_status prepare_once(tl_estimator *est, int frank, const int64_t *fshap
     tl_optimizer_init_slots(&est->opt.optimizer, slot_ptrs, total);
     tl_k_blas_single_thread();
     /* Every host got this far (one that failed to trace or to open its
-     * input told the others) before the collective create. */
-    bool failed;
-    if ((st = tl_est_hosts_any(est, false, &failed)) != TL_OK)
+     * input told the others) before the collective create, and every host
+     * still runs one configuration: the TRAIN spec may have replaced the
+     * optimizer since tl_estimator_create compared config_sha256. */
+    if ((st = tl_est_hosts_handshake(est)) != TL_OK)
         return st;
     st = est->H > 1 ? tl_comm_create_like(est->hcomm, est->Rl, &est->comm)
                     : tl_comm_create_threads(est->R, &est->comm);
