@@ -305,3 +305,95 @@ Test(mt_estimator, spec_optimizer_reduce_sum_is_the_options)
     cr_assert_eq(st, TL_OK, "%s", tl_last_error());
     cr_assert_str_neq(mean, by_spec, "MEAN and SUM over 2 replicas trained the same bits");
 }
+
+/* Estimator.train(steps=, max_steps=) and evaluate(steps=) per call
+ * (tl_estimator_set_steps): steps count from the current step, max_steps is
+ * absolute, and TensorFlow's refusals name the arguments. */
+Test(mt_estimator, set_steps_per_call)
+{
+    tl_config *cfg;
+    cr_assert_eq(tl_config_create(&cfg), TL_OK);
+    char *argv[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--train_steps=12",
+                    "--eval_steps=2", "--tf_random_seed=4", "--iterations_per_loop=5"};
+    cr_assert_eq(tl_config_apply_args(cfg, 7, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+    tl_estimator_options o;
+    tl_estimator_options_init(&o);
+    o.model_fn = small_mlp;
+    tl_estimator *est;
+    cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+    tl_labeled_data *d = synthetic(256, 9);
+    tl_train_result tr;
+    cr_assert_eq(tl_estimator_set_steps(est, 3, -1, -1), TL_OK);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 3);
+    cr_assert_eq(tl_estimator_set_steps(est, 4, -1, -1), TL_OK);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 7, "steps count from the current step");
+    cr_assert_eq(tl_estimator_set_steps(est, -1, 9, -1), TL_OK);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tr.global_step, 9, "max_steps is absolute");
+    cr_assert_eq(tl_estimator_set_steps(est, -1, -1, 3), TL_OK);
+    tl_eval_result er;
+    cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(er.steps, 3);
+    cr_assert_eq(tl_estimator_set_steps(est, 2, 5, -1), TL_EINVAL);
+    cr_assert_str_eq(tl_last_error(), "Can not provide both steps and max_steps.");
+    cr_assert_eq(tl_estimator_set_steps(est, 0, -1, -1), TL_EINVAL);
+    cr_assert_str_eq(tl_last_error(), "Must specify steps > 0, given: 0");
+    cr_assert_eq(tl_estimator_set_steps(est, -1, 0, -1), TL_EINVAL);
+    cr_assert_str_eq(tl_last_error(), "Must specify max_steps > 0, given: 0");
+    /* Neither steps nor max_steps on an endless input: TensorFlow's TPU error. */
+    cr_assert_eq(tl_estimator_set_steps(est, -1, -1, -1), TL_OK);
+    cr_assert_eq(tl_estimator_train(est, d, &tr), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "one of `steps` or `max_steps` must be set") != NULL, "%s", tl_last_error());
+    tl_estimator_destroy(est);
+    tl_labeled_data_destroy(d);
+    tl_config_destroy(cfg);
+}
+
+/* A model_fn that sets no logits in EVAL (TensorFlow's model_fns have none:
+ * metric_fn computes what it needs) evaluates its loss; there is no
+ * accuracy (NaN) and no AUC. The same model with logits gives the same loss. */
+static tl_status no_eval_logits(tl_graph *g, const tl_model_args *a, tl_model_spec *spec, void *user)
+{
+    tl_status st = small_mlp(g, a, spec, NULL);
+    if (a->mode == TL_MODE_EVAL && user != NULL)
+        spec->logits = TL_T_INVALID;
+    return st;
+}
+
+Test(mt_estimator, eval_without_logits)
+{
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        tl_config *cfg;
+        cr_assert_eq(tl_config_create(&cfg), TL_OK);
+        char *argv[] = {"--devices=2", "--train_batch_size=32", "--eval_batch_size=32", "--train_steps=6",
+                        "--eval_steps=3", "--tf_random_seed=4", "--iterations_per_loop=3"};
+        cr_assert_eq(tl_config_apply_args(cfg, 7, argv, NULL, NULL), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_config_resolve(cfg), TL_OK, "%s", tl_last_error());
+        tl_estimator_options o;
+        tl_estimator_options_init(&o);
+        o.model_fn = no_eval_logits;
+        o.user = k == 0 ? &o : NULL;
+        tl_estimator *est;
+        cr_assert_eq(tl_estimator_create(cfg, &o, &est), TL_OK, "%s", tl_last_error());
+        tl_labeled_data *d = synthetic(256, 9);
+        tl_train_result tr;
+        cr_assert_eq(tl_estimator_train(est, d, &tr), TL_OK, "%s", tl_last_error());
+        tl_eval_result er;
+        cr_assert_eq(tl_estimator_evaluate(est, d, &er), TL_OK, "%s", tl_last_error());
+        loss[k] = er.loss;
+        if (k == 0) {
+            cr_assert(isnan(er.accuracy), "accuracy %g without logits", er.accuracy);
+            cr_assert(!er.has_auc);
+        } else {
+            cr_assert(er.accuracy >= 0 && er.accuracy <= 1);
+        }
+        tl_estimator_destroy(est);
+        tl_labeled_data_destroy(d);
+        tl_config_destroy(cfg);
+    }
+    cr_assert_eq(loss[0], loss[1], "the loss depends on the logits being set: %.9g vs %.9g", loss[0], loss[1]);
+}

@@ -162,8 +162,8 @@ typedef struct tl_train_log {
 typedef struct tl_estimator_options {
     tl_model_fn model_fn;
     void *user;                    /* handed to model_fn */
-    tl_optimizer_config optimizer;
-    bool reduce_sum;               /* CrossShardOptimizer reduction SUM; default MEAN */
+    tl_optimizer_config optimizer; /* a TRAIN spec's optimizer (graph.h) replaces it */
+    bool reduce_sum;               /* CrossShardOptimizer reduction SUM; default MEAN; as optimizer */
     /* Called at every logging boundary of training (NULL: tl_log at INFO:
      * the loss line when log_loss, the rate line when log_rate). */
     void (*on_log)(const tl_train_log *log, void *log_user);
@@ -510,7 +510,8 @@ typedef struct tl_eval_result {
     int64_t steps;
     double loss;          /* mean over steps and replicas, summed in replica order */
     double loss_replica0; /* TensorFlow's: replica 0's mean over steps */
-    double accuracy;      /* argmax(logits) == label, over every evaluated example */
+    double accuracy;      /* argmax(logits) == label, over every evaluated example; NaN when the EVAL spec
+                             sets no logits */
     int64_t examples;
     /* For a binary model — 2 classes, or one logit (batch, 1) whose
      * sigmoid is P(class 1) and whose predicted class is logit > 0: the ROC
@@ -633,6 +634,19 @@ TL_API tl_status tl_estimator_variable_value(const tl_estimator *est, const char
 
 /* The global step. */
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
+
+/*
+ * The steps of the next train and evaluate calls, replacing the
+ * configuration's train_steps, max_steps and eval_steps, as
+ * Estimator.train(steps=, max_steps=) and evaluate(steps=) take them per
+ * call; a negative value is None. train_steps count from the restored step,
+ * max_steps is absolute (spec §3.2). Errors (TL_EINVAL, TensorFlow's
+ * messages): "Can not provide both steps and max_steps.", and a 0 ("Must
+ * specify steps > 0, given: 0", "Must specify max_steps > 0, given: 0").
+ * Every host makes the same call.
+ */
+TL_API tl_status tl_estimator_set_steps(tl_estimator *est, int64_t train_steps, int64_t max_steps,
+                                        int64_t eval_steps);
 
 /* Whether mode's input plan can be made for the estimator's configuration
  * and topology — TensorFlow's deployment rules for the mode (several hosts

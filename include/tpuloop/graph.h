@@ -121,7 +121,8 @@ typedef struct tl_model_args {
 #define TL_MAX_OUTFEED_NAME 64 /* bytes of a host_call or eval-metric tensor name, NUL included */
 typedef struct tl_model_spec {
     tl_t loss;        /* scalar; required in TRAIN and EVAL */
-    tl_t logits;      /* (batch, classes): predictions and the built-in metrics derive from it */
+    tl_t logits;      /* (batch, classes): predictions and the built-in metrics derive from it; optional in
+                         EVAL (without it evaluation has no accuracy or AUC) */
     tl_t predictions; /* (batch, ...) any tensor to write in PREDICT; defaults to logits */
     /*
      * host_call (§6), read in TRAIN and EVAL (PREDICT ignores it): tensors of

@@ -93,6 +93,13 @@ static tl_status take_counts(tl_worker *w, cpu_totals *t, int64_t examples)
     return TL_OK;
 }
 
+/* The classes of the EVAL spec's logits; 0 without logits (then no
+ * accuracy and no AUC). */
+static int64_t eval_classes(const tl_estimator *est)
+{
+    return est->eval.logits == TL_T_INVALID ? 0 : est->eval.g->nodes[est->eval.logits].shape[1];
+}
+
 /*
  * The plain Estimator's evaluate (use_tpu false, or eval_on_tpu false):
  * replica 0 alone runs the global batch, in loops of iterations_per_loop
@@ -107,7 +114,7 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
 {
     const tl_mode_prog *m = &est->eval;
     tl_worker *w = &est->workers[0];
-    int64_t b = m->batch, C = est->eval.g->nodes[est->eval.logits].shape[1];
+    int64_t b = m->batch, C = eval_classes(est);
     tl_ipl ipl = est->rc.tpu.iterations_per_loop;
     int64_t chunk = ipl.unit == TL_IPL_COUNT ? ipl.value : 100;
     if (est->part_features == NULL) {
@@ -130,7 +137,7 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
         const tl_outfeed_plan *pl = &m->out;
         est->part_rows = 0;
         if ((st = tl_outfeed_reserve(est, n * pl->record)) != TL_OK ||
-            (C <= 2 && (st = reserve_scored(w, n * b)) != TL_OK) ||
+            (C >= 1 && C <= 2 && (st = reserve_scored(w, n * b)) != TL_OK) ||
             (st = tl_est_device_loop(est, CMD_EVAL, k, n)) != TL_OK)
             break;
         int64_t ran = w->steps_run;
@@ -168,7 +175,7 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
         return st;
     }
     res->auc = NAN;
-    if (C <= 2)
+    if (C >= 1 && C <= 2)
         res->has_auc = tl_roc_auc(t.scored, t.len, &res->auc);
     tl_free(t.scored);
     res->global_step = est->global_step;
@@ -176,7 +183,7 @@ static tl_status evaluate_cpu(tl_estimator *est, const tl_labeled_data *data, co
     res->examples = t.examples;
     res->loss = t.loss_sum / (double)k;
     res->loss_replica0 = res->loss;
-    res->accuracy = (double)t.correct / (double)t.examples;
+    res->accuracy = C > 0 ? (double)t.correct / (double)t.examples : NAN;
     return tl_est_summaries_eval(est, res);
 }
 
@@ -210,9 +217,9 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
                                         "examples (%lld whole batches)",
                              (long long)steps, (long long)G, (long long)data->num_examples,
                              (long long)(data->num_examples / G)));
-    int64_t C = est->eval.g->nodes[est->eval.logits].shape[1];
+    int64_t C = eval_classes(est);
     int64_t per_replica = steps * est->eval.batch;
-    for (int r = 0; C <= 2 && r < est->R; r++) {
+    for (int r = 0; C >= 1 && C <= 2 && r < est->R; r++) {
         tl_worker *w = &est->workers[r];
         if (w->scored_cap < per_replica) {
             tl_scored *p = tl_realloc(w->scored, (size_t)per_replica * sizeof *p);
@@ -243,7 +250,7 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
         st = ist;
     if (st == TL_OK)
         st = tl_est_hosts_merge(est, est->outfeed, words);
-    if (st == TL_OK && C <= 2)
+    if (st == TL_OK && C >= 1 && C <= 2)
         st = merge_scored(est, per_replica);
     if (st != TL_OK)
         return st;
@@ -262,7 +269,7 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
         return st;
     }
     res->auc = NAN;
-    if (C <= 2 && (st = gather_auc(est, steps, res)) != TL_OK)
+    if (C >= 1 && C <= 2 && (st = gather_auc(est, steps, res)) != TL_OK)
         return st;
     double sum = 0;
     int64_t correct = 0;
@@ -275,7 +282,7 @@ static tl_status evaluate_run(tl_estimator *est, const tl_labeled_data *data, co
     res->examples = steps * est->eval.batch * est->R;
     res->loss = sum / (double)(steps * est->R);
     res->loss_replica0 = est->workers[0].eval_loss_sum / (double)steps;
-    res->accuracy = (double)correct / (double)res->examples;
+    res->accuracy = C > 0 ? (double)correct / (double)res->examples : NAN;
     /* Estimator writes every metric into model_dir/eval at the evaluated
      * step, for TensorBoard beside the training curves. */
     return tl_est_summaries_eval(est, res);

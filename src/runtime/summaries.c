@@ -5,6 +5,7 @@
  * "examples/sec" as ExamplesPerSecondHook does — and every evaluation metric in model_dir/eval
  * at the evaluated step, as Estimator.evaluate does. Host thread only, at
  * loop boundaries. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,8 +100,10 @@ tl_status tl_est_summaries_eval(tl_estimator *est, const tl_eval_result *res)
     size_t n = 0;
     tags[n] = "loss";
     values[n++] = (float)res->loss;
-    tags[n] = "accuracy";
-    values[n++] = (float)res->accuracy;
+    if (!isnan(res->accuracy)) { /* NaN: the EVAL spec has no logits */
+        tags[n] = "accuracy";
+        values[n++] = (float)res->accuracy;
+    }
     if (res->has_auc) {
         tags[n] = "auc";
         values[n++] = (float)res->auc;

@@ -19,6 +19,24 @@ void tl_estimator_request_stop(tl_estimator *est)
     atomic_store(&est->stop_requested, 1);
 }
 
+tl_status tl_estimator_set_steps(tl_estimator *est, int64_t train_steps, int64_t max_steps, int64_t eval_steps)
+{
+    if (est == NULL)
+        return tl_error(TL_EINVAL, "tl_estimator_set_steps: est is NULL");
+    if (train_steps >= 0 && max_steps >= 0)
+        return tl_error(TL_EINVAL, "Can not provide both steps and max_steps.");
+    if (train_steps == 0)
+        return tl_error(TL_EINVAL, "Must specify steps > 0, given: 0");
+    if (max_steps == 0)
+        return tl_error(TL_EINVAL, "Must specify max_steps > 0, given: 0");
+    if (eval_steps == 0)
+        return tl_error(TL_EINVAL, "Must specify steps > 0, given: 0");
+    est->rc.train_steps = (tl_opt_int){train_steps > 0, train_steps > 0 ? train_steps : 0};
+    est->rc.max_steps = (tl_opt_int){max_steps > 0, max_steps > 0 ? max_steps : 0};
+    est->rc.eval_steps = (tl_opt_int){eval_steps > 0, eval_steps > 0 ? eval_steps : 0};
+    return TL_OK;
+}
+
 /* §3.1's NaN checks at a loop boundary. */
 static tl_status nan_check(const tl_estimator *est, double loss)
 {

@@ -307,6 +307,8 @@ static void eval_score(tl_worker *w, const tl_mode_prog *m, tl_exec *x, float *r
     /* Eval host_calls and eval_metrics outfeed every step (§6, §7). */
     if (m->out.record > 0)
         tl_outfeed_write(&m->out, m->p, x, w->rank, record);
+    if (m->logits == TL_T_INVALID)
+        return;
     const float *z = tl_exec_value(m->p, x, m->logits);
     int64_t C = m->g->nodes[m->logits].shape[1];
     if (C <= 2) {
@@ -613,9 +615,13 @@ static tl_status trace(tl_estimator *est, tl_mode mode, int64_t batch, const int
     const tl_node *loss = tl_graph_node(m->g, spec.loss);
     if (loss == NULL || loss->rank != 0)
         return tl_error(TL_EINVAL, "model_fn (%s) must set spec->loss to a scalar", tl_mode_name(mode));
+    /* EVAL's logits are optional (a model_fn of TensorFlow's has none: its
+     * metric_fn computes what it needs); without them there is no accuracy. */
     const tl_node *lg = tl_graph_node(m->g, spec.logits);
-    if (mode == TL_MODE_EVAL && (lg == NULL || lg->rank != 2 || lg->shape[0] != batch))
-        return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a (batch, classes) tensor");
+    if (mode == TL_MODE_EVAL && spec.logits != TL_T_INVALID &&
+        (lg == NULL || lg->rank != 2 || lg->shape[0] != batch || lg->dtype != TL_F32))
+        return tl_error(TL_EINVAL, "model_fn (eval) must set spec->logits to a float32 (batch, classes) tensor "
+                                   "of batch %lld, or leave it unset", (long long)batch);
     /* The CPU path evaluates on one replica. */
     int R = mode == TL_MODE_EVAL && est->eval_cpu ? 1 : est->R;
     if ((st = tl_outfeed_plan_build(m->g, mode, &spec, &est->opt, R, &m->out)) != TL_OK)
