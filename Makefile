@@ -86,7 +86,7 @@ TESTS    := $(BUILD)/tests/tpuloop_tests
 # Programs that tests start under mpirun (tests/mpi/*.c).
 MPI_PROGS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi_%,$(sort $(wildcard tests/mpi/*.c)))
 
-.PHONY: all lib deps build run test check unit asan-unit tsan tsan-unit symbols install-check \
+.PHONY: all lib deps build run test check unit python-test asan-unit tsan tsan-unit symbols install-check \
         fuzz fuzz-build bench install uninstall clean FORCE
 
 all: lib $(CLI) $(TESTS) $(MPI_PROGS) $(BENCH_BIN) $(EXAMPLES_BIN)
@@ -110,12 +110,23 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all symbols install-check unit
+check: all symbols install-check unit python-test
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread OPT="-O1 -g" tsan-unit
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT="-O1 -g" asan-unit
 
 unit: $(TESTS) $(CLI) $(MPI_PROGS) $(EXAMPLES_BIN)
 	TPULOOP_CLI=$(abspath $(CLI)) TPULOOP_EXAMPLES=$(abspath $(BUILD)/examples) $(TESTS) --jobs=$(JOBS)
+
+# The Python package (python/tpuloop: ctypes over this build's libtpuloop.so)
+# and its pytest suite, with Debian's python3-pytest and python3-numpy.
+PYTHON ?= /usr/bin/python3
+PYVER  := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR  ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+
+python-test: lib $(CLI)
+	@echo "== the Python package (python/tests) =="
+	cd python/tests && PYTHONDONTWRITEBYTECODE=1 TPULOOP_LIBRARY=$(abspath $(SHARED)) \
+	    TPULOOP_CLI=$(abspath $(CLI)) $(PYTHON) -m pytest -q -p no:cacheprovider </dev/null
 
 # Under ASan + UBSan; the last line printed is the test framework's summary.
 # Criterion passes a test whose worker process LeakSanitizer reports at exit,
@@ -177,6 +188,10 @@ install-check: lib
 	$(CC) -std=c11 -Wall -Werror $(BUILD)/install-check/use.c -o $(BUILD)/install-check/use \
 	    $$(pkg-config --cflags --libs tpuloop) -Wl,-rpath,$(abspath $(BUILD)/install-check/prefix)/lib && \
 	$(BUILD)/install-check/use >/dev/null && echo "install-check: pkg-config tpuloop builds and runs a program"
+	@cd / && PYTHONDONTWRITEBYTECODE=1 TPULOOP_LIBRARY= \
+	    PYTHONPATH=$(abspath $(BUILD)/install-check/prefix)/lib/python$(PYVER)/dist-packages $(PYTHON) -c \
+	    'import tpuloop._lib as l; p = l._find_library(); assert p.startswith("$(abspath $(BUILD)/install-check)"), p; \
+	    print("install-check: import tpuloop loads", p)'
 
 # V=1 shows the full commands.
 Q := $(if $(V),,@)
@@ -260,6 +275,8 @@ bench: deps
 	    if [ "$$rc" != 0 ]; then echo "bench: $$b failed (rc=$$rc)"; exit 1; fi; \
 	done; rm -f $(BENCH_LOG).rc
 	@TPULOOP_BENCH_MODELS=$(abspath $(BUILD)/bench/bench_models) $(BENCH_PEERS) | tee -a $(BENCH_LOG)
+	@$(MAKE) --no-print-directory lib $(CLI)
+	@TPULOOP_LIBRARY=$(abspath $(SHARED)) $(BENCH_PYTHON) bench/python_front_end.py $(abspath $(CLI)) | tee -a $(BENCH_LOG)
 	@$(BENCH_PYTHON) bench/summary.py $(BENCH_LOG) || echo '{"bench": "summary", "skipped": "$(BENCH_PYTHON) failed"}'
 
 # libFuzzer targets, built with clang in their own tree.
@@ -292,12 +309,14 @@ install: lib
 	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libtpuloop.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libtpuloop.so
 	@if [ -f $(CLI) ]; then install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/; fi
+	cd python && find tpuloop -name '*.py' | while read f; do \
+	    install -D -m 644 $$f $(DESTDIR)$(PYDIR)/$$f || exit 1; done
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TL_VERSION_STRING "\(.*\)"/\1/p' include/tpuloop/base.h)|g' \
 	    -e 's|@PKGS@|$(PKGS) $(MPI_PKG)|g' tpuloop.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/tpuloop $(DESTDIR)$(PREFIX)/lib/libtpuloop.* \
-	       $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc $(DESTDIR)$(PREFIX)/bin/tpuloop
+	       $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpuloop.pc $(DESTDIR)$(PREFIX)/bin/tpuloop $(DESTDIR)$(PYDIR)/tpuloop
 
 clean:
 	rm -rf build

@@ -1,0 +1,4 @@
+"""tpuloop.tpu.experimental: the TPUEmbedding configuration classes."""
+from . import embedding
+
+__all__ = ["embedding"]
