@@ -30,6 +30,10 @@
 #                max; and the MLP on 2 hosts against PyTorch DDP (gloo) on the
 #                same 2 processes (torch_ddp.py, the same workload), with
 #                tpuloop's all-reduce against gloo's at 4 and 64 MiB
+#   python_over_cli_mlp_*  bench/python_front_end.py: the MLP from Python
+#                (examples/mlp_fashion_mnist.py's model_fn) over `tpuloop train`
+#                of the same configuration, examples/s, 1 and 2 devices:
+#                the median ratio of alternating rounds, min and max (target 0.97)
 #   dlrm_*       bench_dlrm against torch_dlrm.py, per optimizer (adagrad,
 #                sgd) and thread count ("1": 1 device / torch 1 + OpenBLAS 1;
 #                "2": 2 devices / PyTorch's faster two-thread split):
@@ -119,7 +123,27 @@ def main():
     out.update(hosts_figures(pick, med, ratio))
     out.update(peer_model_figures(recs, pick, med, ratio))
     out.update(spmd_figures(pick))
+    out.update(python_figures(pick))
     print(json.dumps(out), flush=True)
+
+
+def python_figures(pick):
+    """bench/python_front_end.py: the MLP trained from Python over `tpuloop
+    train` of the same configuration, examples/s, per device count: the
+    median ratio over the alternating rounds, its min and max (target 0.97:
+    within 3 %)."""
+    out = {}
+    for d in (1, 2):
+        r = pick("python_front_end", devices=d)
+        out["python_over_cli_mlp_%d" % d] = None if r is None else {
+            "ratio_median": r.get("ratio_median"), "ratio_min": r.get("ratio_min"), "ratio_max": r.get("ratio_max"),
+            "python_examples_per_s": r.get("python_examples_per_s_median"),
+            "cli_examples_per_s": r.get("cli_examples_per_s_median")}
+    met = [None if out["python_over_cli_mlp_%d" % d] is None else out["python_over_cli_mlp_%d" % d]["ratio_median"]
+           >= 0.97 for d in (1, 2)]
+    out["python_over_cli_target"] = 0.97
+    out["python_over_cli_target_met"] = None if None in met else all(met)
+    return out
 
 
 def peer_model_figures(recs, pick, med, ratio):
