@@ -636,6 +636,21 @@ TL_API tl_status tl_estimator_variable_value(const tl_estimator *est, const char
 TL_API int64_t tl_estimator_global_step(const tl_estimator *est);
 
 /*
+ * A graceful stop on SIGINT and SIGTERM around a train call, as `tpuloop
+ * train` and the Python package have it: installs process-wide handlers that
+ * call tl_estimator_request_stop(est) (train then stops at its next loop
+ * boundary, after a checkpoint: res->stopped) and write one line to stderr.
+ * The first SIGINT restores SIGINT's default action, so a second one quits
+ * at once; SIGTERM always asks. A signal the process ignores stays ignored.
+ * tl_estimator_stop_signals_remove restores the handlers installed before
+ * and returns the signal that asked for the stop since the install (0:
+ * none). Call both from one thread. Errors: TL_EINVAL est NULL; TL_EBUSY
+ * installed already (one train call at a time per process).
+ */
+TL_API tl_status tl_estimator_stop_signals_install(tl_estimator *est);
+TL_API int tl_estimator_stop_signals_remove(void);
+
+/*
  * The steps of the next train and evaluate calls, replacing the
  * configuration's train_steps, max_steps and eval_steps, as
  * Estimator.train(steps=, max_steps=) and evaluate(steps=) take them per

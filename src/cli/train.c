@@ -7,89 +7,11 @@
  * loop boundary after a checkpoint (graceful shutdown: the line then says
  * "stopped": true and the command exits 0), and a second SIGINT quits at
  * once. */
-#include <errno.h>
 #include <math.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
-
-/* ---- graceful stop ------------------------------------------------------ */
-
-/* A signal handler reaches only what is global: the estimator to stop, set
- * while tl_estimator_train runs, and how many handlers are inside it now
- * (the handler may run on any thread, so clearing the target is not enough:
- * handlers_running lets the clearing side wait out one that loaded it
- * before). Both are lock-free atomics, which are async-signal-safe. */
-static _Atomic(tl_estimator *) stop_target;
-static atomic_int handlers_running;
-
-static void on_stop_signal(int sig)
-{
-    int saved_errno = errno;
-    atomic_fetch_add(&handlers_running, 1);
-    tl_estimator *est = atomic_load(&stop_target);
-    if (est != NULL) {
-        tl_estimator_request_stop(est);
-        static const char term[] = "\ntpuloop: SIGTERM: stopping at the next loop boundary\n";
-        static const char intr[] = "\ntpuloop: SIGINT: stopping at the next loop boundary "
-                                   "(press Ctrl-C again to quit at once)\n";
-        ssize_t n = sig == SIGINT ? write(STDERR_FILENO, intr, sizeof intr - 1)
-                                  : write(STDERR_FILENO, term, sizeof term - 1);
-        (void)n;
-    }
-    atomic_fetch_sub(&handlers_running, 1);
-    errno = saved_errno;
-}
-
-typedef struct stop_handlers {
-    struct sigaction old_int, old_term;
-    bool have_int, have_term;
-} stop_handlers;
-
-/* Installs the handler for sig unless the signal is ignored (a job started
- * in the background by a non-interactive shell ignores SIGINT, and should go
- * on ignoring it). */
-static bool install_one(int sig, int flags, struct sigaction *old)
-{
-    if (sigaction(sig, NULL, old) != 0 || old->sa_handler == SIG_IGN)
-        return false;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    /* SA_RESTART: a checkpoint's write or fsync on the thread that takes the
-     * signal must not fail with EINTR. */
-    sa.sa_flags = SA_RESTART | flags;
-    return sigaction(sig, &sa, NULL) == 0;
-}
-
-static void stop_handlers_install(tl_estimator *est, stop_handlers *h)
-{
-    atomic_store(&stop_target, est);
-    /* SA_RESETHAND: the first SIGINT asks for a graceful stop and restores
-     * the default action, so a second one quits at once. SIGTERM always asks
-     * (a supervisor escalates to SIGKILL by itself). */
-    h->have_int = install_one(SIGINT, SA_RESETHAND, &h->old_int);
-    h->have_term = install_one(SIGTERM, 0, &h->old_term);
-}
-
-static void stop_handlers_remove(stop_handlers *h)
-{
-    if (h->have_int)
-        sigaction(SIGINT, &h->old_int, NULL);
-    if (h->have_term)
-        sigaction(SIGTERM, &h->old_term, NULL);
-    atomic_store(&stop_target, NULL);
-    while (atomic_load(&handlers_running) > 0)
-        sched_yield();
-}
 
 /* ---- tpuloop train ------------------------------------------------------ */
 
@@ -122,10 +44,12 @@ static int train(int argc, char **argv, bool tae)
     const tl_run_config *r = run.r;
     tl_job_train_result jr;
     tl_job_evaluation last;
-    stop_handlers handlers;
-    stop_handlers_install(tl_job_estimator(run.job), &handlers);
-    tl_status st = tae ? tl_job_train_and_evaluate(run.job, &jr, &last) : tl_job_train(run.job, &jr);
-    stop_handlers_remove(&handlers);
+    /* Ctrl-C and SIGTERM stop at the next loop boundary, after a checkpoint. */
+    tl_status st = tl_estimator_stop_signals_install(tl_job_estimator(run.job));
+    if (st == TL_OK) {
+        st = tae ? tl_job_train_and_evaluate(run.job, &jr, &last) : tl_job_train(run.job, &jr);
+        (void)tl_estimator_stop_signals_remove();
+    }
     if (st != TL_OK) {
         rc = cli_fail(st);
         cli_run_close(&run);
