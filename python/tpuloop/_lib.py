@@ -164,6 +164,14 @@ class ParseOptions(Structure):
                 ("num_parallel_calls", c_int)]
 
 
+class RecordWriterOptions(Structure):
+    _fields_ = [("compression", c_int), ("compression_level", c_int), ("atomic", c_bool)]
+
+
+class Bytes(Structure):
+    _fields_ = [("data", c_void_p), ("len", c_size_t)]
+
+
 class Conv2dAttrs(Structure):
     _fields_ = [("strides", c_int64 * 2), ("dilations", c_int64 * 2), ("padding", c_int), ("groups", c_int64)]
 
@@ -173,6 +181,11 @@ class LabeledData(Structure):
                 ("feature_rank", c_int), ("feature_shape", c_int64 * MAX_FEATURE_RANK),
                 ("features", POINTER(c_float)), ("labels", POINTER(c_int32)), ("ids", POINTER(c_int64)),
                 ("num_ids", c_int64)]
+
+
+class SyntheticSequencesSpec(Structure):
+    _fields_ = [("num_examples", c_int64), ("sequence_length", c_int64), ("vocab_size", c_int64),
+                ("seed", c_uint64)]
 
 
 class CriteoSynthConfig(Structure):
@@ -190,6 +203,8 @@ STRUCTS = {
     "tl_input_context": InputContext, "tl_input": Input, "tl_tensor": Tensor, "tl_element": Element,
     "tl_feature_spec": FeatureSpec, "tl_tfrecord_options": TfrecordOptions, "tl_parse_options": ParseOptions,
     "tl_conv2d_attrs": Conv2dAttrs, "tl_labeled_data": LabeledData, "tl_criteo_synth_config": CriteoSynthConfig,
+    "tl_synthetic_sequences_spec": SyntheticSequencesSpec, "tl_record_writer_options": RecordWriterOptions,
+    "tl_bytes": Bytes,
 }
 
 
@@ -297,6 +312,7 @@ _sig("tl_sparse_softmax_xent", tl_t, P, tl_t, tl_t, c_double)
 _sig("tl_huber", tl_t, P, tl_t, tl_t, c_double)
 _sig("tl_in_top_k", tl_t, P, tl_t, tl_t, c_int)
 _sig("tl_layer_norm_op", tl_t, P, tl_t, tl_t, tl_t, c_int, c_double)
+_sig("tl_layer_norm", tl_t, P, tl_t, c_double, c_char_p)
 _sig("tl_batch_norm", tl_t, P, tl_t, c_double, c_double, c_char_p)
 _sig("tl_batch_norm_op", tl_t, P, tl_t, tl_t, tl_t, tl_t, tl_t, c_double, c_double, c_bool)
 _sig("tl_einsum", tl_t, P, c_char_p, TP, c_int)
@@ -320,6 +336,8 @@ _sig("tl_estimator_global_step", c_int64, P)
 _sig("tl_estimator_restore", c_int, P, c_char_p)
 _sig("tl_estimator_request_stop", None, P)
 _sig("tl_estimator_set_steps", c_int, P, c_int64, c_int64, c_int64)
+_sig("tl_estimator_stop_signals_install", c_int, P)
+_sig("tl_estimator_stop_signals_remove", c_int)
 # datasets
 _sig("tl_dataset_destroy", None, P)
 _sig("tl_dataset_next", c_int, P, POINTER(POINTER(Element)))
@@ -338,11 +356,27 @@ _sig("tl_dataset_batch", c_int, P, c_int64, c_bool, POINTER(P))
 _sig("tl_dataset_parse_example", c_int, P, POINTER(FeatureSpec), c_int, POINTER(ParseOptions), POINTER(P))
 _sig("tl_dataset_prefetch", c_int, P, c_int64, POINTER(P))
 _sig("tl_dataset_scale", c_int, P, c_double, POINTER(c_char_p), c_int, POINTER(c_char_p), c_int, POINTER(P))
+# TFRecord files and tf.Example
+_sig("tl_record_writer_options_init", None, POINTER(RecordWriterOptions))
+_sig("tl_record_writer_open", c_int, c_char_p, POINTER(RecordWriterOptions), POINTER(P))
+_sig("tl_record_writer_write", c_int, P, c_void_p, c_size_t)
+_sig("tl_record_writer_flush", c_int, P, c_bool)
+_sig("tl_record_writer_close", c_int, P)
+_sig("tl_record_writer_destroy", None, P)
+_sig("tl_example_builder_create", c_int, POINTER(P))
+_sig("tl_example_builder_destroy", None, P)
+_sig("tl_example_builder_add_floats", c_int, P, c_char_p, POINTER(c_float), c_size_t)
+_sig("tl_example_builder_add_int64s", c_int, P, c_char_p, POINTER(c_int64), c_size_t)
+_sig("tl_example_builder_add_bytes", c_int, P, c_char_p, POINTER(Bytes), c_size_t)
+_sig("tl_example_builder_serialize", c_int, P, POINTER(c_void_p), POINTER(c_size_t))
 # embedding configuration, synthetic Criteo
 _sig("tl_emb_spec_from_json", c_int, c_char_p, c_size_t, POINTER(P))
 _sig("tl_emb_spec_config", P, P)
 _sig("tl_emb_spec_destroy", None, P)
 _sig("tl_labeled_data_destroy", None, POINTER(LabeledData))
+_sig("tl_synthetic_sequences_spec_init", None, POINTER(SyntheticSequencesSpec))
+_sig("tl_synthetic_sequences_generate", c_int, POINTER(SyntheticSequencesSpec), c_int64, c_int64, POINTER(c_float),
+     POINTER(c_int32))
 _sig("tl_criteo_synth_config_default", None, POINTER(CriteoSynthConfig))
 _sig("tl_criteo_synth_create", c_int, POINTER(CriteoSynthConfig), POINTER(P))
 _sig("tl_criteo_synth_destroy", None, P)

@@ -88,3 +88,29 @@ def criteo_synthetic(num_examples, eval_examples, vocab_cap=1000, seed=0, vocab_
     tr, ev = split(0, num_examples), split(num_examples, num_examples + eval_examples)
     criteo_synthetic.vocab_sizes = vocab
     return tr, ev, auc.value
+
+
+def synthetic_sequences(num_examples, eval_examples, sequence_length=16, vocab_size=16, seed=0):
+    """The token sequences `tpuloop train` reads as `dataset: synthetic_sequences`
+    (data.h): each labelled by the token it holds most often. Examples
+    [0, num_examples) train and the next eval_examples evaluate.
+
+    Returns ((train_tokens, train_labels), (eval_tokens, eval_labels)): int32 (N, S) and (N,)."""
+    import ctypes
+    from . import _lib
+    from ._lib import lib
+    s = _lib.SyntheticSequencesSpec()
+    lib.tl_synthetic_sequences_spec_init(ctypes.byref(s))
+    s.num_examples = int(num_examples) + int(eval_examples)
+    s.sequence_length = int(sequence_length)
+    s.vocab_size = int(vocab_size)
+    s.seed = int(seed)
+    tokens = np.zeros((s.num_examples, s.sequence_length), np.float32)
+    labels = np.zeros((s.num_examples,), np.int32)
+    _lib.check(lib.tl_synthetic_sequences_generate(ctypes.byref(s), 0, s.num_examples,
+                                                   tokens.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                                   labels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))),
+               "synthetic_sequences")
+    tokens = tokens.astype(np.int32)
+    n = int(num_examples)
+    return (tokens[:n], labels[:n]), (tokens[n:], labels[n:])

@@ -120,4 +120,93 @@ def parse_single_sequence_example(serialized, context_features=None, sequence_fe
     return ctx, seqs
 
 
-_ = ctypes
+class TFRecordOptions:
+    """tf.io.TFRecordOptions: compression_type None/'' (plain), 'GZIP' or 'ZLIB'."""
+
+    def __init__(self, compression_type=None, compression_level=None):
+        codes = {None: _lib.RECORD_NONE, "": _lib.RECORD_NONE, "GZIP": _lib.RECORD_GZIP, "ZLIB": _lib.RECORD_ZLIB}
+        if compression_type not in codes:
+            raise ValueError("compression_type must be None, '', 'GZIP' or 'ZLIB', got %r" % (compression_type,))
+        self.compression_type = compression_type
+        self.code = codes[compression_type]
+        self.compression_level = -1 if compression_level is None else int(compression_level)
+
+
+class TFRecordWriter:
+    """tf.io.TFRecordWriter: records written by tpuloop's C writer (CRC-32C
+    framing, optional GZIP or ZLIB), readable by TensorFlow and by
+    TFRecordDataset."""
+
+    def __init__(self, path, options=None):
+        if isinstance(options, str) or options is None:
+            options = TFRecordOptions(options)
+        o = _lib.RecordWriterOptions()
+        _lib.lib.tl_record_writer_options_init(ctypes.byref(o))
+        o.compression = options.code
+        o.compression_level = options.compression_level
+        w = ctypes.c_void_p()
+        _lib.check(_lib.lib.tl_record_writer_open(str(path).encode(), ctypes.byref(o), ctypes.byref(w)),
+                   "TFRecordWriter")
+        self._w = w
+
+    def write(self, record):
+        if self._w is None:
+            raise ValueError("TFRecordWriter: write after close")
+        b = bytes(record)
+        _lib.check(_lib.lib.tl_record_writer_write(self._w, b, len(b)), "TFRecordWriter.write")
+
+    def flush(self):
+        _lib.check(_lib.lib.tl_record_writer_flush(self._w, False), "TFRecordWriter.flush")
+
+    def close(self):
+        if self._w is not None:
+            w, self._w = self._w, None
+            _lib.check(_lib.lib.tl_record_writer_close(w), "TFRecordWriter.close")   # frees w in any case
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_w", None) is not None:
+            _lib.lib.tl_record_writer_destroy(self._w)
+
+
+def serialize_example(features):
+    """The serialized tf.train.Example of {key: values}: a float array is a
+    float_list, an integer array an int64_list, bytes (or a list of bytes) a
+    bytes_list — what tf.train.Example(...).SerializeToString() gives."""
+    b = ctypes.c_void_p()
+    _lib.check(_lib.lib.tl_example_builder_create(ctypes.byref(b)), "serialize_example")
+    try:
+        for key, v in features.items():
+            k = key.encode()
+            if isinstance(v, (bytes, str)) or (isinstance(v, (list, tuple)) and v and
+                                                isinstance(v[0], (bytes, str))):
+                vals = [v] if isinstance(v, (bytes, str)) else list(v)
+                vals = [x.encode() if isinstance(x, str) else bytes(x) for x in vals]
+                arr = (_lib.Bytes * max(len(vals), 1))()
+                for i, x in enumerate(vals):
+                    arr[i].data = ctypes.cast(ctypes.c_char_p(x), ctypes.c_void_p)
+                    arr[i].len = len(x)
+                st = _lib.lib.tl_example_builder_add_bytes(b, k, arr, len(vals))
+            else:
+                a = np.asarray(v).reshape(-1)
+                if a.dtype.kind == "f":
+                    a = np.ascontiguousarray(a, np.float32)
+                    st = _lib.lib.tl_example_builder_add_floats(b, k, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                                                a.size)
+                elif a.dtype.kind in "iub":
+                    a = np.ascontiguousarray(a, np.int64)
+                    st = _lib.lib.tl_example_builder_add_int64s(b, k, a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                                                                a.size)
+                else:
+                    raise TypeError("serialize_example: feature %r has dtype %s" % (key, a.dtype))
+            _lib.check(st, "serialize_example")
+        data, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _lib.check(_lib.lib.tl_example_builder_serialize(b, ctypes.byref(data), ctypes.byref(n)), "serialize_example")
+        return ctypes.string_at(data, n.value)
+    finally:
+        _lib.lib.tl_example_builder_destroy(b)

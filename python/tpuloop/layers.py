@@ -88,6 +88,18 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
                                        float(epsilon), bool(training)))
 
 
+def layer_normalization(inputs, epsilon=1e-3, name=None, **kwargs):
+    """Keras' LayerNormalization over the last axis: 'NAME/gamma' (ones) and
+    'NAME/beta' (zeros), epsilon 1e-3 by default."""
+    g = get_default_graph()
+    scope = g.unique_layer_name(name or "layer_normalization")
+    c = (inputs.shape[-1],)
+    g.var_shapes[scope + "/gamma"] = c
+    g.var_shapes[scope + "/beta"] = c
+    return record(g, "layer_normalization %s" % scope, lib.tl_layer_norm(g.ptr, inputs.id, float(epsilon),
+                                                                         scope.encode()))
+
+
 def max_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last", name=None):
     return _ops.max_pool2d(inputs, pool_size, strides, padding)
 

@@ -10,8 +10,10 @@ import inspect
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -570,7 +572,10 @@ class TPUEstimator:
             if not isinstance(ds, tdata.Dataset):
                 raise TypeError("`input_fn` must return a `Dataset` in tpuloop (got %r): build it with "
                                 "tpuloop.data" % (type(ds).__name__,))
+            first = self._input_keys is None
             self._use_input(ds, ctx.mode)
+            if first:
+                self._set_keys(self._cinput)
             self._datasets.append(ds)
             prev = tdata._seed_hook
             tdata._seed_hook = lambda: self._seed
@@ -608,6 +613,9 @@ class TPUEstimator:
             keys = [feats]
         else:
             raise ValueError("features must be a tensor or a dict of tensors, got the structure %r" % (feats,))
+        if self._input_keys is not None and self._input_keys != (keys, label):
+            raise ValueError("input_fn's invocations yield different features: %s and %s"
+                             % (self._input_keys, (keys, label)))
         self._input_keys = (keys, label)
         if self._feature_layout is None:
             self._feature_layout = self._peek_layout(ds, feats, keys)
@@ -627,15 +635,18 @@ class TPUEstimator:
             return ("tensor", info[0][2])
         return ("dict", info)
 
-    def _input(self, input_fn, mode):
+    def _prepare_input(self, input_fn, mode):
+        """The tl_input C calls input_fn through. Its feature and label keys
+        are filled in at the first invocation (C reads them only when it
+        reads the elements), so input_fn runs once per invocation, as in
+        TensorFlow."""
         self._check_input_fn(input_fn)
         self._input_fn = input_fn
         self._datasets = []
         self._input_keys = None
-        # The structure (and the features' layout) before C asks: the first call
-        # of the input_fn here is only to learn it.
         c = _lib.Input()
         c.input_fn = self._cb_input_fn
+        self._cinput = c
         return c
 
     def _set_keys(self, c):
@@ -645,25 +656,6 @@ class TPUEstimator:
         c.feature_keys = arr
         c.num_feature_keys = len(keys)
         c.label_key = label.encode() if label else None
-
-    def _prepare_input(self, input_fn, mode):
-        """Calls input_fn once in Python to learn its structure, then builds
-        the tl_input that C calls it through."""
-        c = self._input(input_fn, mode)
-        fake = _lib.InputContext(mode=mode, batch_size=self._batch_size(mode), host=0, index=0, total=1,
-                                 num_replicas=1, first_replica=0)
-        out = (ctypes.c_void_p * 1)()
-        self._run(lambda: self._on_input_fn(ctypes.pointer(fake), None, out), "input_fn")
-        lib.tl_dataset_destroy(out[0])
-        self._datasets = []
-        self._set_keys(c)
-        return c
-
-    def _batch_size(self, mode):
-        name = {_lib.MODE_TRAIN: "train_batch_size", _lib.MODE_EVAL: "eval_batch_size",
-                _lib.MODE_PREDICT: "predict_batch_size"}[mode]
-        v = self._resolved(name)
-        return int(v) if v else 1
 
     # ---- train, evaluate, predict ------------------------------------------------------
 
@@ -684,18 +676,30 @@ class TPUEstimator:
         c.finite = True
         res = _lib.TrainResult()
         self._mode = _lib.MODE_TRAIN
-        start = lib.tl_estimator_global_step(self._est) if self._trained else None
-        final = (start + steps) if (steps is not None and start is not None) else max_steps
+        start = lib.tl_estimator_global_step(self._est) if self._trained else self._checkpoint_step()
+        final = start + steps if steps is not None else max_steps
         tty = self._progress if self._progress is not None else sys.stderr.isatty()
         self._progress_line = _Progress(sys.stderr, final, tty) if self._progress is not False else None
+        # Ctrl-C (or SIGTERM) while C trains stops at the next loop boundary, after a checkpoint; the signal
+        # is then delivered again to Python (KeyboardInterrupt for Ctrl-C), so nothing is lost and a later
+        # train resumes where this one stopped.
+        catch = threading.current_thread() is threading.main_thread()
+        if catch:
+            _lib.check(lib.tl_estimator_stop_signals_install(self._est))
+        sig = 0
         try:
             self._run(lambda: lib.tl_estimator_train_input(self._est, ctypes.byref(c), ctypes.byref(res)), "train")
         finally:
+            if catch:
+                sig = lib.tl_estimator_stop_signals_remove()
             if self._progress_line is not None:
                 self._progress_line.end()
             self._datasets = []
         self._trained = True
         self.last_train = res
+        if sig and res.stopped:
+            log.warning("training stopped at step %d by signal %d, after a checkpoint", res.global_step, sig)
+            signal.raise_signal(sig)
         return self
 
     def _ensure_params(self, checkpoint_path):
@@ -795,6 +799,14 @@ class TPUEstimator:
         out = (ctypes.c_char * 65)()
         _lib.check(lib.tl_estimator_params_digest(self._est, out))
         return out.value.decode()
+
+    def _checkpoint_step(self):
+        """The step training will resume from: model_dir's latest checkpoint's, or 0."""
+        ck = self.latest_checkpoint()
+        try:
+            return int(ck.rsplit("-", 1)[1]) if ck else 0
+        except ValueError:
+            return 0
 
     def latest_checkpoint(self):
         ck = os.path.join(self._model_dir, "checkpoint")

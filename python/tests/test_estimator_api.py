@@ -1,0 +1,79 @@
+"""TPUEstimator's API around the steps: predict's options, the progress line, params, RunConfig."""
+import numpy as np
+import pytest
+
+import tpuloop as tf
+
+
+def data(n=96):
+    rng = np.random.RandomState(2)
+    x = rng.randn(n, 3).astype(np.float32)
+    return x, (x[:, 0] > 0).astype(np.int32)
+
+
+def model_fn(features, labels, mode, params):
+    assert params["use_tpu"] is True and params["width"] == 4
+    h = tf.layers.dense(features, params["width"], activation="relu")
+    logits = tf.layers.dense(h, 2)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, predictions={"class": tf.argmax(logits, 1, output_type=tf.int32),
+                                                                    "logits": logits})
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=tf.train.AdamOptimizer(0.01).minimize(loss))
+
+
+def input_fn(params):
+    x, y = data()
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(params["batch_size"], drop_remainder=True)
+
+
+def predict_fn(params):
+    x, _ = data(50)
+    return tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"])
+
+
+def make(tmp_path, **kw):
+    config = tf.estimator.tpu.RunConfig(model_dir=str(tmp_path), devices=2, log_step_count_steps=10,
+                                        tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=10))
+    return tf.estimator.tpu.TPUEstimator(model_fn=model_fn, config=config, params={"width": 4}, train_batch_size=16,
+                                         predict_batch_size=16, **kw)
+
+
+def test_predict_keys_and_batches(tmp_path):
+    est = make(tmp_path, progress_bar=False)
+    est.train(input_fn, steps=20)
+    rows = list(est.predict(predict_fn))
+    assert len(rows) == 50 and rows[0]["class"].dtype == np.int32 and rows[0]["logits"].shape == (2,)
+    only = list(est.predict(predict_fn, predict_keys=["class"]))
+    assert set(only[0]) == {"class"} and [r["class"] for r in only] == [r["class"] for r in rows]
+    whole = list(est.predict(predict_fn, yield_single_examples=False))
+    assert len(whole) == 1 and whole[0]["logits"].shape == (50, 2)
+    np.testing.assert_array_equal(whole[0]["logits"], np.stack([r["logits"] for r in rows]))
+    with pytest.raises(ValueError, match="Expected to find"):
+        list(est.predict(predict_fn, predict_keys=["nope"]))
+
+
+def test_progress_line_at_each_logging_boundary(tmp_path, capsys):
+    est = make(tmp_path, progress_bar=True)
+    est.train(input_fn, steps=30)
+    err = capsys.readouterr().err
+    assert "[" in err and "30/30" in err and "loss" in err
+
+
+def test_params_are_a_deep_copy_and_runconfig_replace(tmp_path):
+    params = {"width": 4}
+    est = make(tmp_path, progress_bar=False)
+    est.train(input_fn, steps=1)
+    assert params == {"width": 4} and est.params == {"width": 4}
+    config = tf.estimator.tpu.RunConfig(model_dir=str(tmp_path))
+    again = config.replace(tf_random_seed=9)
+    assert again.tf_random_seed == 9 and again.model_dir == str(tmp_path) and config.tf_random_seed is None
+    with pytest.raises(ValueError, match="model_dir are set both in constructor and RunConfig"):
+        tf.estimator.tpu.TPUEstimator(model_fn=model_fn, model_dir=str(tmp_path / "other"), config=config)
+
+
+def test_an_estimator_without_model_dir_uses_a_temporary_one():
+    est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, params={"width": 4}, train_batch_size=16,
+                                        config=tf.estimator.tpu.RunConfig(devices=2), progress_bar=False)
+    est.train(input_fn, steps=2)
+    assert est.model_dir and est.latest_checkpoint().endswith("model.ckpt-2")
