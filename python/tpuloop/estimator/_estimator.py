@@ -416,16 +416,7 @@ class TPUEstimator:
             if names:
                 names = [n for n, t in zip(names, ts) if not isinstance(t, _GlobalStep)]
             ts = [t for t in ts if not isinstance(t, _GlobalStep)]
-            if len(ts) > _lib.MAX_HOST_CALL:
-                raise ValueError("host_call: %d tensors; tpuloop outfeeds at most %d" % (len(ts), _lib.MAX_HOST_CALL))
-            keep = []
-            for k, t in enumerate(ts):
-                c.host_call[k] = t.id
-                if names:
-                    keep.append(names[k].encode())
-                    c.host_call_names[k] = keep[-1]
-            c.num_host_call = len(ts)
-            self._keep.append(keep)
+            c.num_host_call = self._outfeed("host_call", names, ts, c.host_call, c.host_call_names)
             self._host_call[mode] = (spec.host_call[0], spec.host_call[1], slots)
         elif mode == _lib.MODE_TRAIN:
             c.host_call_disabled = True  # nothing to outfeed: Python is not called per step
@@ -433,22 +424,25 @@ class TPUEstimator:
         if mode == _lib.MODE_EVAL:
             if spec.eval_metrics is not None:
                 names, ts = _tensor_list("eval_metrics", spec.eval_metrics[1])
-                if len(ts) > _lib.MAX_EVAL_TENSORS:
-                    raise ValueError("eval_metrics: %d tensors; tpuloop outfeeds at most %d"
-                                     % (len(ts), _lib.MAX_EVAL_TENSORS))
-                keep = []
-                for k, t in enumerate(ts):
-                    c.eval_metric_tensors[k] = t.id
-                    if names:
-                        keep.append(names[k].encode())
-                        c.eval_metric_tensor_names[k] = keep[-1]
-                c.num_eval_metric_tensors = len(ts)
-                self._keep.append(keep)
+                c.num_eval_metric_tensors = self._outfeed("eval_metrics", names, ts, c.eval_metric_tensors,
+                                                          c.eval_metric_tensor_names)
                 self._metric_fn = (spec.eval_metrics[0], names)
             else:
                 self._metric_fn = None
         if mode == _lib.MODE_PREDICT:
             self._fill_predictions(g, spec.predictions, c)
+
+    def _outfeed(self, what, names, ts, ids, c_names):
+        """Fills a spec's outfed tensors (ids) and their names; returns the count."""
+        if len(ts) > len(ids):
+            raise ValueError("%s: %d tensors; tpuloop outfeeds at most %d" % (what, len(ts), len(ids)))
+        keep = [n.encode() for n in names] if names else []
+        for k, t in enumerate(ts):
+            ids[k] = t.id
+            if names:
+                c_names[k] = keep[k]
+        self._keep.append(keep)   # C copies the names when the model_fn returns
+        return len(ts)
 
     def _fill_predictions(self, g, predictions, c):
         if predictions is None:
