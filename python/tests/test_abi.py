@@ -48,3 +48,12 @@ def test_struct_layouts_match_the_headers(tmp_path, module):
             if c["%s.%s" % (cname, field)][0] != off:
                 bad.append("%s.%s: C offset %d, ctypes %d" % (cname, field, c["%s.%s" % (cname, field)][0], off))
     assert not bad, "\n".join(bad)
+
+
+def test_import_from_the_source_trees_root():
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TPULOOP_LIBRARY")}
+    r = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), "-B", "-c",
+                        "import tpuloop, tpuloop._lib as l; print(l._find_library())"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == os.path.join(ROOT, "build", "lib", "libtpuloop.so")

@@ -216,7 +216,7 @@ def _find_library():
     env = os.environ.get("TPULOOP_LIBRARY")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.realpath(__file__))   # through the source tree's ./tpuloop link too
     for cand in (os.path.join(here, "..", "..", "build", "lib", "libtpuloop.so"),
                  os.path.join(here, "..", "..", "..", "libtpuloop.so"),
                  os.path.join(here, "..", "..", "..", "..", "lib", "libtpuloop.so")):
