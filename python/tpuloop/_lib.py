@@ -226,7 +226,8 @@ def _find_library():
 
 
 try:
-    lib = ctypes.CDLL(_find_library())
+    # RTLD_GLOBAL: Open MPI's plugins, which it loads itself, look up libmpi's symbols globally.
+    lib = ctypes.CDLL(_find_library(), mode=ctypes.RTLD_GLOBAL)
 except OSError as e:  # pragma: no cover - the message is the point
     raise ImportError("tpuloop: cannot load libtpuloop.so (%s); run `make` in the source tree, "
                       "`make install`, or set TPULOOP_LIBRARY" % e) from None
@@ -322,6 +323,11 @@ _sig("tl_max_pool2d", tl_t, P, tl_t, I64P, I64P, c_int)
 _sig("tl_avg_pool2d", tl_t, P, tl_t, I64P, I64P, c_int)
 _sig("tl_global_avg_pool2d", tl_t, P, tl_t, c_bool)
 _sig("tl_resize", tl_t, P, tl_t, c_int64, c_int64, c_int)
+# hosts (MPI)
+_sig("tl_comm_create_mpi", c_int, c_void_p, c_int, POINTER(P))
+_sig("tl_comm_processes", c_int, P)
+_sig("tl_comm_process", c_int, P)
+_sig("tl_comm_set_timeout", c_int, P, c_double)
 # estimator
 _sig("tl_estimator_options_init", None, POINTER(EstimatorOptions))
 _sig("tl_estimator_create", c_int, P, POINTER(EstimatorOptions), POINTER(P))

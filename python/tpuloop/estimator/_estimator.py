@@ -30,6 +30,24 @@ _MODE_KEYS = {_lib.MODE_TRAIN: ModeKeys.TRAIN, _lib.MODE_EVAL: ModeKeys.EVAL, _l
 _RESERVED_PARAMS_KEYS = ["batch_size", "context"]
 
 
+_HOSTS = []
+
+
+def hosts():
+    """The hosts of this job, one MPI process each (a communicator, once per
+    process), when an MPI launcher started this process (mpirun -np H
+    python3 prog.py); None otherwise. Every process then builds the same
+    estimator and makes the same calls, as `mpirun -np H tpuloop train`."""
+    if not _HOSTS:
+        launched = any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"))
+        h = None
+        if launched:
+            h = ctypes.c_void_p()
+            _lib.check(lib.tl_comm_create_mpi(None, 1, ctypes.byref(h)), "joining the hosts over MPI")
+        _HOSTS.append(h)
+    return _HOSTS[0]
+
+
 class TPUEstimatorSpec:
     """tf.compat.v1.estimator.tpu.TPUEstimatorSpec."""
 
@@ -174,6 +192,17 @@ class TPUEstimator:
             distribution = _dist.distribution()   # the one of an enclosing `with dist.scope():`
         self._distribution = distribution
         opts += self._distribution_options(distribution, dict(opts))
+        self._hosts = hosts()
+        self._host = 0
+        if self._hosts is not None:
+            # num_hosts is the number of processes the launcher started; a value given must equal it.
+            n = lib.tl_comm_processes(self._hosts)
+            self._host = lib.tl_comm_process(self._hosts)
+            given = dict(opts).get("num_hosts")
+            if given is not None and int(given) != n:
+                raise ValueError("num_hosts is %s but the launcher started %d processes, one per host: start %s "
+                                 "(mpirun -np %s), or leave num_hosts out" % (given, n, given, given))
+            opts.append(("num_hosts", n))
         opts += [("use_tpu", use_tpu), ("eval_on_tpu", eval_on_tpu)]
         for k, v in (("train_batch_size", train_batch_size), ("eval_batch_size", eval_batch_size),
                      ("predict_batch_size", predict_batch_size), ("warm_start_from", warm_start_from)):
@@ -191,6 +220,8 @@ class TPUEstimator:
         self._keep = []
         self._cfg = self._make_config(opts)
         self._seed = self._resolved("tf_random_seed") or 0
+        if self._hosts is not None:
+            _lib.check(lib.tl_comm_set_timeout(self._hosts, float(self._resolved("host_timeout_secs"))))
         self._create()
 
     # ---- configuration ----------------------------------------------------------------
@@ -260,6 +291,7 @@ class TPUEstimator:
         o.host_call = self._cb_host_call
         o.metric_update = self._cb_metric_update
         o.metric_result = self._cb_metric_result
+        o.hosts = self._hosts
         from .. import distribution as _dist
         if isinstance(self._distribution, _dist.ModelParallel):
             o.distribution = self._distribution._c_handle()
@@ -673,7 +705,8 @@ class TPUEstimator:
         start = lib.tl_estimator_global_step(self._est) if self._trained else self._checkpoint_step()
         final = start + steps if steps is not None else max_steps
         tty = self._progress if self._progress is not None else sys.stderr.isatty()
-        self._progress_line = _Progress(sys.stderr, final, tty) if self._progress is not False else None
+        show = self._progress is not False and self._host == 0     # host 0 reports, as `tpuloop train`
+        self._progress_line = _Progress(sys.stderr, final, tty) if show else None
         # Ctrl-C (or SIGTERM) while C trains stops at the next loop boundary, after a checkpoint; the signal
         # is then delivered again to Python (KeyboardInterrupt for Ctrl-C), so nothing is lost and a later
         # train resumes where this one stopped.
