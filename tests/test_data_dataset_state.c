@@ -306,6 +306,9 @@ static tl_dataset *two_examples(tl_labeled_data *d)
                            .feature_shape = {2}, .features = (float *)two_features, .labels = (int32_t *)two_labels};
     tl_dataset *ds;
     ASSERT_OK(tl_dataset_labeled(d, &ds));
+    /* take(-1) passes every element but hides the source's random access,
+     * so the shuffle buffers elements: the format under test. */
+    ASSERT_OK(tl_dataset_take(ds, -1, &ds));
     ASSERT_OK(tl_dataset_shuffle(ds, 2, 1, false, &ds));
     return ds;
 }

@@ -249,8 +249,12 @@ typedef struct shuffle_impl {
     uint64_t seed;
     bool reshuffle;
     uint64_t key;          /* the epoch key from the repeat above */
+    /* Slot i holds an element (buf[i]), or, over an input with random
+     * access (ds_access), the index of one (idx[i] >= 0, buf[i] NULL), made
+     * only when it is output: the same elements in the same order. */
     ds_elem **buf;         /* (size) */
-    int64_t count;         /* elements in buf */
+    int64_t *idx;          /* (size) -1: no index; NULL without random access */
+    int64_t count;         /* slots in use */
     int64_t hole;          /* the slot the last output left, to refill first; -1 none */
     bool input_done;
     uint64_t draws;        /* random indices drawn in this epoch */
@@ -261,6 +265,8 @@ static void shuffle_clear(shuffle_impl *s)
     for (int64_t i = 0; i < s->count; i++) {
         ds_elem_free(s->buf[i]);
         s->buf[i] = NULL;
+        if (s->idx != NULL)
+            s->idx[i] = -1;
     }
     s->count = 0;
     s->hole = -1;
@@ -279,44 +285,73 @@ static int64_t shuffle_pick(shuffle_impl *s)
     return (int64_t)(((hi << 32) | lo) % (uint64_t)s->count);
 }
 
+/* The next input element into slot i: an element, or its index over
+ * random access; *got false at the end of the input. */
+static tl_status shuffle_take(tl_dataset *ds, int64_t i, bool *got)
+{
+    shuffle_impl *s = ds->impl;
+    if (s->idx != NULL) {
+        int64_t j = ds->input->access->claim(ds->input);
+        *got = j >= 0;
+        if (*got)
+            s->idx[i] = j;
+        return TL_OK;
+    }
+    ds_elem *e = NULL;
+    tl_status st = ds_pull(ds->input, &e);
+    *got = e != NULL;
+    if (*got)
+        s->buf[i] = e;
+    return st;
+}
+
 /* The buffer holds count elements in slots [0, count); the slot the last
- * output left (hole) is NULL until the next call refills it with the next
+ * output left (hole) is empty until the next call refills it with the next
  * input element, or, at the end of the input, with the last slot's. */
 static tl_status shuffle_next(tl_dataset *ds, ds_elem **out)
 {
     shuffle_impl *s = ds->impl;
+    tl_status st;
     if (s->hole >= 0) {
-        ds_elem *e = NULL;
+        bool got = false;
         if (!s->input_done) {
-            tl_status st = ds_pull(ds->input, &e);
-            if (st != TL_OK)
+            if ((st = shuffle_take(ds, s->hole, &got)) != TL_OK)
                 return st;
-            s->input_done = e == NULL;
+            s->input_done = !got;
         }
-        if (e != NULL) {
-            s->buf[s->hole] = e;
-        } else {
+        if (!got) {
             s->count--;
             s->buf[s->hole] = s->buf[s->count];
             s->buf[s->count] = NULL;
+            if (s->idx != NULL) {
+                s->idx[s->hole] = s->idx[s->count];
+                s->idx[s->count] = -1;
+            }
         }
         s->hole = -1;
     }
     while (!s->input_done && s->count < s->size) {
-        ds_elem *e;
-        tl_status st = ds_pull(ds->input, &e);
-        if (st != TL_OK)
+        bool got;
+        if ((st = shuffle_take(ds, s->count, &got)) != TL_OK)
             return st;
-        if (e == NULL)
-            s->input_done = true;
+        if (got)
+            s->count++;
         else
-            s->buf[s->count++] = e;
+            s->input_done = true;
     }
     if (s->count == 0)
         return TL_OK;
     int64_t i = shuffle_pick(s);
-    *out = s->buf[i];
-    s->buf[i] = NULL;
+    if (s->buf[i] == NULL) { /* an index: the element is made now */
+        if ((st = ds->input->access->fetch(ds->input, s->idx[i], out)) != TL_OK) {
+            s->draws--; /* nothing was output: the same draw comes again */
+            return st;
+        }
+        s->idx[i] = -1;
+    } else {
+        *out = s->buf[i];
+        s->buf[i] = NULL;
+    }
     s->hole = i;
     return TL_OK;
 }
@@ -336,7 +371,15 @@ static tl_status shuffle_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
               json_object_set_new(obj, "draws", ds_json_u64_new(s->draws)) == 0 &&
               json_object_set_new(obj, "hole", json_integer(s->hole)) == 0 &&
               json_object_set_new(obj, "input_done", json_boolean(s->input_done)) == 0;
-    if (!ok)
+    /* Slots held as indices are saved as them, under "indices" (-1 where a
+     * slot holds an element or is the hole), and empty in "buffer". */
+    json_t *ix = s->idx != NULL ? json_array() : NULL;
+    for (int64_t i = 0; ok && ix != NULL && i < s->count; i++)
+        ok = json_array_append_new(ix, json_integer(s->idx[i])) == 0;
+    if (ix != NULL && ok)
+        ok = json_object_set(obj, "indices", ix) == 0;
+    json_decref(ix);
+    if (!ok || (s->idx != NULL && ix == NULL))
         return tl_error_oom();
     /* The hole's slot is saved empty, so the indices stay those the RNG
      * draws refer to. */
@@ -344,6 +387,27 @@ static tl_status shuffle_save(tl_dataset *ds, json_t *obj, ds_saver *sv)
     for (int64_t i = 0; i < s->count; i++)
         ds_save_slot(sv, s->buf[i]);
     return ds_save_slots_end(sv, obj, "buffer");
+}
+
+/* The "indices" of a saved shuffle (none in states of a shuffle without
+ * random access, or of tpuloop before it): -1 or a position each. */
+static tl_status shuffle_restore_indices(const shuffle_impl *s, const tl_dataset *ds, json_t *obj, int64_t n)
+{
+    json_t *ix = json_object_get(obj, "indices");
+    if (ix == NULL)
+        return TL_OK;
+    if (s->idx == NULL || ds->input->access == NULL)
+        return tl_error(TL_EINVAL, "restore: shuffle: the saved buffer holds positions of a source in memory; this "
+                                   "input has none");
+    if (!json_is_array(ix) || (int64_t)json_array_size(ix) != n)
+        return tl_error(TL_EINVAL, "restore: shuffle: \"indices\" must be an array of %lld integers", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(ix, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < -1)
+            return tl_error(TL_EINVAL, "restore: shuffle: indices[%lld] must be an integer >= -1", (long long)i);
+        s->idx[i] = json_integer_value(v);
+    }
+    return TL_OK;
 }
 
 static tl_status shuffle_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
@@ -362,19 +426,26 @@ static tl_status shuffle_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
     int64_t n = 0;
     if (st == TL_OK)
         st = ds_load_slots(ld, obj, "buffer", "restore: shuffle", s->size, &slots, &n);
-    if (st != TL_OK)
-        return st;
-    /* Every slot holds an element but the hole. */
-    for (int64_t i = 0; i < n && st == TL_OK; i++)
-        if ((slots[i] == NULL) != (i == hole))
+    if (st == TL_OK)
+        st = shuffle_restore_indices(s, ds, obj, n);
+    /* Every slot holds an element or an index but the hole, which holds neither. */
+    for (int64_t i = 0; i < n && st == TL_OK; i++) {
+        bool index = s->idx != NULL && s->idx[i] >= 0, elem = slots[i] != NULL;
+        if (index && elem)
+            st = tl_error(TL_EINVAL, "restore: shuffle: saved slot %lld holds both an element and index %lld",
+                          (long long)i, (long long)s->idx[i]);
+        else if ((index || elem) == (i == hole))
             st = tl_error(TL_EINVAL, "restore: shuffle: saved slot %lld is %s, but the hole is %lld", (long long)i,
-                          slots[i] == NULL ? "empty" : "an element", (long long)hole);
+                          index || elem ? "in use" : "empty", (long long)hole);
+    }
     if (st == TL_OK && (hole < -1 || hole >= n))
         st = tl_error(TL_EINVAL, "restore: shuffle: the hole is slot %lld of a saved buffer of %lld (allowed: -1 "
                                  "none, or a slot)",
                       (long long)hole, (long long)n);
     if (st != TL_OK) {
         ds_slots_free(slots, n);
+        for (int64_t i = 0; s->idx != NULL && i < s->size; i++)
+            s->idx[i] = -1;
         return st;
     }
     if (n > 0)
@@ -393,6 +464,7 @@ static void shuffle_destroy(tl_dataset *ds)
     if (s->buf != NULL)
         shuffle_clear(s);
     tl_free(s->buf);
+    tl_free(s->idx);
     tl_free(s);
 }
 
@@ -429,8 +501,11 @@ tl_status tl_dataset_shuffle(tl_dataset *in, int64_t buffer_size, uint64_t seed,
             /* Grown as elements arrive would save little: the buffer fills
              * before the first output. */
             s->buf = tl_calloc((size_t)buffer_size, sizeof *s->buf);
+            if (in->access != NULL && (s->idx = tl_malloc((size_t)buffer_size * sizeof *s->idx)) != NULL)
+                for (int64_t i = 0; i < buffer_size; i++)
+                    s->idx[i] = -1;
         }
-        if (s == NULL || s->buf == NULL || desc == NULL)
+        if (s == NULL || s->buf == NULL || desc == NULL || (in->access != NULL && s->idx == NULL))
             st = tl_error_oom();
     }
     st = ds_finish(st, &shuffle_ops, s, desc, in, out);

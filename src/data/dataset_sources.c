@@ -221,11 +221,12 @@ typedef struct mem_impl {
     int64_t pos;
 } mem_impl;
 
-static tl_status mem_next(tl_dataset *ds, ds_elem **out)
+/* Example i (0 <= i < n) as an element. */
+static tl_status mem_fetch(tl_dataset *ds, int64_t i, ds_elem **out)
 {
     mem_impl *m = ds->impl;
-    if (m->pos >= m->n)
-        return TL_OK;
+    if (i < 0 || i >= m->n) /* a restored shuffle's saved position */
+        return tl_error(TL_EINVAL, "examples: position %lld outside 0..%lld", (long long)i, (long long)m->n - 1);
     const char *kf = ds_intern(ds->ctx, "features"), *kl = ds_intern(ds->ctx, "label");
     ds_elem *e = ds_elem_new(m->labels != NULL ? 2 : 1);
     tl_status st = kf != NULL && kl != NULL && e != NULL ? TL_OK : tl_error_oom();
@@ -237,13 +238,27 @@ static tl_status mem_next(tl_dataset *ds, ds_elem **out)
         ds_elem_free(e);
         return st;
     }
-    memcpy(e->pub.tensors[0].data, m->features + m->pos * m->d, (size_t)m->d * sizeof(float));
+    memcpy(e->pub.tensors[0].data, m->features + i * m->d, (size_t)m->d * sizeof(float));
     if (m->labels != NULL)
-        *(int32_t *)e->pub.tensors[1].data = m->labels[m->pos];
-    e->record = m->pos++;
+        *(int32_t *)e->pub.tensors[1].data = m->labels[i];
+    e->record = i;
     *out = e;
     return TL_OK;
 }
+
+static int64_t mem_claim(tl_dataset *ds)
+{
+    mem_impl *m = ds->impl;
+    return m->pos < m->n ? m->pos++ : -1;
+}
+
+static tl_status mem_next(tl_dataset *ds, ds_elem **out)
+{
+    int64_t i = mem_claim(ds);
+    return i >= 0 ? mem_fetch(ds, i, out) : TL_OK;
+}
+
+static const ds_access mem_access = {mem_claim, mem_fetch};
 
 static tl_status mem_reset(tl_dataset *ds, uint64_t epoch_key)
 {
@@ -316,6 +331,7 @@ static tl_status mem_finish(mem_impl *m, const char *what, tl_dataset **out)
         mem_destroy(&(tl_dataset){.impl = m});
         return tl_error_oom();
     }
+    ds->access = &mem_access;
     *out = ds;
     return TL_OK;
 }
@@ -363,27 +379,42 @@ typedef struct slices_impl {
     int64_t pos;     /* the next row */
 } slices_impl;
 
-static tl_status slices_next(tl_dataset *ds, ds_elem **out)
+/* Row i (0 <= i < n) as an element. */
+static tl_status slices_fetch(tl_dataset *ds, int64_t i, ds_elem **out)
 {
     slices_impl *s = ds->impl;
-    if (s->pos >= s->n)
-        return TL_OK;
+    if (i < 0 || i >= s->n) /* a restored shuffle's saved position */
+        return tl_error(TL_EINVAL, "tensor_slices: row %lld outside 0..%lld", (long long)i, (long long)s->n - 1);
     ds_elem *e = ds_elem_new(s->ncols);
     tl_status st = e != NULL ? TL_OK : tl_error_oom();
     for (int c = 0; c < s->ncols && st == TL_OK; c++) {
         const slice_col *col = &s->cols[c];
         st = ds_tensor_alloc(&e->pub.tensors[c], col->key, col->dtype, col->rank, col->shape);
         if (st == TL_OK && col->row_bytes > 0)
-            memcpy(e->pub.tensors[c].data, col->data + (size_t)s->pos * col->row_bytes, col->row_bytes);
+            memcpy(e->pub.tensors[c].data, col->data + (size_t)i * col->row_bytes, col->row_bytes);
     }
     if (st != TL_OK) {
         ds_elem_free(e);
         return st;
     }
-    e->record = s->pos++;
+    e->record = i;
     *out = e;
     return TL_OK;
 }
+
+static int64_t slices_claim(tl_dataset *ds)
+{
+    slices_impl *s = ds->impl;
+    return s->pos < s->n ? s->pos++ : -1;
+}
+
+static tl_status slices_next(tl_dataset *ds, ds_elem **out)
+{
+    int64_t i = slices_claim(ds);
+    return i >= 0 ? slices_fetch(ds, i, out) : TL_OK;
+}
+
+static const ds_access slices_access = {slices_claim, slices_fetch};
 
 static tl_status slices_reset(tl_dataset *ds, uint64_t epoch_key)
 {
@@ -521,6 +552,7 @@ tl_status tl_dataset_from_tensor_slices(const tl_tensor *columns, int n, tl_data
         slices_destroy(&(tl_dataset){.impl = s});
         return tl_error_oom();
     }
+    ds->access = &slices_access;
     /* Interned once: the elements point at the context's copies. */
     for (int c = 0; c < n; c++)
         if ((s->cols[c].key = ds_intern(ds->ctx, columns[c].key)) == NULL) {
