@@ -77,3 +77,24 @@ def test_an_estimator_without_model_dir_uses_a_temporary_one():
                                         config=tf.estimator.tpu.RunConfig(devices=2), progress_bar=False)
     est.train(input_fn, steps=2)
     assert est.model_dir and est.latest_checkpoint().endswith("model.ckpt-2")
+
+
+def test_variable_scope_names_variables_and_name_scope_does_not(tmp_path):
+    names = {}
+
+    def model_fn(features, labels, mode, params):
+        with tf.variable_scope("tower"):
+            h = tf.layers.dense(features, 4)
+            with tf.name_scope("ops"):
+                h = tf.layers.dense(h, 4)
+            w = tf.get_variable("w", [4, 2], initializer=tf.truncated_normal_initializer(stddev=0.1))
+        logits = tf.matmul(h, w)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        names["shape"] = tuple(logits.shape)
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=tf.train.AdamOptimizer().minimize(loss))
+    est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, config=tf.estimator.tpu.RunConfig(
+        model_dir=str(tmp_path), devices=2), train_batch_size=16, progress_bar=False)
+    est.train(input_fn, steps=2)
+    assert est.get_variable_names() == ["tower/dense/bias", "tower/dense/kernel", "tower/dense_1/bias",
+                                        "tower/dense_1/kernel", "tower/w"]
+    assert names["shape"] == (8, 2)

@@ -11,6 +11,7 @@ loop boundaries (progress, host_call, metric_fn)."""
 from . import errors
 from ._graph import DType, Tensor, TensorShape, as_dtype, cast, constant, float32, int32, int64, matmul, reshape
 from ._ops import *  # noqa: F401,F403 - tf.* ops
+from ._ops import __all__ as _ops_all
 from ._vars import (constant_initializer, get_variable, glorot_uniform_initializer, he_normal, name_scope,
                     ones_initializer, random_uniform_initializer, truncated_normal_initializer, variable_scope,
                     zeros_initializer)
@@ -24,6 +25,7 @@ math = __import__("tpuloop._ops", fromlist=["_ops"])
 
 __all__ = ["DType", "Tensor", "TensorShape", "as_dtype", "cast", "constant", "float32", "int32", "int64", "matmul",
            "reshape", "errors", "data", "datasets", "distribution", "io", "layers", "losses", "metrics", "nn", "train",
-           "estimator", "tpu", "get_variable", "variable_scope", "name_scope", "constant_initializer", "glorot_uniform_initializer",
-           "he_normal", "ones_initializer", "random_uniform_initializer", "truncated_normal_initializer",
-           "zeros_initializer"]
+           "estimator", "tpu", "get_variable", "variable_scope", "name_scope", "constant_initializer",
+           "glorot_uniform_initializer", "he_normal", "ones_initializer", "random_uniform_initializer",
+           "truncated_normal_initializer", "zeros_initializer"] + [n for n in _ops_all if n not in ("matmul", "cast",
+                                                                                                "constant", "reshape")]

@@ -417,7 +417,6 @@ def l2_loss(t, name=None):
     return reduce_sum(square(t)) * 0.5
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("ctypes", "np", "errors", "lib")]
 _ = (matmul, reshape, cast, constant, int32, int64, float32)
 
 
@@ -428,4 +427,7 @@ def embedding_lookup(params, ids, name=None, max_norm=None):
     return gather(params, cast(ids, int32), axis=0)
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("ctypes", "np", "errors", "lib")]
+# The tf.* ops (not this module's helpers, which stay internal).
+__all__ = [n for n in dir() if not n.startswith("_") and n not in (
+    "ctypes", "np", "errors", "lib", "Tensor", "as_dtype", "binary", "convert_to_tensor", "i64s", "ints", "on_host",
+    "record", "tids", "unary")]

@@ -92,4 +92,9 @@ def variable_scope(name_or_scope, default_name=None, reuse=None, **kwargs):
         g.scopes.pop()
 
 
-name_scope = variable_scope
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    """tf.compat.v1.name_scope: names ops, not variables (get_variable and
+    the layers' variables keep the variable scope's names, as in
+    TensorFlow); tpuloop's ops have no names to prefix, so nothing changes."""
+    yield name if name is not None else default_name
