@@ -33,7 +33,11 @@ def test_a_bad_config_value_raises_the_c_message(tmp_path):
             model_dir=str(tmp_path), tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=0)),
             train_batch_size=8)
     assert isinstance(e.value, errors.InvalidArgumentError)
-    assert "iterations_per_loop" in str(e.value)
+    assert str(e.value).startswith("Invalid TPUConfig `iterations_per_loop` value.")   # TensorFlow's message
+    assert "flag" not in str(e.value)                  # the value came from the caller, not a command line
+    with pytest.raises(ValueError, match=r"^`save_checkpoints_steps` and `save_checkpoints_secs` cannot be both"):
+        tf.estimator.tpu.TPUEstimator(model_fn=good_model_fn, config=tf.estimator.tpu.RunConfig(
+            model_dir=str(tmp_path), save_checkpoints_steps=10, save_checkpoints_secs=10), train_batch_size=8)
 
 
 def test_train_batch_size_not_divisible_by_replicas(tmp_path):

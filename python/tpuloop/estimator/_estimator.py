@@ -10,6 +10,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import time
 
 import numpy as np
 
-from .. import _graph, _lib, data as tdata, metrics as tmetrics
+from .. import _graph, _lib, data as tdata, errors, metrics as tmetrics
 from .._graph import Graph, Tensor, graph_scope
 from .._lib import lib
 from ..train import TrainOp, _GlobalStep
@@ -263,6 +264,11 @@ class TPUEstimator:
             for name, value in opts:
                 _lib.check(lib.tl_config_set(cfg, name.encode(), option_text(value).encode(), _lib.SOURCE_FLAG))
             _lib.check(lib.tl_config_resolve(cfg))
+        except errors.OpError as e:
+            lib.tl_config_destroy(cfg)
+            # The values came from the caller's own arguments, not from command-line flags.
+            msg = re.sub(r" \[from flag --[A-Za-z0-9_.]+\]", "", str(e))
+            raise type(e)(msg, e.status) from None
         except BaseException:
             lib.tl_config_destroy(cfg)
             raise
