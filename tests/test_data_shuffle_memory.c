@@ -186,3 +186,68 @@ Test(data_shuffle_memory, damaged_positions_are_refused)
     tl_free_string(s);
     tl_dataset_destroy(a);
 }
+
+/* A batch over a source in memory, or a shuffle or repeat of one, copies
+ * its rows straight into the batch: the same batches as batch() of
+ * elements, for every combination, and after a restore. */
+static tl_dataset *batched(bool elements, int shape)
+{
+    fill();
+    tl_tensor cols[2] = {{.key = "x", .dtype = TL_DT_FLOAT32, .rank = 2, .shape = {ROWS, WIDTH}, .data = pixels},
+                         {.key = "label", .dtype = TL_DT_INT32, .rank = 1, .shape = {ROWS}, .data = labels}};
+    tl_dataset *ds;
+    ASSERT_OK(tl_dataset_from_tensor_slices(cols, 2, &ds));
+    if (elements)
+        ASSERT_OK(tl_dataset_take(ds, -1, &ds));
+    if (shape & 1)
+        ASSERT_OK(tl_dataset_shuffle(ds, 64, 3, true, &ds));
+    if (shape & 2)
+        ASSERT_OK(tl_dataset_repeat(ds, 2, &ds));
+    if (shape & 4)
+        ASSERT_OK(tl_dataset_shuffle(ds, 100, 5, true, &ds)); /* over the repeat: positions of both passes */
+    ASSERT_OK(tl_dataset_batch(ds, 32, (shape & 8) != 0, &ds));
+    return ds;
+}
+
+/* The next batch's labels into y (its row count), checking its pixels. */
+static int64_t next_batch(tl_dataset *ds, int32_t *y)
+{
+    const tl_element *e;
+    ASSERT_OK(tl_dataset_next(ds, &e));
+    if (e == NULL)
+        return 0;
+    const tl_tensor *x = tl_element_find(e, "x"), *l = tl_element_find(e, "label");
+    cr_assert(x->rank == 2 && x->shape[1] == WIDTH && l->rank == 1 && l->shape[0] == x->shape[0]);
+    for (int64_t r = 0; r < x->shape[0]; r++) {
+        y[r] = ((const int32_t *)l->data)[r];
+        cr_assert(memcmp((const float *)x->data + r * WIDTH, pixels + (size_t)y[r] * WIDTH, WIDTH * 4) == 0);
+    }
+    return x->shape[0];
+}
+
+Test(data_shuffle_memory, batches_gathered_from_memory_are_batch_of_elements)
+{
+    for (int shape = 0; shape < 16; shape++) {
+        tl_dataset *a = batched(false, shape), *b = batched(true, shape), *r = NULL;
+        int32_t ya[32], yb[32];
+        for (int k = 0;; k++) {
+            if (k == 5) { /* save and go on from a restored copy */
+                char *s;
+                ASSERT_OK(tl_dataset_save(a, &s));
+                r = batched(false, shape);
+                ASSERT_OK(tl_dataset_restore(r, s));
+                tl_free_string(s);
+                tl_dataset_destroy(a);
+                a = r;
+            }
+            int64_t na = next_batch(a, ya), nb = next_batch(b, yb);
+            cr_assert_eq(na, nb, "pipeline %d, batch %d: %lld rows against %lld", shape, k, (long long)na,
+                         (long long)nb);
+            if (na == 0)
+                break;
+            cr_assert(memcmp(ya, yb, (size_t)na * sizeof *ya) == 0, "pipeline %d, batch %d differs", shape, k);
+        }
+        tl_dataset_destroy(a);
+        tl_dataset_destroy(b);
+    }
+}

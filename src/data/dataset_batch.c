@@ -9,6 +9,7 @@ typedef struct batch_impl {
     int64_t size;
     bool drop_remainder;
     ds_elem **items; /* (size) the elements of the batch being built */
+    int64_t *index;  /* (size) its positions, over random access (else NULL) */
 } batch_impl;
 
 /* Elements i > 0 must match element 0 tensor by tensor. */
@@ -126,9 +127,25 @@ static tl_status combine(ds_elem *const *items, int64_t n, int t, tl_tensor *o)
     return TL_OK;
 }
 
+/* Over random access: the batch's positions, then its rows copied straight
+ * from the source into the batch (no element of each). */
+static tl_status batch_gather(tl_dataset *ds, ds_elem **out)
+{
+    batch_impl *b = ds->impl;
+    int64_t n = 0, j;
+    tl_status st = TL_OK;
+    while (n < b->size && (st = ds->input->access->claim(ds->input, &j)) == TL_OK && j >= 0)
+        b->index[n++] = j;
+    if (st != TL_OK || n == 0 || (b->drop_remainder && n < b->size))
+        return st;
+    return ds->input->rows->access->gather(ds->input->rows, b->index, n, out);
+}
+
 static tl_status batch_next(tl_dataset *ds, ds_elem **out)
 {
     batch_impl *b = ds->impl;
+    if (b->index != NULL)
+        return batch_gather(ds, out);
     int64_t n = 0;
     tl_status st = TL_OK;
     while (n < b->size) {
@@ -172,8 +189,10 @@ static tl_status batch_reset(tl_dataset *ds, uint64_t epoch_key)
 static void batch_destroy(tl_dataset *ds)
 {
     batch_impl *b = ds->impl;
-    if (b != NULL)
+    if (b != NULL) {
         tl_free(b->items);
+        tl_free(b->index);
+    }
     tl_free(b);
 }
 
@@ -204,8 +223,12 @@ tl_status tl_dataset_batch(tl_dataset *in, int64_t batch_size, bool drop_remaind
             b->size = batch_size;
             b->drop_remainder = drop_remainder;
             b->items = tl_calloc((size_t)batch_size, sizeof *b->items);
+            /* A source in memory (or a shuffle or repeat of one) with a
+             * gather: rows go straight into the batch. */
+            if (in->access != NULL && in->rows->access->gather != NULL)
+                b->index = tl_malloc((size_t)batch_size * sizeof *b->index);
         }
-        if (b == NULL || b->items == NULL || desc == NULL)
+        if (b == NULL || b->items == NULL || desc == NULL || (in->access != NULL && b->index == NULL))
             st = tl_error_oom();
     }
     st = ds_finish(st, &batch_ops, b, desc, in, out);

@@ -57,22 +57,28 @@ typedef struct ds_ops {
 } ds_ops;
 
 /* Random access, which the sources in memory offer (tensor slices, labeled
- * examples, IDX): a shuffle reading straight from one holds the indices of
- * its buffered elements and makes each element only when it outputs it, so
- * its buffer and its saved state hold positions, not copies of the data
- * (shuffle(60000) over Fashion-MNIST saved 188 MB of pixels with every
- * checkpoint). The elements, and their order, are next()'s. */
+ * examples, IDX), and the shuffles and repeats over them pass on: such a
+ * node hands out the positions of its elements in its source (its "rows"
+ * node), and the elements are made from them only where they are used. A
+ * shuffle then holds positions, not copies of the data, so its buffer and
+ * its saved state are small (shuffle(60000) over Fashion-MNIST saved 188 MB
+ * of pixels with every checkpoint), and a batch copies its rows straight
+ * from the source into the batch. The elements, and their order, are
+ * next()'s. */
 typedef struct ds_access {
-    /* The index of the element next() would return now, moving past it
+    /* The position of the element next() would return now, moving past it
      * without making it; -1 at the end. */
-    int64_t (*claim)(tl_dataset *ds);
-    /* The element of an index claim returned, as next() makes it. */
-    tl_status (*fetch)(tl_dataset *ds, int64_t index, ds_elem **out);
+    tl_status (*claim)(tl_dataset *ds, int64_t *index);
+    /* Sources: the element at a position claim returned, as next() makes
+     * it; and the batch of n such elements, as batch() would stack them. */
+    tl_status (*fetch)(tl_dataset *src, int64_t index, ds_elem **out);
+    tl_status (*gather)(tl_dataset *src, const int64_t *index, int64_t n, ds_elem **out);
 } ds_access;
 
 struct tl_dataset {
     const ds_ops *ops;
     const ds_access *access; /* NULL: no random access */
+    tl_dataset *rows;        /* with access: the source the positions index (itself for a source) */
     tl_dataset *input; /* NULL for a source */
     ds_ctx *ctx;
     void *impl;

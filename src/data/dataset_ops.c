@@ -149,14 +149,18 @@ static uint64_t epoch_key(uint64_t key, int64_t e)
     return x ^ (x >> 29);
 }
 
-static tl_status repeat_next(tl_dataset *ds, ds_elem **out)
+/* The next element of the passes (*out), or over random access its
+ * position (*index, -1 at the end; out NULL). */
+static tl_status repeat_step(tl_dataset *ds, ds_elem **out, int64_t *index)
 {
     repeat_impl *r = ds->impl;
+    if (index != NULL)
+        *index = -1;
     while (!r->done && (r->count < 0 || r->epoch < r->count)) {
-        tl_status st = ds_pull(ds->input, out);
+        tl_status st = index != NULL ? ds->input->access->claim(ds->input, index) : ds_pull(ds->input, out);
         if (st != TL_OK)
             return st;
-        if (*out != NULL) {
+        if (index != NULL ? *index >= 0 : *out != NULL) {
             r->got_any = true;
             return TL_OK;
         }
@@ -173,6 +177,18 @@ static tl_status repeat_next(tl_dataset *ds, ds_elem **out)
     }
     return TL_OK;
 }
+
+static tl_status repeat_next(tl_dataset *ds, ds_elem **out)
+{
+    return repeat_step(ds, out, NULL);
+}
+
+static tl_status repeat_claim(tl_dataset *ds, int64_t *index)
+{
+    return repeat_step(ds, NULL, index);
+}
+
+static const ds_access repeat_access = {repeat_claim, NULL, NULL};
 
 static tl_status repeat_reset(tl_dataset *ds, uint64_t key)
 {
@@ -236,10 +252,18 @@ tl_status tl_dataset_repeat(tl_dataset *in, int64_t count, tl_dataset **out)
     /* The input's first pass is epoch 0 of this repeat. */
     if (st == TL_OK)
         st = ds_reset(in, epoch_key(0, 0));
+    const ds_access *access = in != NULL ? in->access : NULL;
+    tl_dataset *rows = in != NULL ? in->rows : NULL;
     st = ds_finish(st, &repeat_ops, r, desc, in, out);
-    if (st != TL_OK)
+    if (st != TL_OK) {
         tl_free(r);
-    return st;
+        return st;
+    }
+    if (access != NULL) {
+        (*out)->access = &repeat_access;
+        (*out)->rows = rows;
+    }
+    return TL_OK;
 }
 
 /* ---- shuffle --------------------------------------------------------------------- */
@@ -291,11 +315,12 @@ static tl_status shuffle_take(tl_dataset *ds, int64_t i, bool *got)
 {
     shuffle_impl *s = ds->impl;
     if (s->idx != NULL) {
-        int64_t j = ds->input->access->claim(ds->input);
-        *got = j >= 0;
+        int64_t j;
+        tl_status st = ds->input->access->claim(ds->input, &j);
+        *got = st == TL_OK && j >= 0;
         if (*got)
             s->idx[i] = j;
-        return TL_OK;
+        return st;
     }
     ds_elem *e = NULL;
     tl_status st = ds_pull(ds->input, &e);
@@ -307,11 +332,13 @@ static tl_status shuffle_take(tl_dataset *ds, int64_t i, bool *got)
 
 /* The buffer holds count elements in slots [0, count); the slot the last
  * output left (hole) is empty until the next call refills it with the next
- * input element, or, at the end of the input, with the last slot's. */
-static tl_status shuffle_next(tl_dataset *ds, ds_elem **out)
+ * input element, or, at the end of the input, with the last slot's. Picks
+ * the slot to output into *slot (-1 at the end), which becomes the hole. */
+static tl_status shuffle_advance(tl_dataset *ds, int64_t *slot)
 {
     shuffle_impl *s = ds->impl;
     tl_status st;
+    *slot = -1;
     if (s->hole >= 0) {
         bool got = false;
         if (!s->input_done) {
@@ -341,20 +368,42 @@ static tl_status shuffle_next(tl_dataset *ds, ds_elem **out)
     }
     if (s->count == 0)
         return TL_OK;
-    int64_t i = shuffle_pick(s);
-    if (s->buf[i] == NULL) { /* an index: the element is made now */
-        if ((st = ds->input->access->fetch(ds->input, s->idx[i], out)) != TL_OK) {
-            s->draws--; /* nothing was output: the same draw comes again */
-            return st;
-        }
+    *slot = s->hole = shuffle_pick(s);
+    return TL_OK;
+}
+
+/* Over random access: the position of the next element (-1 at the end); the
+ * buffer holds positions only (shuffle_restore makes saved elements
+ * positions). */
+static tl_status shuffle_claim(tl_dataset *ds, int64_t *index)
+{
+    shuffle_impl *s = ds->impl;
+    int64_t i;
+    tl_status st = shuffle_advance(ds, &i);
+    *index = st == TL_OK && i >= 0 ? s->idx[i] : -1;
+    if (i >= 0)
         s->idx[i] = -1;
-    } else {
+    return st;
+}
+
+static tl_status shuffle_next(tl_dataset *ds, ds_elem **out)
+{
+    shuffle_impl *s = ds->impl;
+    if (s->idx != NULL) { /* the element is made now, from its position */
+        int64_t j;
+        tl_status st = shuffle_claim(ds, &j);
+        return st != TL_OK || j < 0 ? st : ds->rows->access->fetch(ds->rows, j, out);
+    }
+    int64_t i;
+    tl_status st = shuffle_advance(ds, &i);
+    if (st == TL_OK && i >= 0) {
         *out = s->buf[i];
         s->buf[i] = NULL;
     }
-    s->hole = i;
-    return TL_OK;
+    return st;
 }
+
+static const ds_access shuffle_access = {shuffle_claim, NULL, NULL};
 
 static tl_status shuffle_reset(tl_dataset *ds, uint64_t key)
 {
@@ -448,8 +497,17 @@ static tl_status shuffle_restore(tl_dataset *ds, json_t *obj, ds_loader *ld)
             s->idx[i] = -1;
         return st;
     }
-    if (n > 0)
-        memcpy(s->buf, slots, (size_t)n * sizeof *slots);
+    /* Over random access the buffer holds positions only: a saved element
+     * (tpuloop before random access wrote them) is its source position,
+     * which such a source records in each element. */
+    for (int64_t i = 0; i < n; i++) {
+        if (s->idx != NULL && slots[i] != NULL) {
+            s->idx[i] = slots[i]->record;
+            ds_elem_free(slots[i]);
+        } else {
+            s->buf[i] = slots[i];
+        }
+    }
     tl_free(slots);
     s->count = n;
     s->hole = hole;
@@ -508,8 +566,16 @@ tl_status tl_dataset_shuffle(tl_dataset *in, int64_t buffer_size, uint64_t seed,
         if (s == NULL || s->buf == NULL || desc == NULL || (in->access != NULL && s->idx == NULL))
             st = tl_error_oom();
     }
+    const ds_access *access = in != NULL ? in->access : NULL;
+    tl_dataset *rows = in != NULL ? in->rows : NULL;
     st = ds_finish(st, &shuffle_ops, s, desc, in, out);
-    if (st != TL_OK)
+    if (st != TL_OK) {
         shuffle_destroy(&(tl_dataset){.impl = s});
-    return st;
+        return st;
+    }
+    if (access != NULL) {
+        (*out)->access = &shuffle_access;
+        (*out)->rows = rows;
+    }
+    return TL_OK;
 }

@@ -246,19 +246,53 @@ static tl_status mem_fetch(tl_dataset *ds, int64_t i, ds_elem **out)
     return TL_OK;
 }
 
-static int64_t mem_claim(tl_dataset *ds)
+static tl_status mem_claim(tl_dataset *ds, int64_t *index)
 {
     mem_impl *m = ds->impl;
-    return m->pos < m->n ? m->pos++ : -1;
+    *index = m->pos < m->n ? m->pos++ : -1;
+    return TL_OK;
 }
 
 static tl_status mem_next(tl_dataset *ds, ds_elem **out)
 {
-    int64_t i = mem_claim(ds);
+    int64_t i;
+    (void)mem_claim(ds, &i);
     return i >= 0 ? mem_fetch(ds, i, out) : TL_OK;
 }
 
-static const ds_access mem_access = {mem_claim, mem_fetch};
+/* Examples index[0..n) stacked: batch()'s element of them. */
+static tl_status mem_gather(tl_dataset *ds, const int64_t *index, int64_t n, ds_elem **out)
+{
+    mem_impl *m = ds->impl;
+    const char *kf = ds_intern(ds->ctx, "features"), *kl = ds_intern(ds->ctx, "label");
+    ds_elem *e = ds_elem_new(m->labels != NULL ? 2 : 1);
+    tl_status st = kf != NULL && kl != NULL && e != NULL ? TL_OK : tl_error_oom();
+    int64_t shape[TL_TENSOR_MAX_RANK + 1] = {n};
+    memcpy(shape + 1, m->shape, (size_t)m->rank * sizeof *shape);
+    if (st == TL_OK)
+        st = ds_tensor_alloc(&e->pub.tensors[0], kf, TL_DT_FLOAT32, m->rank + 1, shape);
+    if (st == TL_OK && m->labels != NULL)
+        st = ds_tensor_alloc(&e->pub.tensors[1], kl, TL_DT_INT32, 1, &n);
+    for (int64_t r = 0; r < n && st == TL_OK; r++) {
+        int64_t i = index[r];
+        if (i < 0 || i >= m->n) {
+            st = tl_error(TL_EINVAL, "examples: position %lld outside 0..%lld", (long long)i, (long long)m->n - 1);
+            break;
+        }
+        memcpy((float *)e->pub.tensors[0].data + r * m->d, m->features + i * m->d, (size_t)m->d * sizeof(float));
+        if (m->labels != NULL)
+            ((int32_t *)e->pub.tensors[1].data)[r] = m->labels[i];
+    }
+    if (st != TL_OK) {
+        ds_elem_free(e);
+        return st;
+    }
+    e->record = index[0];
+    *out = e;
+    return TL_OK;
+}
+
+static const ds_access mem_access = {mem_claim, mem_fetch, mem_gather};
 
 static tl_status mem_reset(tl_dataset *ds, uint64_t epoch_key)
 {
@@ -332,6 +366,7 @@ static tl_status mem_finish(mem_impl *m, const char *what, tl_dataset **out)
         return tl_error_oom();
     }
     ds->access = &mem_access;
+    ds->rows = ds;
     *out = ds;
     return TL_OK;
 }
@@ -402,19 +437,53 @@ static tl_status slices_fetch(tl_dataset *ds, int64_t i, ds_elem **out)
     return TL_OK;
 }
 
-static int64_t slices_claim(tl_dataset *ds)
+static tl_status slices_claim(tl_dataset *ds, int64_t *index)
 {
     slices_impl *s = ds->impl;
-    return s->pos < s->n ? s->pos++ : -1;
+    *index = s->pos < s->n ? s->pos++ : -1;
+    return TL_OK;
 }
 
 static tl_status slices_next(tl_dataset *ds, ds_elem **out)
 {
-    int64_t i = slices_claim(ds);
+    int64_t i;
+    (void)slices_claim(ds, &i);
     return i >= 0 ? slices_fetch(ds, i, out) : TL_OK;
 }
 
-static const ds_access slices_access = {slices_claim, slices_fetch};
+/* Rows index[0..n) stacked column by column: batch()'s element of them. */
+static tl_status slices_gather(tl_dataset *ds, const int64_t *index, int64_t n, ds_elem **out)
+{
+    slices_impl *s = ds->impl;
+    for (int64_t r = 0; r < n; r++)
+        if (index[r] < 0 || index[r] >= s->n)
+            return tl_error(TL_EINVAL, "tensor_slices: row %lld outside 0..%lld", (long long)index[r],
+                            (long long)s->n - 1);
+    ds_elem *e = ds_elem_new(s->ncols);
+    tl_status st = e != NULL ? TL_OK : tl_error_oom();
+    for (int c = 0; c < s->ncols && st == TL_OK; c++) {
+        const slice_col *col = &s->cols[c];
+        int64_t shape[TL_TENSOR_MAX_RANK + 1] = {n};
+        memcpy(shape + 1, col->shape, (size_t)col->rank * sizeof *shape);
+        if (col->rank + 1 > TL_TENSOR_MAX_RANK)
+            st = tl_error(TL_EINVAL, "batch: \"%s\" already has rank %d; a batch of it would exceed %d", col->key,
+                          col->rank, TL_TENSOR_MAX_RANK);
+        else
+            st = ds_tensor_alloc(&e->pub.tensors[c], col->key, col->dtype, col->rank + 1, shape);
+        uint8_t *dst = st == TL_OK ? e->pub.tensors[c].data : NULL;
+        for (int64_t r = 0; st == TL_OK && col->row_bytes > 0 && r < n; r++)
+            memcpy(dst + (size_t)r * col->row_bytes, col->data + (size_t)index[r] * col->row_bytes, col->row_bytes);
+    }
+    if (st != TL_OK) {
+        ds_elem_free(e);
+        return st;
+    }
+    e->record = index[0];
+    *out = e;
+    return TL_OK;
+}
+
+static const ds_access slices_access = {slices_claim, slices_fetch, slices_gather};
 
 static tl_status slices_reset(tl_dataset *ds, uint64_t epoch_key)
 {
@@ -553,6 +622,7 @@ tl_status tl_dataset_from_tensor_slices(const tl_tensor *columns, int n, tl_data
         return tl_error_oom();
     }
     ds->access = &slices_access;
+    ds->rows = ds;
     /* Interned once: the elements point at the context's copies. */
     for (int c = 0; c < n; c++)
         if ((s->cols[c].key = ds_intern(ds->ctx, columns[c].key)) == NULL) {
