@@ -55,6 +55,16 @@ static int next_label(tl_dataset *ds)
     return y;
 }
 
+/* got, restored after element `from`, goes on as want does, to the end. */
+static void expect_same_rest(tl_dataset *want, tl_dataset *got, int from)
+{
+    for (int k = from; k < 3 * ROWS; k++) {
+        int y = next_label(want);
+        cr_assert_eq(next_label(got), y, "element %d after the restore", k);
+    }
+    cr_assert_eq(next_label(got), -1);
+}
+
 Test(data_shuffle_memory, the_same_order_as_a_shuffle_of_elements)
 {
     for (int64_t buffer = 1; buffer <= 1024; buffer *= 8) {
@@ -84,11 +94,7 @@ Test(data_shuffle_memory, the_state_holds_positions_and_restores)
                  strlen(sb));
     tl_dataset *r = pipeline(false, 200);
     ASSERT_OK(tl_dataset_restore(r, sa));
-    for (int k = 450; k < 3 * ROWS; k++) {
-        int want = next_label(a);
-        cr_assert_eq(next_label(r), want, "element %d after the restore", k);
-    }
-    cr_assert_eq(next_label(r), -1);
+    expect_same_rest(a, r, 450);
     tl_free_string(sa);
     tl_free_string(sb);
     tl_dataset_destroy(a);
@@ -121,11 +127,7 @@ Test(data_shuffle_memory, a_state_of_elements_restores)
     cr_assert_not_null(old);
     tl_dataset *r = pipeline(false, 200);
     ASSERT_OK(tl_dataset_restore(r, old));
-    for (int k = 250; k < 3 * ROWS; k++) {
-        int want = next_label(b);
-        cr_assert_eq(next_label(r), want, "element %d after the restore", k);
-    }
-    cr_assert_eq(next_label(r), -1);
+    expect_same_rest(b, r, 250);
     free(old);
     json_decref(j);
     tl_free_string(sb);
