@@ -189,8 +189,8 @@ Test(data_shuffle_memory, damaged_positions_are_refused)
     tl_dataset_destroy(a);
 }
 
-/* A batch over a source in memory, or a shuffle or repeat of one, copies
- * its rows straight into the batch: the same batches as batch() of
+/* A batch over a source in memory, or a shuffle, repeat or scale of one,
+ * copies its rows straight into the batch: the same batches as batch() of
  * elements, for every combination, and after a restore. */
 static tl_dataset *batched(bool elements, int shape)
 {
@@ -201,6 +201,10 @@ static tl_dataset *batched(bool elements, int shape)
     ASSERT_OK(tl_dataset_from_tensor_slices(cols, 2, &ds));
     if (elements)
         ASSERT_OK(tl_dataset_take(ds, -1, &ds));
+    if (shape & 16) { /* scale(0.5) over "x": the rows are made scaled */
+        const char *x = "x";
+        ASSERT_OK(tl_dataset_scale(ds, 0.5, &x, 1, NULL, 0, &ds));
+    }
     if (shape & 1)
         ASSERT_OK(tl_dataset_shuffle(ds, 64, 3, true, &ds));
     if (shape & 2)
@@ -211,8 +215,9 @@ static tl_dataset *batched(bool elements, int shape)
     return ds;
 }
 
-/* The next batch's labels into y (its row count), checking its pixels. */
-static int64_t next_batch(tl_dataset *ds, int32_t *y)
+/* The next batch's labels into y (its row count), checking its pixels
+ * (times scale). */
+static int64_t next_batch(tl_dataset *ds, int32_t *y, float scale)
 {
     const tl_element *e;
     ASSERT_OK(tl_dataset_next(ds, &e));
@@ -222,14 +227,16 @@ static int64_t next_batch(tl_dataset *ds, int32_t *y)
     cr_assert(x->rank == 2 && x->shape[1] == WIDTH && l->rank == 1 && l->shape[0] == x->shape[0]);
     for (int64_t r = 0; r < x->shape[0]; r++) {
         y[r] = ((const int32_t *)l->data)[r];
-        cr_assert(memcmp((const float *)x->data + r * WIDTH, pixels + (size_t)y[r] * WIDTH, WIDTH * 4) == 0);
+        for (int c = 0; c < WIDTH; c++)
+            cr_assert_eq(((const float *)x->data)[r * WIDTH + c], pixels[(size_t)y[r] * WIDTH + c] * scale);
     }
     return x->shape[0];
 }
 
 Test(data_shuffle_memory, batches_gathered_from_memory_are_batch_of_elements)
 {
-    for (int shape = 0; shape < 16; shape++) {
+    for (int shape = 0; shape < 32; shape++) {
+        float scale = shape & 16 ? 0.5f : 1.0f;
         tl_dataset *a = batched(false, shape), *b = batched(true, shape), *r = NULL;
         int32_t ya[32], yb[32];
         for (int k = 0;; k++) {
@@ -242,7 +249,7 @@ Test(data_shuffle_memory, batches_gathered_from_memory_are_batch_of_elements)
                 tl_dataset_destroy(a);
                 a = r;
             }
-            int64_t na = next_batch(a, ya), nb = next_batch(b, yb);
+            int64_t na = next_batch(a, ya, scale), nb = next_batch(b, yb, scale);
             cr_assert_eq(na, nb, "pipeline %d, batch %d: %lld rows against %lld", shape, k, (long long)na,
                          (long long)nb);
             if (na == 0)

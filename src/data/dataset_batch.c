@@ -223,7 +223,7 @@ tl_status tl_dataset_batch(tl_dataset *in, int64_t batch_size, bool drop_remaind
             b->size = batch_size;
             b->drop_remainder = drop_remainder;
             b->items = tl_calloc((size_t)batch_size, sizeof *b->items);
-            /* A source in memory (or a shuffle or repeat of one) with a
+            /* A source in memory (or a shuffle, repeat or scale of one) with a
              * gather: rows go straight into the batch. */
             if (in->access != NULL && in->rows->access->gather != NULL)
                 b->index = tl_malloc((size_t)batch_size * sizeof *b->index);

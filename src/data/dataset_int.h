@@ -57,7 +57,7 @@ typedef struct ds_ops {
 } ds_ops;
 
 /* Random access, which the sources in memory offer (tensor slices, labeled
- * examples, IDX), and the shuffles and repeats over them pass on: such a
+ * examples, IDX), and the shuffles, repeats and scales over them pass on: such a
  * node hands out the positions of its elements in its source (its "rows"
  * node), and the elements are made from them only where they are used. A
  * shuffle then holds positions, not copies of the data, so its buffer and
@@ -69,8 +69,9 @@ typedef struct ds_access {
     /* The position of the element next() would return now, moving past it
      * without making it; -1 at the end. */
     tl_status (*claim)(tl_dataset *ds, int64_t *index);
-    /* Sources: the element at a position claim returned, as next() makes
-     * it; and the batch of n such elements, as batch() would stack them. */
+    /* The rows node (a source, or a scale that scales its source's rows):
+     * the element at a position claim returned, as next() makes it; and
+     * the batch of n such elements, as batch() would stack them. */
     tl_status (*fetch)(tl_dataset *src, int64_t index, ds_elem **out);
     tl_status (*gather)(tl_dataset *src, const int64_t *index, int64_t n, ds_elem **out);
 } ds_access;

@@ -48,13 +48,10 @@ static tl_status scale_tensor(tl_tensor *t, float s)
     return TL_OK;
 }
 
-static tl_status scale_next(tl_dataset *ds, ds_elem **out)
+/* The chosen tensors of e scaled in place. */
+static tl_status scale_elem(const scale_impl *c, ds_elem *e)
 {
-    scale_impl *c = ds->impl;
-    ds_elem *e;
-    tl_status st = ds_pull(ds->input, &e);
-    if (st != TL_OK || e == NULL)
-        return st;
+    tl_status st = TL_OK;
     for (int k = 0; k < e->pub.num_tensors && st == TL_OK; k++) {
         tl_tensor *t = &e->pub.tensors[k];
         bool numeric = t->dtype == TL_DT_FLOAT32 || t->dtype == TL_DT_INT64 || t->dtype == TL_DT_INT32;
@@ -64,19 +61,57 @@ static tl_status scale_next(tl_dataset *ds, ds_elem **out)
         if (!numeric) {
             char where[256];
             ds_where(where, sizeof where, e);
-            st = tl_error(TL_EINVAL, "scale: tensor \"%s\" (%s) is not numeric, at %s", t->key,
-                          tl_data_type_name(t->dtype), where);
-            break;
+            return tl_error(TL_EINVAL, "scale: tensor \"%s\" (%s) is not numeric, at %s", t->key,
+                            tl_data_type_name(t->dtype), where);
         }
         st = scale_tensor(t, c->scale);
     }
-    if (st != TL_OK) {
+    return st;
+}
+
+/* e scaled into *out, or freed on error. */
+static tl_status scaled(const scale_impl *c, tl_status st, ds_elem *e, ds_elem **out)
+{
+    if (st == TL_OK && e != NULL && (st = scale_elem(c, e)) != TL_OK) {
         ds_elem_free(e);
         return st;
     }
-    *out = e;
-    return TL_OK;
+    if (st == TL_OK)
+        *out = e;
+    return st;
 }
+
+static tl_status scale_next(tl_dataset *ds, ds_elem **out)
+{
+    ds_elem *e = NULL;
+    tl_status st = ds_pull(ds->input, &e);
+    return scaled(ds->impl, st, e, out);
+}
+
+/* Over random access the node passes positions on and scales the rows its
+ * input's source makes (one by one, or a batch at once: the same floats). */
+static tl_status scale_claim(tl_dataset *ds, int64_t *index)
+{
+    return ds->input->access->claim(ds->input, index);
+}
+
+static tl_status scale_fetch(tl_dataset *ds, int64_t index, ds_elem **out)
+{
+    tl_dataset *rows = ds->input->rows;
+    ds_elem *e = NULL;
+    tl_status st = rows->access->fetch(rows, index, &e);
+    return scaled(ds->impl, st, e, out);
+}
+
+static tl_status scale_gather(tl_dataset *ds, const int64_t *index, int64_t n, ds_elem **out)
+{
+    tl_dataset *rows = ds->input->rows;
+    ds_elem *e = NULL;
+    tl_status st = rows->access->gather(rows, index, n, &e);
+    return scaled(ds->impl, st, e, out);
+}
+
+static const ds_access scale_access = {scale_claim, scale_fetch, scale_gather};
 
 static tl_status scale_reset(tl_dataset *ds, uint64_t epoch_key)
 {
@@ -149,8 +184,15 @@ tl_status tl_dataset_scale(tl_dataset *in, double scale, const char *const *keys
         if (c == NULL || desc == NULL || (keys != NULL && c->keys == NULL) || c->skip == NULL)
             st = tl_error_oom();
     }
+    bool access = in != NULL && in->access != NULL && in->rows->access->gather != NULL;
     st = ds_finish(st, &scale_ops, c, desc, in, out);
-    if (st != TL_OK)
+    if (st != TL_OK) {
         scale_destroy(&(tl_dataset){.impl = c});
-    return st;
+        return st;
+    }
+    if (access) { /* the nodes above index the scaled rows: this node's */
+        (*out)->access = &scale_access;
+        (*out)->rows = *out;
+    }
+    return TL_OK;
 }
