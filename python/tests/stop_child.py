@@ -1,4 +1,5 @@
 """Trains the MLP of test_signals.py in its own process: argv model_dir, steps."""
+import signal
 import sys
 
 import numpy as np
@@ -19,6 +20,10 @@ def input_fn(params):
     return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(4096).repeat().batch(params["batch_size"],
                                                                                   drop_remainder=True)
 
+
+# As an interactive Python program has it, whatever this process inherited (a job started in the background
+# by a non-interactive shell, as a CI run may be, starts with SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 config = tf.estimator.tpu.RunConfig(model_dir=sys.argv[1], tf_random_seed=3, devices=2, log_step_count_steps=50,
                                     save_checkpoints_steps=100000,
