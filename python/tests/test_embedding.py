@@ -55,6 +55,8 @@ def test_embedding_activations_train_in_place(tmp_path):
     def model_fn(features, labels, mode, params):
         assert tuple(features["item"].shape) == (params["batch_size"], 4)
         logits = tf.layers.dense(features["item"], 2)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.tpu.TPUEstimatorSpec(mode, predictions=logits)
         loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
         if mode == tf.estimator.ModeKeys.EVAL:
             return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
@@ -67,10 +69,18 @@ def test_embedding_activations_train_in_place(tmp_path):
             params["batch_size"], drop_remainder=True)
     est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, config=tf.estimator.tpu.RunConfig(
         model_dir=str(tmp_path), devices=2, tf_random_seed=3), train_batch_size=64, eval_batch_size=64,
+        predict_batch_size=64,
         embedding_config_spec=spec, progress_bar=False)
     est.train(input_fn, steps=200)
     ev = est.evaluate(input_fn, steps=4)
     assert ev["accuracy"] == 1.0, ev
+
+    def predict_fn(params):
+        return tf.data.Dataset.from_tensor_slices({"x": dense[:100], "item": ids[:100]}).batch(params["batch_size"])
+    classes = [int(np.argmax(p)) for p in est.predict(predict_fn)]   # the tables are looked up in PREDICT too
+    assert classes == (ids[:100] % 2).tolist()
+    table = est.get_variable_value("dense/kernel")
+    assert table.shape == (4, 2)
 
 
 def test_dlrm_in_python_reaches_the_planted_auc(tmp_path):
