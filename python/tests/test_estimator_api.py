@@ -98,3 +98,30 @@ def test_variable_scope_names_variables_and_name_scope_does_not(tmp_path):
     assert est.get_variable_names() == ["tower/dense/bias", "tower/dense/kernel", "tower/dense_1/bias",
                                         "tower/dense_1/kernel", "tower/w"]
     assert names["shape"] == (8, 2)
+
+
+def test_the_plain_estimator_path(tmp_path):
+    """use_tpu=False: one input_fn call of the global batch, no context; training ends with the input and
+    evaluation reads all of it, the short last batch included, as Estimator does."""
+    x, y = data(100)
+    seen = []
+
+    def model(features, labels, mode, params):
+        logits = tf.layers.dense(features, 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        if mode == tf.estimator.ModeKeys.EVAL:
+            return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
+                lambda labels, logits: {"n": tf.metrics.mean(tf.ones_like(labels))}, [labels, logits]))
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=tf.train.AdamOptimizer(0.05).minimize(loss))
+
+    def eval_fn(params):
+        seen.append((params["batch_size"], "context" in params))
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"])
+    est = tf.estimator.tpu.TPUEstimator(model, config=tf.estimator.tpu.RunConfig(model_dir=str(tmp_path), devices=2),
+                                        use_tpu=False, train_batch_size=16, eval_batch_size=16, progress_bar=False)
+    est.train(lambda params: tf.data.Dataset.from_tensor_slices((x, y)).repeat(3).batch(params["batch_size"],
+                                                                                        drop_remainder=True))
+    assert est.last_train.global_step == 300 // 16 and est.last_train.end_of_input
+    ev = est.evaluate(eval_fn)
+    assert ev["global_step"] == 18 and est.last_eval.examples == 100
+    assert seen and all(s == (16, False) for s in seen)

@@ -205,6 +205,10 @@ def record(g, name, tid, dtype=None):
 def constant(value, dtype=None, shape=None, name=None):
     """tf.constant of a scalar (broadcast to shape, default scalar)."""
     del name
+    if getattr(_state, "graph", None) is None:   # on the host (metric_fn, host_call): NumPy, as TF's eager
+        dt = as_dtype(dtype).as_numpy_dtype if dtype is not None else None
+        arr = np.asarray(value, dtype=dt)
+        return np.broadcast_to(arr, tuple(shape)).copy() if shape is not None else arr
     g = get_default_graph()
     arr = np.asarray(value)
     if arr.ndim != 0 and np.unique(arr).size != 1:

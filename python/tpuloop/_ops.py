@@ -231,10 +231,14 @@ def ones(shape, dtype=float32, name=None):
 
 
 def zeros_like(t, dtype=None, name=None):
+    if on_host(t):
+        return np.zeros_like(np.asarray(t), dtype=None if dtype is None else as_dtype(dtype).as_numpy_dtype)
     return constant(0, dtype=dtype or t.dtype, shape=t.shape)
 
 
 def ones_like(t, dtype=None, name=None):
+    if on_host(t):
+        return np.ones_like(np.asarray(t), dtype=None if dtype is None else as_dtype(dtype).as_numpy_dtype)
     return constant(1, dtype=dtype or t.dtype, shape=t.shape)
 
 

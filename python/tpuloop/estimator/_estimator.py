@@ -588,7 +588,8 @@ class TPUEstimator:
             ctx = ctx_p.contents
             params = copy.deepcopy(self._params)
             params["batch_size"] = ctx.batch_size
-            params["context"] = TPUContext(ctx)
+            if self._use_tpu:   # spec §4: the device path only
+                params["context"] = TPUContext(ctx)
             sig = inspect.signature(self._input_fn).parameters
             kwargs = {"params": params}
             if "mode" in sig:
