@@ -421,7 +421,7 @@ def l2_loss(t, name=None):
     return reduce_sum(square(t)) * 0.5
 
 
-_ = (matmul, reshape, cast, constant, int32, int64, float32)
+# matmul, reshape, cast, constant and the dtypes are tf.* names too (imported above).
 
 
 def embedding_lookup(params, ids, name=None, max_norm=None):

@@ -1,8 +1,6 @@
 """tpuloop.layers: tf.compat.v1.layers, with TensorFlow 1's layer and
 variable names ('dense/kernel', 'dense_1/bias', 'conv2d/kernel',
 'batch_normalization/moving_mean'), so checkpoints read like TensorFlow's."""
-import ctypes
-
 from . import _ops
 from ._graph import get_default_graph, i64s, record, reshape
 from ._lib import lib
@@ -123,5 +121,3 @@ def flatten(inputs, name=None, data_format="channels_last"):
         n *= d
     return reshape(inputs, [shape[0], n])
 
-
-_ = ctypes

@@ -15,7 +15,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 
 import numpy as np
 
@@ -853,5 +852,3 @@ class TPUEstimator:
                     return p if os.path.isabs(p) else os.path.join(self._model_dir, p)
         return None
 
-
-_ = (time, Graph)
