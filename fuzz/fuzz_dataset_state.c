@@ -1,9 +1,11 @@
 /* fuzz_dataset_state.c — libFuzzer target for tl_dataset_restore, which reads
  * the input positions a checkpoint carries (its "input_datasets" tensor):
  * outside input, since a checkpoint file may be corrupt or crafted. The
- * first byte picks one of two pipelines built the same way each run —
+ * first byte picks one of three pipelines built the same way each run —
  *   bit 0 clear: TFRecord file (6 tf.Examples) -> parse -> shuffle(3) -> repeat(2) -> batch(2)
  *   bit 0 set:   in-memory examples -> shard(2, 1) -> shuffle(4) -> take(7) -> skip(1) -> batch(3, keep the remainder)
+ *   bit 2 set (bit 0 ignored): in-memory examples -> shuffle(4) -> repeat(2) -> batch(3, keep the remainder),
+ *                whose shuffle buffers positions ("indices") and whose batches are gathered from the rows
  * — and bit 1 how the rest is the saved state:
  *   clear: its text, as it is (either format, tpuloop.dataset/1 or /2);
  *   set:   a format-2 text up to its "elements" member, a NUL byte, then the
@@ -84,6 +86,14 @@ static tl_status build(int which, tl_dataset **out)
             st = tl_dataset_repeat(ds, 2, &ds);
         if (st == TL_OK)
             st = tl_dataset_batch(ds, 2, true, &ds);
+    } else if (which == 2) {
+        st = tl_dataset_labeled(&mem, &ds);
+        if (st == TL_OK)
+            st = tl_dataset_shuffle(ds, 4, 5, true, &ds);
+        if (st == TL_OK)
+            st = tl_dataset_repeat(ds, 2, &ds);
+        if (st == TL_OK)
+            st = tl_dataset_batch(ds, 3, false, &ds);
     } else {
         st = tl_dataset_labeled(&mem, &ds);
         if (st == TL_OK)
@@ -183,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size == 0)
         return 0;
-    int which = data[0] & 1;
+    int which = data[0] & 4 ? 2 : data[0] & 1;
     char *text = state_text(data + 1, size - 1, data[0] & 2);
     if (text == NULL)
         return 0;
