@@ -88,3 +88,51 @@ def test_dlrm_in_python_reaches_the_planted_auc(tmp_path):
     assert 0.75 < oracle < 0.85
     assert result["auc"] >= oracle - 0.01, (result, oracle)
     assert result["global_step"] == 2097152 // 512
+
+
+def _tensor(path, name):
+    """A tensor of a safetensors checkpoint (8-byte header length, JSON header, data)."""
+    import json
+    import struct
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    a, b = head[name]["data_offsets"]
+    return np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(head[name]["shape"])
+
+
+def test_a_callable_learning_rate_is_a_dynamic_one(tmp_path):
+    """TensorFlow's callable learning_rate: the tables learn at 0.5 up to step 30, then not at all."""
+    rng = np.random.RandomState(1)
+    ids = rng.randint(0, 20, size=512).astype(np.int64)
+    labels = (ids % 2).astype(np.int32)
+    calls = []
+
+    def lr(step):
+        calls.append(step)
+        return 0.5 if step < 30 else 0.0
+    spec = tf.estimator.tpu.experimental.EmbeddingConfigSpec(
+        feature_config={"item": emb.FeatureConfig(emb.TableConfig(20, 4, name="items"), name="item")},
+        optimizer=emb.SGD(learning_rate=lr))
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.layers.dense(features["item"], 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss,
+                                                 train_op=tf.train.GradientDescentOptimizer(0.5).minimize(loss))
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices(({"x": np.zeros((512, 1), np.float32), "item": ids}, labels)) \
+            .repeat().batch(params["batch_size"], drop_remainder=True)
+    config = tf.estimator.tpu.RunConfig(model_dir=str(tmp_path), devices=2, tf_random_seed=3,
+                                        tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=10))
+    est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64,
+                                        embedding_config_spec=spec, progress_bar=False)
+    est.train(input_fn, steps=10)
+    est.train(input_fn, steps=20)
+    est.train(input_fn, steps=30)
+    t = {s: _tensor(str(tmp_path / ("model.ckpt-%d.safetensors" % s)), "embedding/items/parameters")
+         for s in (10, 30, 60)}
+    assert not np.array_equal(t[10], t[30])        # learning at 0.5
+    assert np.array_equal(t[30], t[60])            # learning rate 0 from step 30
+    assert sorted(set(calls)) == list(range(60))   # once per step (on each replica's thread)

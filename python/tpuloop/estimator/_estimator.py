@@ -66,6 +66,17 @@ class TPUEstimatorSpec:
         self.eval_metrics, self.export_outputs, self.host_call = eval_metrics, export_outputs, host_call
 
 
+def _lr_caller(fn):
+    """fn as a function of the global step: a schedule or a function of one
+    argument gets the step; a function of none (TensorFlow's callable
+    learning rate) is called as it is."""
+    try:
+        takes_step = len(inspect.signature(fn).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_step = True
+    return fn if takes_step else (lambda step: fn())
+
+
 class TPUContext:
     """params['context'] in input_fn: the deployment of this invocation."""
 
@@ -305,6 +316,10 @@ class TPUEstimator:
             self._emb_config = self._emb_spec._c_config(self._seed)
             self._emb_features = self._emb_spec.features()
             o.embedding_config = self._emb_config.ptr
+            self._emb_lrs = [_lr_caller(fn) for fn in self._emb_spec.learning_rate_fns()]
+            if self._emb_lrs:
+                self._cb_emb_lr = _lib.EMB_LR(self._on_embedding_lr)
+                o.embedding_learning_rates = self._cb_emb_lr
         self._optimizers = []
         self._var_shapes = {}
         self._host_call = {}
@@ -509,6 +524,19 @@ class TPUEstimator:
                 self._progress_line(lg_p.contents)
         except BaseException as e:  # a progress line never stops training
             log.warning("progress line: %s", e)
+
+    def _on_embedding_lr(self, step, values, n, user):
+        """The dynamic embedding learning rates of a step (each replica's
+        thread calls it; the values depend on the step alone)."""
+        try:
+            if n != len(self._emb_lrs):
+                raise ValueError("the engine asks for %d dynamic learning rates; the optimizers have %d"
+                                 % (n, len(self._emb_lrs)))
+            for k, fn in enumerate(self._emb_lrs):
+                values[k] = float(fn(step))
+            return 0
+        except BaseException as e:  # noqa: B902
+            return self._fail(e)
 
     def _on_host_call(self, step, tensors, n, user):
         try:

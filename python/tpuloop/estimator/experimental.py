@@ -27,6 +27,9 @@ class EmbeddingConfigSpec:
     def features(self):
         return _emb.flatten_features(self.feature_config)
 
+    def learning_rate_fns(self):
+        return _emb.learning_rate_fns(self.feature_config, self.optimizer)
+
     def _c_config(self, seed=None):
         """The C configuration; tables are seeded as `tpuloop train` seeds them (the section's seed, 0)."""
         del seed

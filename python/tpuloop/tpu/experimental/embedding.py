@@ -21,15 +21,20 @@ class _Optimizer:
         for k, v in kwargs.items():
             if v is None or (k in self._defaults and self._defaults[k] == v):
                 continue
-            if callable(v):
-                raise errors.UnimplementedError("%s: a callable %s (a dynamic learning rate) is not supported by "
-                                                "tpuloop's Python front end yet" % (type(self).__name__, k))
+            if callable(v) and k != "learning_rate":
+                raise TypeError("%s: %s must be a number, got %r" % (type(self).__name__, k, v))
             self.args[k] = v
         self.learning_rate = kwargs.get("learning_rate")
 
-    def to_json(self):
+    def to_json(self, tags=None):
+        """The optimizer's JSON; a callable learning rate becomes a dynamic
+        one (learning_rate_tag), its tag taken from tags (callable -> tag)."""
         d = {"type": self._type}
         d.update(self.args)
+        lr = d.get("learning_rate")
+        if callable(lr):
+            del d["learning_rate"]
+            d["learning_rate_tag"] = tags.setdefault(lr, len(tags)) if tags is not None else 0
         return d
 
     def __repr__(self):
@@ -214,12 +219,23 @@ def flatten_features(feature_config):
     return out
 
 
-def config_json(feature_config, optimizer=None, pipeline_execution_with_tensor_core=False, seed=None):
+def learning_rate_fns(feature_config, optimizer=None):
+    """The callable learning rates of the tables' optimizers (and the global
+    one), in the order of their learning_rate_tag: TensorFlow's dynamic
+    learning rates, called with the global step (a tpuloop.train schedule,
+    or any function of one argument) or with none (a function of none)."""
+    tags = {}
+    config_json(feature_config, optimizer, tags=tags)
+    return [fn for fn, _ in sorted(tags.items(), key=lambda kv: kv[1])]
+
+
+def config_json(feature_config, optimizer=None, pipeline_execution_with_tensor_core=False, seed=None, tags=None):
     """The `embedding` section (emb_spec.h) of a feature_config structure."""
     features = flatten_features(feature_config)
     if not features:
         raise ValueError("feature_config has no FeatureConfig")
     tables, names = [], {}
+    tags = {} if tags is None else tags
     for _, f in features:
         t = f.table
         if id(t) in names:
@@ -232,13 +248,13 @@ def config_json(feature_config, optimizer=None, pipeline_execution_with_tensor_c
         if t.initializer is not None:
             d["initializer"] = _initializer_json(t.initializer)
         if t.optimizer is not None:
-            d["optimizer"] = t.optimizer.to_json()
+            d["optimizer"] = t.optimizer.to_json(tags)
         tables.append(d)
     section = {"tables": tables,
                "features": [{"name": n, "table": names[id(f.table)], "max_sequence_length": f.max_sequence_length}
                             for n, f in features]}
     if optimizer is not None:
-        section["optimizer"] = optimizer.to_json()
+        section["optimizer"] = optimizer.to_json(tags)
     elif any("optimizer" not in t for t in tables):
         raise ValueError("No optimizer specified for table(s) %s and no global optimizer given"
                          % [t["name"] for t in tables if "optimizer" not in t])
