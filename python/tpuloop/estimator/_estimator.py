@@ -613,30 +613,14 @@ class TPUEstimator:
     def _on_input_fn(self, ctx_p, user, out):
         try:
             ctx = ctx_p.contents
-            params = copy.deepcopy(self._params)
-            params["batch_size"] = ctx.batch_size
-            if self._use_tpu:   # spec §4: the device path only
-                params["context"] = TPUContext(ctx)
-            sig = inspect.signature(self._input_fn).parameters
-            kwargs = {"params": params}
-            if "mode" in sig:
-                kwargs["mode"] = _MODE_KEYS[ctx.mode]
-            if "config" in sig:
-                kwargs["config"] = self._config
-            prev = tdata._seed_hook
-            tdata._seed_hook = lambda: self._seed
-            try:
-                ds = self._input_fn(**kwargs)
-            finally:
-                tdata._seed_hook = prev
-            if not isinstance(ds, tdata.Dataset):
-                raise TypeError("`input_fn` must return a `Dataset` in tpuloop (got %r): build it with "
-                                "tpuloop.data" % (type(ds).__name__,))
-            first = self._input_keys is None
-            self._use_input(ds, ctx.mode)
-            if first:
-                self._set_keys(self._cinput)
-            self._datasets.append(ds)
+            # input_fn runs once per invocation, as in TensorFlow: the estimator opens invocation 0 a second
+            # time (its first training reads the input's shape from it first), and gets the same pipeline
+            # again, built from the Dataset that call returned.
+            key = (ctx.mode, ctx.host, ctx.index, ctx.total, ctx.num_replicas, ctx.first_replica)
+            ds = self._recipes.get(key)
+            if ds is None:
+                ds = self._call_input_fn(ctx)
+                self._recipes[key] = ds
             prev = tdata._seed_hook
             tdata._seed_hook = lambda: self._seed
             try:
@@ -646,6 +630,33 @@ class TPUEstimator:
             return 0
         except BaseException as e:  # noqa: B902
             return self._fail(e)
+
+    def _call_input_fn(self, ctx):
+        """The user's input_fn for one invocation: its Dataset, checked."""
+        params = copy.deepcopy(self._params)
+        params["batch_size"] = ctx.batch_size
+        if self._use_tpu:   # spec §4: the device path only
+            params["context"] = TPUContext(ctx)
+        sig = inspect.signature(self._input_fn).parameters
+        kwargs = {"params": params}
+        if "mode" in sig:
+            kwargs["mode"] = _MODE_KEYS[ctx.mode]
+        if "config" in sig:
+            kwargs["config"] = self._config
+        prev = tdata._seed_hook
+        tdata._seed_hook = lambda: self._seed
+        try:
+            ds = self._input_fn(**kwargs)
+        finally:
+            tdata._seed_hook = prev
+        if not isinstance(ds, tdata.Dataset):
+            raise TypeError("`input_fn` must return a `Dataset` in tpuloop (got %r): build it with "
+                            "tpuloop.data" % (type(ds).__name__,))
+        first = self._input_keys is None
+        self._use_input(ds, ctx.mode)
+        if first:
+            self._set_keys(self._cinput)
+        return ds
 
     def _use_input(self, ds, mode):
         """Checks the element structure and learns the features' layout."""
@@ -702,7 +713,7 @@ class TPUEstimator:
         TensorFlow."""
         self._check_input_fn(input_fn)
         self._input_fn = input_fn
-        self._datasets = []
+        self._recipes = {}
         self._input_keys = None
         c = _lib.Input()
         c.input_fn = self._cb_input_fn
@@ -755,7 +766,7 @@ class TPUEstimator:
                 sig = lib.tl_estimator_stop_signals_remove()
             if self._progress_line is not None:
                 self._progress_line.end()
-            self._datasets = []
+            self._recipes = {}
         self._trained = True
         self.last_train = res
         if sig and res.stopped:
@@ -788,7 +799,7 @@ class TPUEstimator:
             self._run(lambda: lib.tl_estimator_evaluate_input(self._est, ctypes.byref(c), ctypes.byref(res)),
                       "evaluate")
         finally:
-            self._datasets = []
+            self._recipes = {}
         self.last_eval = res
         out = {"loss": np.float32(res.loss_replica0), "global_step": int(res.global_step)}
         for i in range(res.num_metrics):
@@ -808,7 +819,7 @@ class TPUEstimator:
             self._run(lambda: lib.tl_estimator_predict_input(self._est, ctypes.byref(c), ctypes.byref(res)),
                       "predict")
         finally:
-            self._datasets = []
+            self._recipes = {}
         try:
             n, w = res.num_examples, res.width
             values = np.ctypeslib.as_array(res.values, shape=(n, w)).copy() if n else np.zeros((0, w), np.float32)
