@@ -136,3 +136,13 @@ def test_a_callable_learning_rate_is_a_dynamic_one(tmp_path):
     assert not np.array_equal(t[10], t[30])        # learning at 0.5
     assert np.array_equal(t[30], t[60])            # learning rate 0 from step 30
     assert sorted(set(calls)) == list(range(60))   # once per step (on each replica's thread)
+
+
+@pytest.mark.parametrize("opt", [emb.SGD(0.1), emb.Adagrad(0.1), emb.AdagradMomentum(0.1, momentum=0.9),
+                                 emb.Adam(0.01), emb.FTRL(0.1, l1_regularization_strength=0.01)],
+                         ids=["SGD", "Adagrad", "AdagradMomentum", "Adam", "FTRL"])
+def test_each_optimizer_builds_the_engine(opt):
+    spec = tf.estimator.tpu.experimental.EmbeddingConfigSpec(
+        feature_config={"f": emb.FeatureConfig(emb.TableConfig(10, 4, name="t"))}, optimizer=opt)
+    c = spec._c_config()                    # the C library read and validated it
+    assert c.ptr

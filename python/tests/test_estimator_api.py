@@ -125,3 +125,27 @@ def test_the_plain_estimator_path(tmp_path):
     ev = est.evaluate(eval_fn)
     assert ev["global_step"] == 18 and est.last_eval.examples == 100
     assert seen and all(s == (16, False) for s in seen)
+
+
+@pytest.mark.parametrize("opt,slots", [
+    (lambda: tf.train.MomentumOptimizer(0.1, momentum=0.9), ["Momentum"]),
+    (lambda: tf.train.AdagradOptimizer(0.1), ["Adagrad"]),
+    (lambda: tf.train.RMSPropOptimizer(0.01), ["RMSProp", "RMSProp_1"]),
+    (lambda: tf.train.AdamOptimizer(0.01), ["Adam", "Adam_1"]),
+], ids=["Momentum", "Adagrad", "RMSProp", "Adam"])
+def test_the_train_op_optimizer_and_its_checkpoint_slots(tmp_path, opt, slots):
+    import json
+    import struct
+
+    def model(features, labels, mode, params):
+        logits = tf.layers.dense(features, 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=tf.tpu.CrossShardOptimizer(opt()).minimize(
+            loss, global_step=tf.train.get_global_step()))
+    est = tf.estimator.tpu.TPUEstimator(model, config=tf.estimator.tpu.RunConfig(model_dir=str(tmp_path), devices=2),
+                                        train_batch_size=16, progress_bar=False)
+    est.train(input_fn, steps=3)
+    raw = open(est.latest_checkpoint() + ".safetensors", "rb").read()
+    names = set(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]]))
+    for s in slots:
+        assert "dense/kernel/" + s in names, sorted(names)

@@ -73,6 +73,26 @@ class Adagrad(_Optimizer):
         self.args.setdefault("initial_accumulator_value", initial_accumulator_value)
 
 
+class AdagradMomentum(_Optimizer):
+    _type = "adagrad_momentum"
+
+    def __init__(self, learning_rate=0.001, momentum=0.0, use_nesterov=False, exponent=2, beta2=1, epsilon=1e-10,
+                 use_gradient_accumulation=True, clip_weight_min=None, clip_weight_max=None, weight_decay_factor=None,
+                 multiply_weight_decay_factor_by_learning_rate=None, slot_variable_creation_fn=None, clipvalue=None,
+                 low_dimensional_packing_status=False):
+        if slot_variable_creation_fn is not None:
+            raise errors.UnimplementedError("AdagradMomentum: slot_variable_creation_fn")
+        super().__init__(learning_rate=learning_rate, momentum=momentum, use_nesterov=use_nesterov,
+                         exponent=exponent, beta2=beta2, epsilon=epsilon,
+                         use_gradient_accumulation=use_gradient_accumulation, clip_weight_min=clip_weight_min,
+                         clip_weight_max=clip_weight_max, weight_decay_factor=weight_decay_factor,
+                         multiply_weight_decay_factor_by_learning_rate=multiply_weight_decay_factor_by_learning_rate,
+                         clipvalue=clipvalue, low_dimensional_packing_status=low_dimensional_packing_status)
+        for k, v in (("learning_rate", learning_rate), ("momentum", momentum), ("exponent", exponent),
+                     ("beta2", beta2), ("epsilon", epsilon)):
+            self.args.setdefault(k, v)
+
+
 class Adam(_Optimizer):
     _type = "adam"
 
