@@ -45,6 +45,8 @@
 # and sets its library's thread counts (bench/peers/peer_util.py). Where
 # `install-bench-peers --check` fails, one "skipped" line says so. Their step
 # counts: TPULOOP_BENCH_PEER_STEPS, _REPS, _WARMUP (bench/peers/peer_util.py).
+# Then FBGEMM's fused CPU TableBatchedEmbedding (embedding_fbgemm.py, what
+# TorchRec wraps on CPU) on bench_embedding's workload at 1 and 2 threads.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -148,6 +150,15 @@ venv_peers() {
             done
         done | sed "s/^{/{\"round\": $r, /"
         r=$((r + 1))
+    done
+    # FBGEMM's fused TBE on bench_embedding's workload, at 1 and 2 threads
+    # (summary.py takes its better one per optimizer and bag), one process
+    # per optimizer so that each peak RSS is its own.
+    for threads in 1 2; do
+        for opt in sgd adagrad; do
+            "$venv/bin/python" "$here/peers/embedding_fbgemm.py" --threads="$threads" --opts="$opt" ||
+                echo "{\"bench\": \"fbgemm_tbe\", \"failed\": \"--threads=$threads --opts=$opt\"}"
+        done
     done
 }
 

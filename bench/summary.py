@@ -13,7 +13,9 @@
 #   input_*      bench_input: TFRecord read + CRC (MB/s, target 2000), GZIP,
 #                and tf.Example parsing into dense features against Python's
 #                protobuf on the same file (records/s, ratio target 5)
-#   emb_*        bench_embedding against torch_embbag.py, per "opt/bag" (sgd,
+#   emb_*        bench_embedding against torch_embbag.py (and FBGEMM's fused
+#                TBE, bench/peers/embedding_fbgemm.py, at its better thread
+#                count: emb_ratio_vs_fbgemm), per "opt/bag" (sgd,
 #                adagrad; bags of 1 and 20 Zipf ids): M lookups/s of both and
 #                their ratio (target 10); effective GB/s of both and their
 #                share of the random-row gather bandwidth bench_embedding
@@ -314,12 +316,21 @@ def embedding_figures(recs, pick, med, ratio):
     tl_lk = {k: med(tl[k]) for k in tl}
     pt_lk = {k: med(pt[k]) for k in pt}
     vs_torch = {k: ratio(tl_lk[k], pt_lk[k]) for k in tl}
+    # FBGEMM's fused TBE (bench/peers/embedding_fbgemm.py) at its better thread count.
+    fb = {}
+    for o, b in keys:
+        runs = [x for x in recs if x.get("bench") == "fbgemm_tbe" and x.get("opt") == o and x.get("bag") == b]
+        fb["%s/%d" % (o, b)] = max(runs, key=lambda x: x.get("median", 0)) if runs else None
+    fb_lk = {k: med(fb[k]) for k in fb}
     gather = {k: field(tl[k], "gather_GBps") for k in tl}
     frac = {k: field(tl[k], "eff_fraction_of_gather") for k in tl}
     rss = {o: field(tl["%s/1" % o], "rss_over_tables") for o in ("sgd", "adagrad")}
     return {
-        "emb_lookups_M_per_s": {"tpuloop": tl_lk, "torch": pt_lk},
+        "emb_lookups_M_per_s": {"tpuloop": tl_lk, "torch": pt_lk, "fbgemm": fb_lk},
         "emb_ratio_vs_torch": vs_torch,
+        "emb_ratio_vs_fbgemm": {k: ratio(tl_lk[k], fb_lk[k]) for k in tl},
+        "emb_fbgemm_threads": {k: field(fb[k], "threads") for k in fb},
+        "emb_fbgemm_fraction_of_gather": {k: ratio(field(fb[k], "eff_GBps_median"), gather[k]) for k in fb},
         "emb_eff_GBps": {"tpuloop": {k: field(tl[k], "eff_GBps_median") for k in tl},
                          "torch": {k: field(pt[k], "eff_GBps_median") for k in pt}},
         "emb_gather_GBps": gather,
