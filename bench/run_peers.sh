@@ -157,7 +157,7 @@ venv_peers() {
     for threads in 1 2; do
         for opt in sgd adagrad; do
             "$venv/bin/python" "$here/peers/embedding_fbgemm.py" --threads="$threads" --opts="$opt" ||
-                echo "{\"bench\": \"fbgemm_tbe\", \"failed\": \"--threads=$threads --opts=$opt\"}"
+                printf '{"bench": "fbgemm_tbe", "failed": "--threads=%s --opts=%s"}\n' "$threads" "$opt"
         done
     done
 }

@@ -103,7 +103,7 @@ def main():
                                  "fbgemm_gpu_cpu": __import__("importlib.metadata").metadata.version(
                                      "fbgemm-gpu-cpu")})
             peer_util.emit(rec, lookups, digits=3)
-        del tbe
+        tbe = None   # frees the tables before the next optimizer's
 
 
 if __name__ == "__main__":
