@@ -153,12 +153,25 @@ venv_peers() {
     done
     # FBGEMM's fused TBE on bench_embedding's workload, at 1 and 2 threads
     # (summary.py takes its better one per optimizer and bag), one process
-    # per optimizer so that each peak RSS is its own.
-    for threads in 1 2; do
-        for opt in sgd adagrad; do
-            "$venv/bin/python" "$here/peers/embedding_fbgemm.py" --threads="$threads" --opts="$opt" ||
-                printf '{"bench": "fbgemm_tbe", "failed": "--threads=%s --opts=%s"}\n' "$threads" "$opt"
-        done
+    # per optimizer so that each peak RSS is its own; in alternating rounds
+    # with bench_embedding itself (beside bench_models in the build), whose
+    # lines carry the round too.
+    emb="$(dirname "${models:-.}")/bench_embedding"
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        {
+            if [ -x "$emb" ]; then
+                "$emb" | grep '"tpuloop_embedding"' ||
+                    echo '{"bench": "tpuloop_embedding", "failed": "bench_embedding"}'
+            fi
+            for threads in 1 2; do
+                for opt in sgd adagrad; do
+                    "$venv/bin/python" "$here/peers/embedding_fbgemm.py" --threads="$threads" --opts="$opt" ||
+                        printf '{"bench": "fbgemm_tbe", "failed": "--threads=%s --opts=%s"}\n' "$threads" "$opt"
+                done
+            done
+        } | sed "s/^{/{\"round\": $r, /"
+        r=$((r + 1))
     done
 }
 
