@@ -239,14 +239,27 @@ out:
     return rc;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* --devices=1 or 2: only those runs (make bench's rounds against the
+     * peers take 2); by default both. */
+    int only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--devices=1") == 0 || strcmp(argv[i], "--devices=2") == 0) {
+            only = argv[i][10] - '0';
+            continue;
+        }
+        fprintf(stderr, "bench_dlrm: \"%s\": the only argument is --devices=1 or --devices=2\n", argv[i]);
+        return 2;
+    }
     tl_set_log_level(TL_LOG_ERROR);
     static const struct {
         bool adagrad;
         int devices;
     } runs[] = {{true, 1}, {true, 2}, {false, 1}, {false, 2}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        if (only != 0 && runs[i].devices != only)
+            continue;
         fflush(stdout);
         pid_t pid = fork();
         if (pid < 0) {

@@ -64,6 +64,9 @@
  * Runs in about a minute. */
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +82,7 @@
 #include "util/bench_util.h"
 
 enum { TABLES = 8, ROWS = 1000000, DIM = 64, BATCH = 4096, NBATCH = 8, REPS = 5, ROW_BYTES = DIM * 4 };
-enum { NBAGS = 2 };
+enum { NBAGS = 2, MAX_CORES = 2 };
 static const int bag_sizes[NBAGS] = {1, 20};
 
 /* ---- ids ------------------------------------------------------------------- */
@@ -100,6 +103,24 @@ static double uniform01(uint64_t *s)
 /* Pre-generated ids: ids[bag][batch][table] holds BATCH × bag ids. */
 static int64_t *ids[NBAGS][NBATCH][TABLES];
 static int64_t *row_splits[NBAGS]; /* (BATCH + 1) */
+static int64_t uniques[NBAGS][NBATCH]; /* distinct (table, id) of each global batch */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct ids of v[0..n), counted on a sorted copy in tmp. */
+static int64_t count_distinct(const int64_t *v, size_t n, int64_t *tmp)
+{
+    memcpy(tmp, v, n * sizeof *tmp);
+    qsort(tmp, n, sizeof *tmp, cmp_i64);
+    int64_t d = 0;
+    for (size_t k = 0; k < n; k++)
+        d += k == 0 || tmp[k] != tmp[k - 1];
+    return d;
+}
 
 /* Draws every batch as numpy's searchsorted over the CDF does (the first
  * rank whose CDF is >= u), then scatters the rank by the permutation. */
@@ -126,7 +147,8 @@ static bool make_ids(void)
         perm[k] = perm[j];
         perm[j] = t;
     }
-    bool ok = true;
+    int64_t *tmp = malloc((size_t)BATCH * (size_t)bag_sizes[NBAGS - 1] * sizeof *tmp);
+    bool ok = tmp != NULL;
     for (int b = 0; b < NBAGS && ok; b++) {
         size_t n = (size_t)BATCH * (size_t)bag_sizes[b];
         row_splits[b] = malloc((BATCH + 1) * sizeof(int64_t));
@@ -149,8 +171,11 @@ static bool make_ids(void)
                         }
                         v[k] = perm[lo];
                     }
+                if (ok)
+                    uniques[b][i] += count_distinct(v, n, tmp);
             }
     }
+    free(tmp);
     free(cdf);
     free(perm);
     return ok;
@@ -192,14 +217,42 @@ enum { GATHER_PF = 16, GATHER_REPS = 5 };
 static const size_t gather_bytes = (size_t)2 << 30;
 static const size_t gather_visits = (size_t)8 << 20;
 
+typedef struct gather_arg {
+    const float *table;
+    const uint32_t *idx; /* visits [0, n) */
+    size_t n;
+    float *buf; /* BATCH rows */
+    double sink;
+} gather_arg;
+
+static void *gather_run(void *p)
+{
+    gather_arg *a = p;
+    for (size_t b0 = 0; b0 < a->n; b0 += BATCH) {
+        size_t end = b0 + BATCH < a->n ? b0 + BATCH : a->n;
+        for (size_t i = b0; i < end; i++) {
+            if (i + GATHER_PF < a->n) {
+                const char *r = (const char *)(a->table + (size_t)a->idx[i + GATHER_PF] * DIM);
+                for (int l = 0; l < 4; l++)
+                    __builtin_prefetch(r + 64 * l, 0, 3);
+            }
+            memcpy(a->buf + (i - b0) * DIM, a->table + (size_t)a->idx[i] * DIM, ROW_BYTES);
+        }
+        a->sink += a->buf[b0 % ((size_t)BATCH * DIM)];
+    }
+    return NULL;
+}
+
 /* Rows per second of the median rep, or 0 when memory is short; *huge_mib
- * the process's transparent huge pages while the buffer is mapped. */
-static double gather_rows_per_s(bool huge, double *huge_mib)
+ * the process's transparent huge pages while the buffer is mapped. With
+ * several threads each gathers its share of the visits into its own buffer,
+ * at once, as the engine's cores do. */
+static double gather_rows_per_s(bool huge, int threads, double *huge_mib)
 {
     size_t rows = gather_bytes / ROW_BYTES;
     float *table = mmap(NULL, gather_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint32_t *idx = malloc(gather_visits * sizeof *idx);
-    float *buf = aligned_alloc(64, (size_t)BATCH * ROW_BYTES);
+    float *buf = aligned_alloc(64, (size_t)MAX_CORES * BATCH * ROW_BYTES);
     double r = 0, sink = 0;
     if (table == MAP_FAILED || idx == NULL || buf == NULL)
         goto out;
@@ -208,29 +261,35 @@ static double gather_rows_per_s(bool huge, double *huge_mib)
     for (size_t i = 0; i < rows; i++)
         for (int k = 0; k < DIM; k++)
             table[i * DIM + k] = (float)(i & 1023) + (float)k;
-    memset(buf, 0, (size_t)BATCH * ROW_BYTES);
+    memset(buf, 0, (size_t)MAX_CORES * BATCH * ROW_BYTES);
     *huge_mib = anon_huge_mib();
     uint64_t seed = 777;
     for (size_t i = 0; i < gather_visits; i++)
         idx[i] = (uint32_t)(splitmix64(&seed) % rows);
     double t[GATHER_REPS];
+    size_t share = gather_visits / (size_t)threads;
     for (int rep = -1; rep < GATHER_REPS; rep++) { /* rep -1: warm-up */
+        gather_arg a[MAX_CORES];
+        pthread_t th[MAX_CORES];
+        int started = 1;
+        for (int c = 0; c < threads; c++)
+            a[c] = (gather_arg){table, idx + (size_t)c * share, share, buf + (size_t)c * BATCH * DIM, 0};
         double t0 = bench_now();
-        for (size_t b0 = 0; b0 < gather_visits; b0 += BATCH) {
-            for (size_t i = b0; i < b0 + BATCH; i++) {
-                if (i + GATHER_PF < gather_visits) {
-                    const char *p = (const char *)(table + (size_t)idx[i + GATHER_PF] * DIM);
-                    for (int l = 0; l < 4; l++)
-                        __builtin_prefetch(p + 64 * l, 0, 3);
-                }
-                memcpy(buf + (i - b0) * DIM, table + (size_t)idx[i] * DIM, ROW_BYTES);
-            }
-            sink += buf[b0 % ((size_t)BATCH * DIM)];
+        for (int c = 1; c < threads; c++)
+            started += pthread_create(&th[c], NULL, gather_run, &a[c]) == 0;
+        gather_run(&a[0]);
+        for (int c = 1; c < started; c++)
+            pthread_join(th[c], NULL);
+        if (started < threads) { /* no thread: no figure */
+            r = 0;
+            goto out;
         }
         if (rep >= 0)
             t[rep] = bench_now() - t0;
+        for (int c = 0; c < threads; c++)
+            sink += a[c].sink;
     }
-    r = (double)gather_visits / bench_median(t, GATHER_REPS);
+    r = (double)(share * (size_t)threads) / bench_median(t, GATHER_REPS);
     if (sink == 12345.678) /* keeps the copies */
         fprintf(stderr, "bench_embedding: %g\n", sink);
 out:
@@ -249,54 +308,175 @@ typedef struct result {
     double unique_per_step;
 } result;
 
-static tl_status step(tl_emb_engine *eng, const tl_emb_input *in, float *const *out, const float *const *grads)
+/* ---- the step on C cores ---------------------------------------------------------- */
+
+/* A spinning barrier of the C threads (sense-reversing): a step is a few
+ * milliseconds, and a sleep and wake-up per barrier would be a fair part of
+ * the smaller ones. */
+typedef struct spin_barrier {
+    atomic_int count, sense;
+    int n;
+} spin_barrier;
+
+static void spin_wait(spin_barrier *b, int *local_sense)
+{
+    int s = *local_sense = !*local_sense;
+    if (atomic_fetch_add(&b->count, 1) + 1 == b->n) {
+        atomic_store(&b->count, 0);
+        atomic_store(&b->sense, s);
+    } else {
+        for (int spins = 0; atomic_load(&b->sense) != s; spins++)
+            if (spins > 4096)
+                sched_yield();
+    }
+}
+
+/* What the C cores share: the engine, the step's inputs (core c enqueues
+ * in[c], its slice of the global batch), each core's activations and
+ * gradients, and the barrier. As a training loop with one replica per core
+ * calls the engine: enqueue, recv_dedup, recv_activations, send_gradients,
+ * then (several cores) every core applies the rows it owns once all have
+ * sent, as src/runtime/emb_steps.c does. */
+typedef struct cores {
+    tl_emb_engine *eng;
+    int C;
+    const tl_emb_input *in[MAX_CORES];
+    float *const *out[MAX_CORES];
+    const float *const *grads[MAX_CORES];
+    spin_barrier bar;
+    atomic_int stop;
+    atomic_int failed;
+    pthread_t th[MAX_CORES];
+} cores;
+
+static tl_status core_step(cores *k, int c, int *sense)
 {
     tl_emb_dedup dd;
-    tl_status st = tl_emb_enqueue(eng, 0, in, TABLES, "training");
+    tl_emb_engine *eng = k->eng;
+    tl_status st = tl_emb_enqueue(eng, c, k->in[c], TABLES, "training");
     if (st == TL_OK)
-        st = tl_emb_recv_dedup(eng, 0, &dd);
+        st = tl_emb_recv_dedup(eng, c, &dd);
     if (st == TL_OK)
-        st = tl_emb_recv_activations(eng, 0, &dd, out, TABLES);
+        st = tl_emb_recv_activations(eng, c, &dd, k->out[c], TABLES);
     if (st == TL_OK)
-        st = tl_emb_send_gradients(eng, 0, &dd, grads, TABLES, NULL, 0);
+        st = tl_emb_send_gradients(eng, c, &dd, k->grads[c], TABLES, NULL, 0);
+    if (k->C == 1)
+        return st;
+    if (st != TL_OK)
+        atomic_store(&k->failed, 1);
+    spin_wait(&k->bar, sense); /* every core sent */
+    if (st == TL_OK && !atomic_load(&k->failed))
+        st = tl_emb_apply_owned(eng, c);
     return st;
 }
 
-static tl_status run_bag(tl_emb_engine *eng, int b, int slots, float *const *out, const float *const *grads,
-                         result *res)
+typedef struct core_arg {
+    cores *k;
+    int c;
+} core_arg;
+
+/* Cores 1..C-1: a step whenever core 0 (the main thread) starts one. */
+static void *core_main(void *p)
 {
-    tl_emb_input in[NBATCH][TABLES];
+    core_arg *a = p;
+    int sense = 0;
+    for (;;) {
+        spin_wait(&a->k->bar, &sense); /* the step's inputs are set, and the last step applied */
+        if (atomic_load(&a->k->stop))
+            return NULL;
+        if (core_step(a->k, a->c, &sense) != TL_OK) {
+            fprintf(stderr, "bench_embedding: core %d: %s\n", a->c, tl_last_error());
+            atomic_store(&a->k->failed, 1);
+        }
+    }
+}
+
+static int main_sense;
+
+/* One step of every core; the inputs of core c are in[c]. */
+static tl_status step(cores *k, const tl_emb_input *const *in)
+{
+    for (int c = 0; c < k->C; c++)
+        k->in[c] = in[c];
+    if (k->C > 1)
+        spin_wait(&k->bar, &main_sense);
+    tl_status st = core_step(k, 0, &main_sense);
+    if (st == TL_OK && atomic_load(&k->failed))
+        st = tl_error(TL_ERUNTIME, "another core failed");
+    return st;
+}
+
+static core_arg core_args[MAX_CORES];
+
+static bool cores_start(cores *k)
+{
+    for (int c = 1; c < k->C; c++) {
+        core_args[c] = (core_arg){k, c};
+        if (pthread_create(&k->th[c], NULL, core_main, &core_args[c]) != 0) {
+            k->C = c; /* the started ones are stopped */
+            return false;
+        }
+    }
+    return true;
+}
+
+static void cores_stop(cores *k)
+{
+    if (k->C == 1)
+        return;
+    atomic_store(&k->stop, 1);
+    spin_wait(&k->bar, &main_sense);
+    for (int c = 1; c < k->C; c++)
+        pthread_join(k->th[c], NULL);
+}
+
+static tl_status run_bag(cores *k, int b, int slots, result *res)
+{
+    /* Core c enqueues rows [c B/C, (c + 1) B/C) of the global batch: the
+     * same ids at every core count. */
+    int C = k->C, Bc = BATCH / C;
+    tl_emb_input in[NBATCH][MAX_CORES][TABLES];
+    const tl_emb_input *inp[NBATCH][MAX_CORES];
     int64_t n = (int64_t)BATCH * bag_sizes[b];
     for (int i = 0; i < NBATCH; i++)
-        for (int t = 0; t < TABLES; t++)
-            in[i][t] = (tl_emb_input){.kind = TL_EMB_INPUT_RAGGED, .ids = ids[b][i][t], .n = n,
-                                      .row_splits = row_splits[b]};
+        for (int c = 0; c < C; c++) {
+            for (int t = 0; t < TABLES; t++)
+                in[i][c][t] = (tl_emb_input){.kind = TL_EMB_INPUT_RAGGED,
+                                             .ids = ids[b][i][t] + (int64_t)c * Bc * bag_sizes[b],
+                                             .n = (int64_t)Bc * bag_sizes[b], .row_splits = row_splits[b]};
+            inp[i][c] = in[i][c];
+        }
     tl_status st = TL_OK;
-    int64_t k = 0;
+    int64_t j = 0;
     double t0 = bench_now(), dt = 0;
-    while (st == TL_OK && (k < 3 || dt < 0.5)) {
-        st = step(eng, in[k++ % NBATCH], out, grads);
+    while (st == TL_OK && (j < 3 || dt < 0.5)) {
+        st = step(k, inp[j++ % NBATCH]);
         dt = bench_now() - t0;
     }
     if (st != TL_OK)
         return st;
-    res->warmup_steps = (int)k;
-    int steps = (int)(1.0 / (dt / (double)k));
+    res->warmup_steps = (int)j;
+    int steps = (int)(1.0 / (dt / (double)j));
     steps = steps < 4 ? 4 : steps > 5000 ? 5000 : steps;
     res->steps_per_rep = steps;
     double ids_per_step = (double)n * TABLES, total_unique = 0;
     for (int r = 0; r < REPS && st == TL_OK; r++) {
         tl_emb_stats s0, s1;
-        tl_emb_get_stats(eng, &s0);
+        tl_emb_get_stats(k->eng, &s0);
+        double unique = 0; /* the global batches' distinct rows: each is updated once, at any C */
+        for (int i = 0; i < steps; i++)
+            unique += (double)uniques[b][(j + i) % NBATCH];
         double r0 = bench_now();
         for (int i = 0; i < steps && st == TL_OK; i++)
-            st = step(eng, in[k++ % NBATCH], out, grads);
+            st = step(k, inp[j++ % NBATCH]);
         double s = bench_now() - r0;
-        tl_emb_get_stats(eng, &s1);
-        double lookups = (double)(s1.lookups - s0.lookups), unique = (double)(s1.unique_rows - s0.unique_rows);
-        if (st == TL_OK && lookups != ids_per_step * steps) {
-            fprintf(stderr, "bench_embedding: the engine counted %.0f lookups, %.0f expected\n", lookups,
-                    ids_per_step * steps);
+        tl_emb_get_stats(k->eng, &s1);
+        double lookups = (double)(s1.lookups - s0.lookups);
+        if (st == TL_OK && (lookups != ids_per_step * steps ||
+                            (C == 1 && (double)(s1.unique_rows - s0.unique_rows) != unique))) {
+            fprintf(stderr, "bench_embedding: the engine counted %.0f lookups and %.0f unique rows, %.0f and %.0f "
+                            "expected\n", lookups, (double)(s1.unique_rows - s0.unique_rows), ids_per_step * steps,
+                    unique);
             return TL_ERUNTIME;
         }
         total_unique += unique;
@@ -317,7 +497,7 @@ static void print_reps(const char *key, const double *v)
     printf("], ");
 }
 
-static int run(tl_emb_algorithm alg)
+static int run(tl_emb_algorithm alg, int C)
 {
     tl_emb_table_config tc[TABLES];
     tl_emb_feature_config fc[TABLES];
@@ -338,27 +518,30 @@ static int run(tl_emb_algorithm alg)
     cfg.features = fc;
     cfg.num_features = TABLES;
     cfg.optimizer = opt;
-    cfg.num_tensor_cores = 1;
-    cfg.batch_size_per_tensor_core = BATCH;
-    cfg.num_shards = 1;
+    cfg.num_tensor_cores = C;
+    cfg.batch_size_per_tensor_core = BATCH / C;
+    cfg.num_shards = C;
     cfg.seed = 42;
 
-    /* Activations and gradients: one [B, 64] buffer per feature each. */
+    /* Activations and gradients: one [B, 64] buffer per feature each, core
+     * c's its rows [c B/C, (c + 1) B/C). */
     float *act = malloc((size_t)TABLES * BATCH * DIM * sizeof *act);
     float *grad = malloc((size_t)TABLES * BATCH * DIM * sizeof *grad);
     if (act == NULL || grad == NULL) {
         fprintf(stderr, "bench_embedding: out of memory\n");
         return 1;
     }
-    float *out[TABLES];
-    const float *grads[TABLES];
+    float *out[MAX_CORES][TABLES];
+    const float *grads[MAX_CORES][TABLES];
     for (size_t i = 0; i < (size_t)TABLES * BATCH * DIM; i++)
         grad[i] = 1e-3f * (float)((int)(i % 17) - 8); /* small, signed, no denormals under either rule */
     memset(act, 0, (size_t)TABLES * BATCH * DIM * sizeof *act);
-    for (int t = 0; t < TABLES; t++) {
-        out[t] = act + (size_t)t * BATCH * DIM;
-        grads[t] = grad + (size_t)t * BATCH * DIM;
-    }
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < TABLES; t++) {
+            size_t at = ((size_t)t * BATCH + (size_t)c * (BATCH / C)) * DIM;
+            out[c][t] = act + at;
+            grads[c][t] = grad + at;
+        }
 
     double rss_before = rss_now_mib();
     tl_emb_engine *eng = NULL;
@@ -367,8 +550,18 @@ static int run(tl_emb_algorithm alg)
     double init_s = bench_now() - t0;
     int slots = tl_emb_num_slots(&opt);
     result res[NBAGS];
+    cores k = {.eng = eng, .C = C, .bar = {.n = C}};
+    for (int c = 0; c < C; c++) {
+        k.out[c] = out[c];
+        k.grads[c] = grads[c];
+    }
+    if (st == TL_OK && C > 1)
+        st = tl_emb_set_owner_apply(eng, true);
+    if (st == TL_OK && !cores_start(&k))
+        st = tl_error(TL_ERUNTIME, "no thread for a core");
     for (int b = 0; b < NBAGS && st == TL_OK; b++)
-        st = run_bag(eng, b, slots, out, grads, &res[b]);
+        st = run_bag(&k, b, slots, &res[b]);
+    cores_stop(&k);
     if (st != TL_OK) {
         fprintf(stderr, "bench_embedding: %s: %s\n", tl_emb_algorithm_name(alg), tl_last_error());
         tl_emb_engine_destroy(eng);
@@ -385,7 +578,7 @@ static int run(tl_emb_algorithm alg)
     free(grad);
 
     double g_huge_mib = 0, g_4k_mib = 0;
-    double g_huge = gather_rows_per_s(true, &g_huge_mib), g_4k = gather_rows_per_s(false, &g_4k_mib);
+    double g_huge = gather_rows_per_s(true, C, &g_huge_mib), g_4k = gather_rows_per_s(false, C, &g_4k_mib);
     if (g_huge <= 0 || g_4k <= 0) {
         fprintf(stderr, "bench_embedding: no memory for the gather's %zu-byte buffer\n", gather_bytes);
         return 1;
@@ -395,11 +588,11 @@ static int run(tl_emb_algorithm alg)
     for (int b = 0; b < NBAGS; b++) {
         result *r = &res[b];
         printf("{\"bench\": \"tpuloop_embedding\", \"opt\": \"%s\", \"dist\": \"zipf\", \"bag\": %d, \"tables\": %d, "
-               "\"rows\": %d, \"dim\": %d, \"batch\": %d, \"cores\": 1, \"shards\": 1, \"threads\": 1, "
+               "\"rows\": %d, \"dim\": %d, \"batch\": %d, \"cores\": %d, \"shards\": %d, \"threads\": %d, "
                "\"input\": \"ragged\", \"combiner\": \"sum\", \"initializer\": \"zeros\", "
                "\"init_s\": %.2f, \"ids_per_step\": %d, \"unique_rows_per_step\": %.0f, \"optimizer_slots\": %d, "
                "\"warmup_steps\": %d, \"steps_per_rep\": %d, ",
-               oname, bag_sizes[b], TABLES, ROWS, DIM, BATCH, init_s, BATCH * bag_sizes[b] * TABLES,
+               oname, bag_sizes[b], TABLES, ROWS, DIM, BATCH, C, C, C, init_s, BATCH * bag_sizes[b] * TABLES,
                r->unique_per_step, slots, r->warmup_steps, r->steps_per_rep);
         print_reps("reps", r->lookups);
         print_reps("eff_GBps", r->gbps);
@@ -420,28 +613,60 @@ static int run(tl_emb_algorithm alg)
     return 0;
 }
 
-int main(void)
+/* The comma-separated list of arg after prefix as a mask of what names[]
+ * holds (bit i: names[i]); 0 for a name not in it. */
+static unsigned parse_list(const char *arg, const char *const *names, int n)
 {
+    unsigned mask = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < n && strcmp(tok, names[i]) != 0)
+            i++;
+        if (i == n)
+            return 0;
+        mask |= 1u << i;
+    }
+    return mask;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const opt_names[] = {"sgd", "adagrad"}, *const core_names[] = {"1", "2"};
+    static const tl_emb_algorithm algs[] = {TL_EMB_SGD, TL_EMB_ADAGRAD};
+    unsigned opts = 3, cores_mask = 3;
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--opts=", 7) == 0 && (opts = parse_list(argv[i] + 7, opt_names, 2)) != 0)
+            continue;
+        if (strncmp(argv[i], "--cores=", 8) == 0 && (cores_mask = parse_list(argv[i] + 8, core_names, 2)) != 0)
+            continue;
+        fprintf(stderr, "bench_embedding: \"%s\": the arguments are --opts=sgd,adagrad (either or both) and "
+                        "--cores=1,2 (either or both)\n", argv[i]);
+        return 2;
+    }
     tl_set_log_level(TL_LOG_ERROR);
     if (!make_ids()) {
         fprintf(stderr, "bench_embedding: out of memory for the ids\n");
         return 1;
     }
-    static const tl_emb_algorithm algs[] = {TL_EMB_SGD, TL_EMB_ADAGRAD};
-    for (size_t i = 0; i < sizeof algs / sizeof algs[0]; i++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("bench_embedding: fork");
-            return 1;
+    for (int C = 1; C <= MAX_CORES; C++)
+        for (size_t i = 0; i < sizeof algs / sizeof algs[0]; i++) {
+            if (!(cores_mask >> (C - 1) & 1) || !(opts >> i & 1))
+                continue;
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) {
+                perror("bench_embedding: fork");
+                return 1;
+            }
+            if (pid == 0)
+                _exit(run(algs[i], C));
+            int status;
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr, "bench_embedding: the %s run on %d cores failed\n", tl_emb_algorithm_name(algs[i]), C);
+                return 1;
+            }
         }
-        if (pid == 0)
-            _exit(run(algs[i]));
-        int status;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "bench_embedding: the %s run failed\n", tl_emb_algorithm_name(algs[i]));
-            return 1;
-        }
-    }
     return 0;
 }

@@ -1,7 +1,13 @@
-/* bench_models.c — tpuloop's training speed on the cnn and transformer
- * built-in models, the figures bench/peers' PyTorch 2.x and JAX programs are
- * held against (bench/rounds_models.sh alternates them round by round):
+/* bench_models.c — tpuloop's training speed on the mlp, cnn and transformer
+ * built-in models, the figures bench/peers' PyTorch 2.x, JAX and Keras
+ * programs are held against (bench/run_peers.sh alternates them round by
+ * round):
  *
+ *   mlp          the main job's MLP 784-256-256-10 (ReLU, Adam 1e-3), global
+ *                batch 128 at any device count, Fashion-MNIST's training
+ *                split, 468 steps (one epoch, as bench/peers/mlp_*.py time)
+ *                per call: examples/s, "tpuloop_mlp_rounds" lines (bench_mlp
+ *                measures the same apart, with its TFRecord runs);
  *   cnn          the small ResNet of configs/cnn_fashion_mnist.json (filters
  *                16, 32, 64; Adam 1e-3), batch 128 per device, Fashion-MNIST's
  *                training split: examples/s, "tpuloop_cnn" lines;
@@ -20,6 +26,7 @@
  * on the same estimator; iterations_per_loop is STEPS, so a call is one
  * device loop. Prints one JSON line with the median,
  * min and max over the repetitions. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,27 +40,33 @@
 enum { MAX_REPS = 64 };
 
 typedef struct bench_model {
-    const char *name;    /* cnn, transformer */
+    const char *name;    /* mlp, cnn, transformer */
     const char *line;    /* the JSON lines' "bench" */
     const char *config;  /* the configuration, less devices, steps and batch */
     int batch_per_device;/* 0: a fixed global batch */
     int global_batch;
+    bool per_example;    /* examples/s, else ms/step */
     int steps, reps, warmup; /* warmup: untimed calls of steps */
 } bench_model;
 
 static const bench_model models[] = {
+    {"mlp", "tpuloop_mlp_rounds",
+     "{\"tf_random_seed\": 42, \"log_step_count_steps\": 1000000,"
+     " \"model\": {\"model_name\": \"mlp\", \"hidden_units\": [256, 256], \"activation\": \"relu\","
+     " \"optimizer\": \"adam\", \"learning_rate\": 0.001}}",
+     0, 128, true, 468, 5, 1},
     {"cnn", "tpuloop_cnn",
      "{\"tf_random_seed\": 42, \"log_step_count_steps\": 1000000,"
      " \"params\": {\"filters\": [16, 32, 64], \"batch_norm_momentum\": 0.99},"
      " \"model\": {\"model_name\": \"cnn\", \"optimizer\": \"adam\", \"learning_rate\": 0.001}}",
-     128, 0, 30, 5, 1},
+     128, 0, true, 30, 5, 1},
     {"transformer", "tpuloop_transformer",
      "{\"tf_random_seed\": 42, \"log_step_count_steps\": 1000000,"
      " \"params\": {\"d_model\": 128, \"num_heads\": 4, \"num_layers\": 2, \"d_ff\": 512},"
      " \"model\": {\"model_name\": \"transformer\", \"optimizer\": \"adam\", \"learning_rate\": 0.001},"
      " \"input\": {\"dataset\": \"synthetic_sequences\", \"synthetic_sequence_length\": 64,"
      " \"synthetic_vocab\": 64, \"synthetic_examples\": 8192}}",
-     0, 32, 50, 5, 1},
+     0, 32, false, 50, 5, 1},
 };
 
 static tl_status set_int(tl_config *cfg, const char *key, long long v)
@@ -68,7 +81,7 @@ static tl_status set_int(tl_config *cfg, const char *key, long long v)
  * synthetic_sequences. */
 static tl_status load(const bench_model *m, const tl_config *cfg, tl_labeled_data **out, const char **dataset)
 {
-    if (strcmp(m->name, "cnn") == 0) {
+    if (strcmp(m->name, "transformer") != 0) {
         *dataset = "fashion_mnist";
         tl_status st = tl_mnist_load(NULL, "train", out);
         if (st != TL_EIO)
@@ -125,7 +138,10 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
     if (st == TL_OK) {
         tl_estimator_options o;
         tl_estimator_options_init(&o);
-        if (strcmp(m->name, "cnn") == 0) {
+        if (strcmp(m->name, "mlp") == 0) {
+            o.model_fn = tl_model_mlp;
+            o.user = (void *)&tl_config_get(cfg)->model;
+        } else if (strcmp(m->name, "cnn") == 0) {
             o.model_fn = tl_model_cnn;
         } else {
             o.model_fn = tl_model_transformer;
@@ -152,7 +168,7 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
         return 1;
     }
     double v[MAX_REPS];
-    bool per_example = m->batch_per_device > 0;
+    bool per_example = m->per_example;
     for (int r = 0; r < reps; r++)
         v[r] = per_example ? (double)batch * steps / secs[r] : 1e3 * secs[r] / steps;
     double med = bench_median(v, (size_t)reps); /* sorted: v[0] min, v[reps - 1] max */
@@ -198,7 +214,7 @@ static int arg(const char *s, int lo, int hi, const char *what)
 int main(int argc, char **argv)
 {
     if (argc == 1) { /* make bench's loop: the figures come in alternating rounds with the peers */
-        printf("{\"bench\": \"tpuloop_models\", \"note\": \"cnn and transformer figures come from "
+        printf("{\"bench\": \"tpuloop_models\", \"note\": \"mlp, cnn and transformer figures come from "
                "bench/run_peers.sh, in rounds alternating with the peers\"}\n");
         return 0;
     }
@@ -207,7 +223,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], models[k].name) == 0)
             m = &models[k];
     if (m == NULL || argc < 3 || argc > 6) {
-        fprintf(stderr, "usage: bench_models [cnn|transformer DEVICES [STEPS REPS WARMUP_CALLS]]\n");
+        fprintf(stderr, "usage: bench_models [mlp|cnn|transformer DEVICES [STEPS REPS WARMUP_CALLS]]\n");
         return 2;
     }
     int devices = arg(argv[2], 1, 64, "DEVICES");

@@ -46,7 +46,10 @@
 # `install-bench-peers --check` fails, one "skipped" line says so. Their step
 # counts: TPULOOP_BENCH_PEER_STEPS, _REPS, _WARMUP (bench/peers/peer_util.py).
 # Then FBGEMM's fused CPU TableBatchedEmbedding (embedding_fbgemm.py, what
-# TorchRec wraps on CPU) on bench_embedding's workload at 1 and 2 threads.
+# TorchRec wraps on CPU) on bench_embedding's workload at 1 and 2 threads,
+# in rounds with bench_embedding (1 and 2 cores); then, in rounds again, the
+# MLP, the step overhead and the DLRM beside JAX, Keras 3 and PyTorch 2.x
+# (mlp_jax.py, mlp_keras.py, mlp_torch2.py, overhead_jax.py, dlrm_torch2.py).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -168,6 +171,44 @@ venv_peers() {
                 for opt in sgd adagrad; do
                     "$venv/bin/python" "$here/peers/embedding_fbgemm.py" --threads="$threads" --opts="$opt" ||
                         printf '{"bench": "fbgemm_tbe", "failed": "--threads=%s --opts=%s"}\n' "$threads" "$opt"
+                done
+            done
+        } | sed "s/^{/{\"round\": $r, /"
+        r=$((r + 1))
+    done
+    # The MLP, the step overhead and the DLRM beside their strongest modern
+    # peers, in alternating rounds (summary.py's vs_best_peer): tpuloop's MLP
+    # (bench_models mlp: one epoch per call, global batch 128) at 1 and 2
+    # devices, then JAX (jit of lax.scan), Keras 3 (steps_per_execution) and
+    # PyTorch 2.x (torch.compile) at 1 and 2 threads; bench_overhead and JAX's
+    # scan of 1000 tiny steps; bench_dlrm at 2 devices and PyTorch 2.x's DLRM
+    # with FBGEMM's fused TBE and with nn.EmbeddingBag at 2 threads.
+    dir=$(dirname "${models:-.}")
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        {
+            for threads in 1 2; do
+                if [ -x "$models" ]; then
+                    taskset -c "0-$((threads - 1))" "$models" mlp "$threads" ||
+                        echo "{\"bench\": \"tpuloop_mlp_rounds\", \"failed\": \"mlp $threads\"}"
+                fi
+                for p in mlp_jax.py mlp_keras.py mlp_torch2.py; do
+                    "$venv/bin/python" "$here/peers/$p" --threads="$threads" ||
+                        echo "{\"bench\": \"${p%.py}\", \"failed\": \"--threads=$threads\"}"
+                done
+            done
+            if [ -x "$dir/bench_overhead" ]; then
+                "$dir/bench_overhead" || echo '{"bench": "tpuloop_overhead", "failed": "bench_overhead"}'
+            fi
+            "$venv/bin/python" "$here/peers/overhead_jax.py" --threads=1 ||
+                echo '{"bench": "overhead_jax", "failed": "--threads=1"}'
+            if [ -x "$dir/bench_dlrm" ]; then
+                "$dir/bench_dlrm" --devices=2 || echo '{"bench": "tpuloop_dlrm", "failed": "--devices=2"}'
+            fi
+            for opt in adagrad sgd; do
+                for e in tbe embbag; do
+                    "$venv/bin/python" "$here/peers/dlrm_torch2.py" --threads=2 --opt="$opt" --emb="$e" ||
+                        echo "{\"bench\": \"dlrm_torch2\", \"failed\": \"--threads=2 --opt=$opt --emb=$e\"}"
                 done
             done
         } | sed "s/^{/{\"round\": $r, /"

@@ -8,12 +8,6 @@
 #include "../base/base_int.h"
 #include "tpuloop/embedding.h"
 
-/* An entry of the apply's accumulation hash (table -1: empty). */
-typedef struct emb_hent {
-    int64_t id;
-    int32_t table;
-    int32_t val;
-} emb_hent;
 
 /* Steps a core may hold: enqueued, received, sent and (pipelined) not yet
  * applied. */
@@ -106,8 +100,8 @@ typedef struct emb_core {
  * tables' prepared steps. The serial apply uses the engine's first; with
  * owner apply core c uses the c-th. */
 typedef struct emb_apply_ws {
-    emb_buf h;                /* emb_hent (hcap) */
-    emb_buf off, g;
+    emb_buf h;                /* int32 (hcap): the accumulated row's index, -1 when empty */
+    emb_buf ag;               /* float * per accumulated row: its gradient sum, in its first core's buffer */
     emb_buf at, aid, arow, steps; /* the accumulated rows' table, id, row; the tables' steps */
     emb_buf zero;             /* float (max dim): a non-lazy row's gradient where nothing arrived */
     size_t hcap;
@@ -207,7 +201,7 @@ static inline void emb_prefetch_l2(const float *p, int64_t n)
 
 /* update.c: the workspace of step's update (under mu), then the update from
  * every core's sent gradients, which cannot fail. */
-tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, emb_apply_ws *ws);
+tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws);
 void emb_apply_step(tl_emb_engine *eng, int64_t step);
 /* The rows of part `part` of `parts` (id mod parts) with ws, outside mu
  * (parts touch disjoint rows), then, under mu, the step's end once every

@@ -481,9 +481,9 @@ tl_status tl_emb_config_bytes(const tl_emb_config *cfg, int64_t *table_bytes, in
     /* per occurrence: gain, the two dedup ints (bag, unique); per unique
      * row: table, id, row pointer, gradient offset, the gradient; the dedup
      * hash (under four 4-byte slots per id); the step's accumulation: hash
-     * (two entries per id), offsets, the gradient again, table, id, row. */
+     * (under four 4-byte slots per id), the sum's pointer, table, id, row. */
     int64_t occ = 4 + 8, uniq = 4 + 8 + 8 + 8 + 4 * max_dim, hash = 4 * 4;
-    int64_t acc = 2 * (int64_t)sizeof(emb_hent) + 8 + 4 * max_dim + 4 + 8 + 8;
+    int64_t acc = 4 * 4 + 8 + 4 + 8 + 8;
     *table_bytes = total;
     *bytes_per_id = occ + uniq + hash + acc;
     return TL_OK;

@@ -816,7 +816,7 @@ static tl_status send_commit(tl_emb_engine *eng, emb_core_step *s, const float *
         /* this send completes the step: its update's workspace first */
         core_state was = s->state;
         s->state = CS_SENT; /* counted by the reserve as sent */
-        if ((st = emb_apply_reserve(eng, s->step, &eng->ws[0])) != TL_OK) {
+        if ((st = emb_apply_reserve(eng, s->step, 0, 1, &eng->ws[0])) != TL_OK) {
             s->state = was;
             pthread_mutex_unlock(&eng->mu);
             return st;
@@ -973,7 +973,7 @@ tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core)
                         (long long)step, r != NULL && r->step == step ? r->sent : 0, C);
     /* Every core sent: the step's slots and gradients no longer change, and
      * this core's rows are its own. */
-    tl_status st = emb_apply_reserve(eng, step, &eng->ws[core]);
+    tl_status st = emb_apply_reserve(eng, step, core, C, &eng->ws[core]);
     if (st != TL_OK)
         return st;
     emb_apply_part(eng, step, core, C, &eng->ws[core]);

@@ -10,39 +10,45 @@
 
 /* ---- the accumulation hash ------------------------------------------------------ */
 
-/* Open addressing over one array of entries, so a probe is one cache miss. */
-static inline uint64_t hash_key(int32_t table, int64_t id)
+/* Open addressing over 4-byte slots holding the accumulated row's index
+ * (its table and id are in the workspace's arrays): the owned rows of a
+ * step, at load <= 1/2, in an array a quarter the size of one of (table,
+ * id, value) entries, so that clearing it per step and probing it stay in
+ * the caches longer. */
+static inline size_t hash_slot(int32_t table, int64_t id, size_t mask)
 {
     uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)table * 0xc2b2ae3d27d4eb4full);
-    return h ^ (h >> 29);
+    return (size_t)(h ^ (h >> 29)) & mask;
 }
 
-/* The value of (table, id), or a new entry holding `fresh` when absent
- * (*added true). */
-static inline int32_t hash_find_or_add(emb_hent *h, size_t cap, int32_t table, int64_t id, int32_t fresh, bool *added)
+/* The index of (table, id), or `fresh` in a new slot when absent (*added
+ * true). */
+static inline int32_t hash_find_or_add(int32_t *h, size_t cap, const int32_t *a_table, const int64_t *a_id,
+                                       int32_t table, int64_t id, int32_t fresh, bool *added)
 {
-    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
-    for (;; i = (i + 1) & mask) {
-        if (h[i].table < 0) {
-            h[i] = (emb_hent){id, table, fresh};
+    size_t mask = cap - 1;
+    for (size_t i = hash_slot(table, id, mask);; i = (i + 1) & mask) {
+        int32_t v = h[i];
+        if (v < 0) {
+            h[i] = fresh;
             *added = true;
             return fresh;
         }
-        if (h[i].table == table && h[i].id == id) {
+        if (a_id[v] == id && a_table[v] == table) {
             *added = false;
-            return h[i].val;
+            return v;
         }
     }
 }
 
-static inline int32_t hash_get(const emb_hent *h, size_t cap, int32_t table, int64_t id)
+static inline int32_t hash_get(const int32_t *h, size_t cap, const int32_t *a_table, const int64_t *a_id,
+                               int32_t table, int64_t id)
 {
-    size_t mask = cap - 1, i = (size_t)hash_key(table, id) & mask;
-    for (;; i = (i + 1) & mask) {
-        if (h[i].table < 0)
-            return -1;
-        if (h[i].table == table && h[i].id == id)
-            return h[i].val;
+    size_t mask = cap - 1;
+    for (size_t i = hash_slot(table, id, mask);; i = (i + 1) & mask) {
+        int32_t v = h[i];
+        if (v < 0 || (a_id[v] == id && a_table[v] == table))
+            return v;
     }
 }
 
@@ -56,39 +62,49 @@ TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x
 
 void emb_apply_ws_free(emb_apply_ws *ws)
 {
-    emb_buf *b[] = {&ws->h, &ws->off, &ws->g, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero};
+    emb_buf *b[] = {&ws->h, &ws->ag, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero};
     for (size_t k = 0; k < TL_ARRAY_LEN(b); k++)
         emb_buf_free(b[k]);
 }
 
 int64_t emb_apply_ws_bytes(const emb_apply_ws *ws)
 {
-    return (int64_t)(ws->h.cap + ws->off.cap + ws->g.cap + ws->at.cap + ws->aid.cap + ws->arow.cap + ws->steps.cap +
+    return (int64_t)(ws->h.cap + ws->ag.cap + ws->at.cap + ws->aid.cap + ws->arow.cap + ws->steps.cap +
                      ws->zero.cap);
 }
 
-/* Before the update of `step` (under mu for the serial apply, on the
- * core's own thread for an owner apply): its workspace in ws, so that the
- * update itself cannot fail. */
-tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, emb_apply_ws *ws)
+/* Part `part` of `parts` owns the ids id mod parts == part. */
+static inline bool owned(int64_t id, int part, int parts)
+{
+    return parts == 1 || (int)((uint64_t)id % (uint64_t)parts) == part;
+}
+
+/* Before the update of part `part` of `parts` of `step` (under mu for the
+ * serial apply, on the core's own thread for an owner apply): its
+ * workspace in ws, so that the update itself cannot fail. The hash is sized
+ * to the part's rows, counted, so no skew of the ids can overfill it. */
+tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws)
 {
     int C = eng->cfg.num_tensor_cores;
-    int64_t total = 0, gtotal = 0;
-    for (int c = 0; c < C; c++) {
+    int64_t total = 0;
+    bool direct = emb_direct(eng);
+    for (int c = 0; c < C && !direct; c++) {
         const emb_core_step *s = emb_find_slot(&eng->cores[c], step);
         TL_ASSERT(s != NULL);
-        total += s->n_unique;
-        gtotal += s->n_unique > 0 ? ((const int64_t *)s->u_goff.p)[s->n_unique] : 0;
+        const int64_t *uid = s->u_id.p;
+        if (parts == 1) {
+            total += s->n_unique;
+            continue;
+        }
+        for (int64_t u = 0; u < s->n_unique; u++)
+            total += owned(uid[u], part, parts);
     }
     size_t hcap = 64;
-    while (!emb_direct(eng) && hcap < (size_t)total * 2)
+    while (hcap < (size_t)total * 2)
         hcap *= 2;
     tl_status st;
-    if (emb_direct(eng)) /* no accumulation workspace: the core's sums are the step's */
-        total = gtotal = 0;
-    if ((st = emb_reserve(&ws->h, hcap * sizeof(emb_hent))) != TL_OK ||
-        (st = emb_reserve(&ws->off, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
-        (st = emb_reserve(&ws->g, (size_t)(gtotal + 1) * sizeof(float))) != TL_OK ||
+    if ((st = emb_reserve(&ws->h, hcap * sizeof(int32_t))) != TL_OK ||
+        (st = emb_reserve(&ws->ag, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
         (st = emb_reserve(&ws->at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&ws->aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&ws->arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
@@ -117,12 +133,6 @@ static inline void update(const emb_table *t, const tl_emb_step *es, float *row,
 /* Rows (with their slots) prefetched ahead of the update, into L2. */
 enum { AHEAD = 16 };
 
-/* Part `part` of `parts` owns the ids id mod parts == part. */
-static inline bool owned(int64_t id, int part, int parts)
-{
-    return parts == 1 || (int)((uint64_t)id % (uint64_t)parts) == part;
-}
-
 /* Sums every core's gradients per owned row in ascending core order, then
  * runs each table's pipeline once per touched owned row (every owned row
  * for non-lazy tables; with several hosts, the rows this engine holds); tables without accumulation take each core's sum in
@@ -150,11 +160,10 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
         }
         return;
     }
-    emb_hent *h = ws->h.p;
-    int32_t *a_table = ws->at.p;
-    int64_t *aoff = ws->off.p, *a_id = ws->aid.p;
-    float *ag = ws->g.p, **a_row = ws->arow.p;
-    int64_t na = 0, used = 0;
+    int32_t *h = ws->h.p, *a_table = ws->at.p;
+    int64_t *a_id = ws->aid.p;
+    float **ag = ws->ag.p, **a_row = ws->arow.p;
+    int32_t na = 0;
     memset(h, 0xff, ws->hcap * sizeof *h);
     for (int c = 0; c < C; c++) {
         emb_core_step *s = emb_find_slot(&eng->cores[c], step);
@@ -173,26 +182,26 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
                 continue;
             }
             bool added;
-            int32_t a = hash_find_or_add(h, ws->hcap, ut[u], uid[u], (int32_t)na, &added);
+            int32_t a = hash_find_or_add(h, ws->hcap, a_table, a_id, ut[u], uid[u], na, &added);
             if (added) {
+                /* The sum lives in the row's first core's gradient: only
+                 * this part reads that row's sums from now on. */
                 a_table[na] = ut[u];
                 a_id[na] = uid[u];
                 a_row[na] = uptr[u];
-                aoff[na] = used;
-                memcpy(ag + used, gu, (size_t)t->dim * sizeof *ag);
-                used += t->dim;
+                ag[na] = gu;
                 na++;
             } else {
-                add_into(ag + aoff[a], gu, t->dim);
+                add_into(ag[a], gu, t->dim);
             }
         }
     }
-    for (int64_t a = 0; a < na; a++) {
+    for (int32_t a = 0; a < na; a++) {
         if (a + AHEAD < na)
             emb_prefetch_l2(a_row[a + AHEAD], eng->tables[a_table[a + AHEAD]].stride);
         const emb_table *t = &eng->tables[a_table[a]];
         if (tl_emb_optimizer_is_lazy(&t->opt))
-            update(t, &pes[a_table[a]], a_row[a], ag + aoff[a]);
+            update(t, &pes[a_table[a]], a_row[a], ag[a]);
     }
     /* Non-lazy tables: every owned row, g = 0 where nothing arrived. */
     for (int i = 0; i < T; i++) {
@@ -204,9 +213,9 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
             float *row = emb_row(eng, t, id);
             if (row == NULL)
                 continue; /* another host's */
-            int32_t a = hash_get(h, ws->hcap, i, id);
+            int32_t a = hash_get(h, ws->hcap, a_table, a_id, i, id);
             if (a >= 0) {
-                update(t, &pes[i], row, ag + aoff[a]);
+                update(t, &pes[i], row, ag[a]);
             } else {
                 memset(zero, 0, (size_t)t->dim * sizeof *zero); /* the update clips g in place */
                 update(t, &pes[i], row, zero);
@@ -229,7 +238,7 @@ void emb_apply_finish(tl_emb_engine *eng, int64_t step)
     r->step = -1;
 }
 
-/* Under mu, after emb_apply_reserve(ws[0]): the whole update at once. */
+/* Under mu, after emb_apply_reserve(step, 0, 1, ws[0]): the whole update at once. */
 void emb_apply_step(tl_emb_engine *eng, int64_t step)
 {
     emb_apply_part(eng, step, 0, 1, &eng->ws[0]);
