@@ -1,7 +1,9 @@
 /* embedding/: the same inputs give the same table bits for every shard
  * count and both sharding strategies (owner computes; the sums keep their
  * order), with lazy, non-lazy and accumulation-free optimizers, mixed
- * combiners, two tables of different dims, and duplicate ids. */
+ * combiners, two tables of different dims, and duplicate ids; and on one
+ * core, whether the send's update sums each row's gradient as it goes (the
+ * fused direct apply) or reads the sums stored first (owner apply). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -9,7 +11,11 @@
 #include "tpuloop/embedding.h"
 #include "tpuloop/rng.h"
 
-enum { B = 16, STEPS = 5, V0 = 97, V1 = 31, C = 2 };
+enum { B = 16, STEPS = 5, V0 = 97, V1 = 31, MAX_C = 2 };
+
+/* The cores of a run and whether they apply their own rows (owner apply). */
+static int C = MAX_C;
+static bool owner;
 
 typedef struct run_spec {
     tl_emb_algorithm algo;
@@ -49,12 +55,13 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
     c.seed = 7;
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(tl_emb_set_owner_apply(eng, owner), TL_OK, "%s", tl_last_error());
     int dims[3] = {8, 3, 8};
     int64_t vocab[3] = {V0, V1, V0};
     for (int s = 0; s < steps; s++) {
-        static int64_t ids[C][3][B * 4], splits[C][3][B + 1];
-        static float w[C][3][B * 4], out[C][3][B * 8], grad[C][3][B * 8];
-        tl_emb_dedup dd[C];
+        static int64_t ids[MAX_C][3][B * 4], splits[MAX_C][3][B + 1];
+        static float w[MAX_C][3][B * 4], out[MAX_C][3][B * 8], grad[MAX_C][3][B * 8];
+        tl_emb_dedup dd[MAX_C];
         for (int core = 0; core < C; core++) {
             tl_rng r;
             tl_rng_init(&r, 11, 3, (uint64_t)core, (uint64_t)s);
@@ -86,6 +93,8 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
             const float *gs[3] = {grad[core][0], grad[core][1], grad[core][2]};
             cr_assert_eq(tl_emb_send_gradients(eng, core, &dd[core], gs, 3, NULL, 0), TL_OK, "%s", tl_last_error());
         }
+        for (int core = 0; core < C && owner; core++)
+            cr_assert_eq(tl_emb_apply_owned(eng, core), TL_OK, "%s", tl_last_error());
     }
     int K = tl_emb_num_slots(&opt);
     size_t n = (size_t)(V0 * 8 + V1 * 3) * (size_t)(1 + K);
@@ -126,5 +135,31 @@ Test(embedding_determinism, same_bits_for_every_shard_count_and_strategy)
                 free(got);
             }
         free(ref);
+    }
+}
+
+/* One core with lazy tables updates inside the send, each row's gradient
+ * summed as it goes; with owner apply the sums are stored by the send and
+ * read back by tl_emb_apply_owned. The same operations in the same order:
+ * the same bits. */
+Test(embedding_determinism, fused_send_update_has_the_bits_of_stored_sums)
+{
+    static const run_spec specs[] = {{TL_EMB_SGD, false, false}, {TL_EMB_ADAGRAD, false, false},
+                                     {TL_EMB_ADAM, false, false}, {TL_EMB_FTRL, false, false}};
+    C = 1;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        size_t n, m;
+        owner = true;
+        float *ref = run(&specs[i], 1, TL_EMB_DIV_DEFAULT, STEPS, &n);
+        owner = false;
+        float *got = run(&specs[i], 1, TL_EMB_DIV_DEFAULT, STEPS, &m);
+        float *init = run(&specs[i], 1, TL_EMB_DIV_DEFAULT, 0, &m);
+        cr_assert(memcmp(init, ref, n * sizeof *ref) != 0, "%s: the steps changed nothing",
+                  tl_emb_algorithm_name(specs[i].algo));
+        cr_assert(memcmp(got, ref, n * sizeof *ref) == 0, "%s: the fused update differs from the stored sums'",
+                  tl_emb_algorithm_name(specs[i].algo));
+        free(ref);
+        free(got);
+        free(init);
     }
 }

@@ -104,6 +104,10 @@ typedef struct emb_apply_ws {
     emb_buf ag;               /* float * per accumulated row: its gradient sum, in its first core's buffer */
     emb_buf at, aid, arow, steps; /* the accumulated rows' table, id, row; the tables' steps */
     emb_buf zero;             /* float (max dim): a non-lazy row's gradient where nothing arrived */
+    /* The fused direct apply: occurrences grouped by unique row, and one
+     * row's gradient sum. */
+    emb_buf ustart, uocc;     /* int32 (n_unique + 1), int32 (n_occ) */
+    emb_buf gsum;             /* float (max dim) */
     size_t hcap;
 } emb_apply_ws;
 
@@ -202,11 +206,15 @@ static inline void emb_prefetch_l2(const float *p, int64_t n)
 /* update.c: the workspace of step's update (under mu), then the update from
  * every core's sent gradients, which cannot fail. */
 tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws);
-void emb_apply_step(tl_emb_engine *eng, int64_t step);
+/* grads: NULL, or (direct engine, applied inside the send) the send's
+ * dL/d(out) per feature, whose sums the apply makes row by row instead of
+ * reading them from the core's gradient buffer, which was not filled. */
+void emb_apply_step(tl_emb_engine *eng, int64_t step, const float *const *grads);
 /* The rows of part `part` of `parts` (id mod parts) with ws, outside mu
  * (parts touch disjoint rows), then, under mu, the step's end once every
  * part is done. */
-void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws);
+void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws,
+                    const float *const *grads);
 void emb_apply_finish(tl_emb_engine *eng, int64_t step);
 void emb_apply_ws_free(emb_apply_ws *ws);
 int64_t emb_apply_ws_bytes(const emb_apply_ws *ws);

@@ -491,7 +491,7 @@ static void maybe_apply_pending(tl_emb_engine *eng)
     if (next->step == eng->pending + 1 && next->activated == eng->cfg.num_tensor_cores) {
         int64_t p = eng->pending;
         eng->pending = -1;
-        emb_apply_step(eng, p);
+        emb_apply_step(eng, p, NULL);
     }
 }
 
@@ -794,9 +794,11 @@ static tl_status send_check(tl_emb_engine *eng, int core, const tl_emb_dedup *dd
     return TL_OK;
 }
 
-/* The send of s, its gradients summed: counted, and the step applied when
- * it is the last (without owner apply). */
-static tl_status send_commit(tl_emb_engine *eng, emb_core_step *s, const float *learning_rates, int n_lr)
+/* The send of s, its gradients summed (or, fused, the send's grads, which
+ * the apply sums row by row): counted, and the step applied when it is the
+ * last (without owner apply). */
+static tl_status send_commit(tl_emb_engine *eng, emb_core_step *s, const float *learning_rates, int n_lr,
+                             const float *const *fused)
 {
     tl_status st;
     pthread_mutex_lock(&eng->mu);
@@ -826,7 +828,7 @@ static tl_status send_commit(tl_emb_engine *eng, emb_core_step *s, const float *
     r->sent++;
     if (r->sent == eng->cfg.num_tensor_cores && !eng->owner_apply) {
         if (!eng->cfg.pipeline_execution_with_tensor_core || r->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY) {
-            emb_apply_step(eng, s->step);
+            emb_apply_step(eng, s->step, fused);
         } else {
             eng->pending = s->step;
             maybe_apply_pending(eng);
@@ -849,9 +851,13 @@ tl_status tl_emb_send_gradients(tl_emb_engine *eng, int core, const tl_emb_dedup
     for (int f = 0; f < n; f++)
         if (grads[f] == NULL)
             return tl_error(TL_EINVAL, "embedding: gradient %d (feature \"%s\") is NULL", f, eng->features[f].name);
-    if ((st = gradients_summed(eng, s, grads)) != TL_OK)
+    /* A direct engine applies this step inside this send: the sums are
+     * made row by row by the apply, from grads, and never stored. */
+    bool fused = emb_direct(eng) && !eng->owner_apply &&
+                 (!eng->cfg.pipeline_execution_with_tensor_core || s->mode == TL_EMB_MODE_BACKWARD_PASS_ONLY);
+    if (!fused && (st = gradients_summed(eng, s, grads)) != TL_OK)
         return st;
-    return send_commit(eng, s, learning_rates, n_lr);
+    return send_commit(eng, s, learning_rates, n_lr, fused ? grads : NULL);
 }
 
 tl_status tl_emb_export_gradients(tl_emb_engine *eng, const tl_emb_dedup *dd, int host, float *out, int64_t floats)
@@ -909,7 +915,7 @@ tl_status tl_emb_send_row_gradients(tl_emb_engine *eng, int core, const tl_emb_d
         memcpy(g + goff[u], grads, (size_t)D * sizeof *g);
         grads += D;
     }
-    return send_commit(eng, s, learning_rates, n_lr);
+    return send_commit(eng, s, learning_rates, n_lr, NULL);
 }
 
 tl_status tl_emb_flush(tl_emb_engine *eng)
@@ -920,7 +926,7 @@ tl_status tl_emb_flush(tl_emb_engine *eng)
     if (eng->pending >= 0) {
         int64_t p = eng->pending;
         eng->pending = -1;
-        emb_apply_step(eng, p);
+        emb_apply_step(eng, p, NULL);
     }
     pthread_mutex_unlock(&eng->mu);
     return TL_OK;
@@ -976,7 +982,7 @@ tl_status tl_emb_apply_owned(tl_emb_engine *eng, int core)
     tl_status st = emb_apply_reserve(eng, step, core, C, &eng->ws[core]);
     if (st != TL_OK)
         return st;
-    emb_apply_part(eng, step, core, C, &eng->ws[core]);
+    emb_apply_part(eng, step, core, C, &eng->ws[core], NULL);
     pthread_mutex_lock(&eng->mu);
     eng->part_done[core] = step;
     if (++r->parts == C)

@@ -62,7 +62,8 @@ TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x
 
 void emb_apply_ws_free(emb_apply_ws *ws)
 {
-    emb_buf *b[] = {&ws->h, &ws->ag, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero};
+    emb_buf *b[] = {&ws->h, &ws->ag, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero, &ws->ustart, &ws->uocc,
+                    &ws->gsum};
     for (size_t k = 0; k < TL_ARRAY_LEN(b); k++)
         emb_buf_free(b[k]);
 }
@@ -70,7 +71,7 @@ void emb_apply_ws_free(emb_apply_ws *ws)
 int64_t emb_apply_ws_bytes(const emb_apply_ws *ws)
 {
     return (int64_t)(ws->h.cap + ws->ag.cap + ws->at.cap + ws->aid.cap + ws->arow.cap + ws->steps.cap +
-                     ws->zero.cap);
+                     ws->zero.cap + ws->ustart.cap + ws->uocc.cap + ws->gsum.cap);
 }
 
 /* Part `part` of `parts` owns the ids id mod parts == part. */
@@ -113,8 +114,15 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int part
     int max_dim = 1;
     for (int i = 0; i < eng->cfg.num_tables; i++)
         max_dim = eng->tables[i].dim > max_dim ? eng->tables[i].dim : max_dim;
-    if ((st = emb_reserve(&ws->zero, (size_t)max_dim * sizeof(float))) != TL_OK)
+    if ((st = emb_reserve(&ws->zero, (size_t)max_dim * sizeof(float))) != TL_OK ||
+        (st = emb_reserve(&ws->gsum, (size_t)max_dim * sizeof(float))) != TL_OK)
         return st;
+    if (direct) { /* the fused apply's grouping */
+        const emb_core_step *s = emb_find_slot(&eng->cores[0], step);
+        if ((st = emb_reserve(&ws->ustart, (size_t)(s->n_unique + 1) * sizeof(int32_t))) != TL_OK ||
+            (st = emb_reserve(&ws->uocc, (size_t)(s->n_occ + 1) * sizeof(int32_t))) != TL_OK)
+            return st;
+    }
     ws->hcap = hcap;
     return TL_OK;
 }
@@ -133,13 +141,84 @@ static inline void update(const emb_table *t, const tl_emb_step *es, float *row,
 /* Rows (with their slots) prefetched ahead of the update, into L2. */
 enum { AHEAD = 16 };
 
+/* g = a x, then g += a x for the row's later occurrences: the operations
+ * of the send's gradient_feature (step.c), in the same order. */
+TL_VECTOR_CLONES static void sum_first(float *restrict g, const float *restrict x, float a, int n)
+{
+    for (int i = 0; i < n; i++)
+        g[i] = a * x[i];
+}
+
+TL_VECTOR_CLONES static void sum_more(float *restrict g, const float *restrict x, float a, int n)
+{
+    for (int i = 0; i < n; i++)
+        g[i] += a * x[i];
+}
+
+/* The feature of occurrence k: off[f] <= k < off[f + 1]. */
+static inline int feature_of(const int64_t *off, int F, int64_t k)
+{
+    int lo = 0, hi = F - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (off[mid] <= k)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The direct apply (one core, one host, lazy tables) inside the send, fused
+ * with the gradient sums: the occurrences grouped by unique row by a stable
+ * counting sort (each row's stay in input order), then per row its sum in a
+ * buffer of one row from the send's dL/d(out) — the operations
+ * gradients_summed would do, in its order — and at once its update. The
+ * n_unique x dim sums are never written out and read back. */
+static void apply_direct_fused(const tl_emb_engine *eng, const emb_core_step *s, const tl_emb_step *pes,
+                               emb_apply_ws *ws, const float *const *grads)
+{
+    int F = eng->cfg.num_features;
+    int64_t U = s->n_unique, n = s->n_occ;
+    const int32_t *pair = emb_occ(s, eng->cfg.num_tables), *ut = s->u_table.p;
+    const int64_t *off = s->feat_off.p;
+    const float *gain = s->occ_gain.p;
+    float *const *uptr = s->u_ptr.p;
+    int32_t *start = ws->ustart.p, *occ = ws->uocc.p;
+    float *g = ws->gsum.p;
+    memset(start, 0, (size_t)(U + 1) * sizeof *start);
+    for (int64_t k = 0; k < n; k++)
+        start[pair[2 * k + 1] + 1]++;
+    for (int64_t u = 0; u < U; u++)
+        start[u + 1] += start[u];
+    for (int64_t k = 0; k < n; k++) /* then start[u] is where row u's occurrences end */
+        occ[start[pair[2 * k + 1]]++] = (int32_t)k;
+    int32_t j = 0;
+    for (int64_t u = 0; u < U; u++) {
+        if (u + AHEAD < U)
+            emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
+        const emb_table *t = &eng->tables[ut[u]];
+        int D = t->dim;
+        for (int32_t first = j; j < start[u]; j++) {
+            int64_t k = occ[j];
+            const float *x = grads[feature_of(off, F, k)] + (int64_t)pair[2 * k] * D;
+            if (j == first)
+                sum_first(g, x, gain[k], D);
+            else
+                sum_more(g, x, gain[k], D);
+        }
+        update(t, &pes[ut[u]], uptr[u], g);
+    }
+}
+
 /* Sums every core's gradients per owned row in ascending core order, then
  * runs each table's pipeline once per touched owned row (every owned row
  * for non-lazy tables; with several hosts, the rows this engine holds); tables without accumulation take each core's sum in
  * turn. With one core and only lazy tables the core's sums are the step's
  * and are applied in place. Each row sees the same operations in the same
  * order whatever the parts, so the bits do not depend on them. */
-void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws)
+void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_apply_ws *ws,
+                    const float *const *grads)
 {
     emb_step_rec *r = &eng->recs[step % EMB_RING];
     int T = eng->cfg.num_tables, C = eng->cfg.num_tensor_cores;
@@ -149,6 +228,10 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
     if (emb_direct(eng)) {
         TL_ASSERT(parts == 1);
         emb_core_step *s = emb_find_slot(&eng->cores[0], step);
+        if (grads != NULL) {
+            apply_direct_fused(eng, s, pes, ws, grads);
+            return;
+        }
         const int32_t *ut = s->u_table.p;
         const int64_t *goff = s->u_goff.p;
         float *const *uptr = s->u_ptr.p;
@@ -239,8 +322,8 @@ void emb_apply_finish(tl_emb_engine *eng, int64_t step)
 }
 
 /* Under mu, after emb_apply_reserve(step, 0, 1, ws[0]): the whole update at once. */
-void emb_apply_step(tl_emb_engine *eng, int64_t step)
+void emb_apply_step(tl_emb_engine *eng, int64_t step, const float *const *grads)
 {
-    emb_apply_part(eng, step, 0, 1, &eng->ws[0]);
+    emb_apply_part(eng, step, 0, 1, &eng->ws[0], grads);
     emb_apply_finish(eng, step);
 }
