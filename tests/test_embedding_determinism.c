@@ -13,9 +13,13 @@
 
 enum { B = 16, STEPS = 5, V0 = 97, V1 = 31, MAX_C = 2 };
 
-/* The cores of a run and whether they apply their own rows (owner apply). */
+/* The cores of a run, whether they apply their own rows (owner apply), and
+ * whether a third table, non-lazy, with a feature that never has an id,
+ * stands beside the two: it takes the owners off the merge through the
+ * cores' dedup hashes (every table lazy and accumulating) onto the
+ * accumulation hash, and changes nothing in the other two. */
 static int C = MAX_C;
-static bool owner;
+static bool owner, extra;
 
 typedef struct run_spec {
     tl_emb_algorithm algo;
@@ -38,16 +42,22 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
     opt.use_non_lazy = rs->non_lazy;
     if (rs->no_accum)
         opt.gradient_accumulation_status = TL_EMB_ACCUM_DISABLED;
-    tl_emb_table_config t[2] = {
+    tl_emb_optimizer sgd_non_lazy;
+    tl_emb_optimizer_default(TL_EMB_SGD, &sgd_non_lazy);
+    sgd_non_lazy.use_non_lazy = true;
+    tl_emb_table_config t[3] = {
         {.name = "a", .vocabulary_size = V0, .dim = 8, .optimizer = &opt, .combiner = TL_EMB_COMBINER_SQRTN},
-        {.name = "b", .vocabulary_size = V1, .dim = 3, .optimizer = &opt, .combiner = TL_EMB_COMBINER_MEAN}};
-    tl_emb_feature_config f[3] = {{.name = "f0", .table = 0}, {.name = "f1", .table = 1}, {.name = "f2", .table = 0}};
+        {.name = "b", .vocabulary_size = V1, .dim = 3, .optimizer = &opt, .combiner = TL_EMB_COMBINER_MEAN},
+        {.name = "z", .vocabulary_size = 5, .dim = 2, .optimizer = &sgd_non_lazy}};
+    tl_emb_feature_config f[4] = {{.name = "f0", .table = 0}, {.name = "f1", .table = 1}, {.name = "f2", .table = 0},
+                                  {.name = "fz", .table = 2}};
+    int F = extra ? 4 : 3;
     tl_emb_config c;
     tl_emb_config_default(&c);
     c.tables = t;
-    c.num_tables = 2;
+    c.num_tables = extra ? 3 : 2;
     c.features = f;
-    c.num_features = 3;
+    c.num_features = F;
     c.num_tensor_cores = C;
     c.batch_size_per_tensor_core = B;
     c.num_shards = shards;
@@ -56,16 +66,21 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_emb_set_owner_apply(eng, owner), TL_OK, "%s", tl_last_error());
-    int dims[3] = {8, 3, 8};
+    int dims[4] = {8, 3, 8, 2};
     int64_t vocab[3] = {V0, V1, V0};
     for (int s = 0; s < steps; s++) {
-        static int64_t ids[MAX_C][3][B * 4], splits[MAX_C][3][B + 1];
-        static float w[MAX_C][3][B * 4], out[MAX_C][3][B * 8], grad[MAX_C][3][B * 8];
+        static int64_t ids[MAX_C][4][B * 4], splits[MAX_C][4][B + 1];
+        static float w[MAX_C][4][B * 4], out[MAX_C][4][B * 8], grad[MAX_C][4][B * 8];
         tl_emb_dedup dd[MAX_C];
         for (int core = 0; core < C; core++) {
             tl_rng r;
             tl_rng_init(&r, 11, 3, (uint64_t)core, (uint64_t)s);
-            tl_emb_input in[3];
+            tl_emb_input in[4];
+            /* fz: no ids, a zero gradient */
+            memset(splits[core][3], 0, sizeof splits[core][3]);
+            memset(grad[core][3], 0, sizeof grad[core][3]);
+            in[3] = (tl_emb_input){.kind = TL_EMB_INPUT_RAGGED, .ids = ids[core][3], .n = 0,
+                                   .row_splits = splits[core][3]};
             for (int fi = 0; fi < 3; fi++) {
                 int64_t n = 0;
                 splits[core][fi][0] = 0;
@@ -82,16 +97,16 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
                 for (int k = 0; k < B * dims[fi]; k++)
                     grad[core][fi][k] = tl_rng_uniform(&r) - 0.5f;
             }
-            cr_assert_eq(tl_emb_enqueue(eng, core, in, 3, NULL), TL_OK, "%s", tl_last_error());
+            cr_assert_eq(tl_emb_enqueue(eng, core, in, F, NULL), TL_OK, "%s", tl_last_error());
         }
         for (int core = C - 1; core >= 0; core--) { /* cores in any order */
-            float *outs[3] = {out[core][0], out[core][1], out[core][2]};
+            float *outs[4] = {out[core][0], out[core][1], out[core][2], out[core][3]};
             cr_assert_eq(tl_emb_recv_dedup(eng, core, &dd[core]), TL_OK, "%s", tl_last_error());
-            cr_assert_eq(tl_emb_recv_activations(eng, core, &dd[core], outs, 3), TL_OK, "%s", tl_last_error());
+            cr_assert_eq(tl_emb_recv_activations(eng, core, &dd[core], outs, F), TL_OK, "%s", tl_last_error());
         }
         for (int core = 0; core < C; core++) {
-            const float *gs[3] = {grad[core][0], grad[core][1], grad[core][2]};
-            cr_assert_eq(tl_emb_send_gradients(eng, core, &dd[core], gs, 3, NULL, 0), TL_OK, "%s", tl_last_error());
+            const float *gs[4] = {grad[core][0], grad[core][1], grad[core][2], grad[core][3]};
+            cr_assert_eq(tl_emb_send_gradients(eng, core, &dd[core], gs, F, NULL, 0), TL_OK, "%s", tl_last_error());
         }
         for (int core = 0; core < C && owner; core++)
             cr_assert_eq(tl_emb_apply_owned(eng, core), TL_OK, "%s", tl_last_error());
@@ -162,4 +177,30 @@ Test(embedding_determinism, fused_send_update_has_the_bits_of_stored_sums)
         free(got);
         free(init);
     }
+}
+
+/* Several cores, every table lazy and accumulating: the owners merge each
+ * row's sums through the cores' dedup hashes; with a non-lazy table beside
+ * them, through the accumulation hash. The same sums in the same order: the
+ * same bits, with and without owner apply. */
+Test(embedding_determinism, merge_by_dedup_has_the_bits_of_the_accumulation_hash)
+{
+    static const run_spec specs[] = {{TL_EMB_SGD, false, false}, {TL_EMB_ADAGRAD, false, false},
+                                     {TL_EMB_FTRL, false, false}, {TL_EMB_RMSPROP, false, false}};
+    C = MAX_C;
+    for (int own = 0; own < 2; own++)
+        for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+            size_t n, m;
+            owner = own;
+            extra = true;
+            float *ref = run(&specs[i], 2, TL_EMB_MOD, STEPS, &n);
+            extra = false;
+            float *got = run(&specs[i], 2, TL_EMB_MOD, STEPS, &m);
+            cr_assert_eq(m, n);
+            cr_assert(memcmp(got, ref, n * sizeof *ref) == 0, "%s%s: the merge through the dedup hashes differs",
+                      tl_emb_algorithm_name(specs[i].algo), own ? " (owner apply)" : "");
+            free(ref);
+            free(got);
+        }
+    owner = false;
 }

@@ -74,7 +74,37 @@ typedef struct emb_core_step {
     emb_buf u_host;    /* int32 (n_unique) */
     emb_buf remote;    /* float (Σ dim of the rows held elsewhere) */
     int64_t n_missing; /* rows held elsewhere and not imported yet */
+    /* The dedup hash of the step, one open-addressing region per table: id
+     * -> unique index (-1 empty), the id itself read back from u_id. Four
+     * bytes a slot, and a table's probes stay in its own region. It lives as
+     * long as the slot, so that the owners of rows find each core's sums by
+     * it until the step is applied. */
+    emb_buf hash;      /* int32 (Σ regions) */
+    emb_buf h_base;    /* size_t (T): the table's region's first slot */
+    emb_buf h_shift;   /* int (T): 64 - log2 of its slots */
 } emb_core_step;
+
+/* The dedup hash's first slot for id in a region of 2^(64 - shift) slots:
+ * Fibonacci hashing, the top bits of id times 2^64/φ, so ids that differ in
+ * any bit spread over the region. */
+static inline size_t emb_dedup_slot(int64_t id, int shift)
+{
+    return (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> shift);
+}
+
+/* The unique index of (table, id) in step s, or -1 when s has no such row. */
+static inline int32_t emb_dedup_find(const emb_core_step *s, int32_t table, int64_t id)
+{
+    int shift = ((const int *)s->h_shift.p)[table];
+    const int32_t *h = (const int32_t *)s->hash.p + ((const size_t *)s->h_base.p)[table];
+    const int64_t *uid = s->u_id.p;
+    size_t mask = ((size_t)1 << (64 - shift)) - 1;
+    for (size_t i = emb_dedup_slot(id, shift);; i = (i + 1) & mask) {
+        int32_t u = h[i];
+        if (u < 0 || uid[u] == id)
+            return u;
+    }
+}
 
 /* Occurrence k's (bag, unique row) pair in the dedup data's integers, which
  * open with the T tables' unique counts. */
@@ -87,12 +117,6 @@ typedef struct emb_core {
     emb_core_step ring[EMB_RING];
     int64_t next_enqueue, next_recv; /* step numbers */
     int64_t last_received;           /* -1 */
-    /* The dedup hash, one open-addressing region per table: id -> unique
-     * index (-1 empty), the id itself read back from u_id; cleared per step.
-     * Four bytes a slot, and a table's probes stay in its own region. */
-    emb_buf hash;      /* int32 (Σ regions) */
-    emb_buf h_base;    /* size_t (T): the table's region's first slot */
-    emb_buf h_shift;   /* int (T): 64 - log2 of its slots */
     emb_buf bagsum;    /* double (bags): Σw or Σw² per bag while enqueuing */
 } emb_core;
 
@@ -108,6 +132,7 @@ typedef struct emb_apply_ws {
      * row's gradient sum. */
     emb_buf ustart, uocc;     /* int32 (n_unique + 1), int32 (n_occ) */
     emb_buf gsum;             /* float (max dim) */
+    emb_buf slots;            /* emb_core_step * (C): the step's slot on each core */
     size_t hcap;
 } emb_apply_ws;
 
@@ -139,6 +164,8 @@ struct tl_emb_engine {
     bool owner_apply;         /* tl_emb_set_owner_apply */
     int64_t *part_done;       /* (C) owner apply: the last step each core applied, -1 */
     bool direct;              /* one core, only lazy tables: updates read the core's sums in place */
+    bool merge_by_dedup;      /* several cores, every table lazy and accumulating: the owners find a row's
+                               * sums on the other cores through their dedup hashes */
 };
 
 static inline bool emb_direct(const tl_emb_engine *eng)

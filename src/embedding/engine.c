@@ -396,8 +396,12 @@ tl_status tl_emb_engine_create(const tl_emb_config *cfg, tl_emb_engine **out)
         eng->part_done[c] = -1;
     }
     eng->direct = C == 1 && eng->cfg.num_hosts == 1;
-    for (int i = 0; i < T && st == TL_OK; i++)
-        eng->direct = eng->direct && tl_emb_optimizer_is_lazy(&eng->tables[i].opt);
+    eng->merge_by_dedup = C > 1;
+    for (int i = 0; i < T && st == TL_OK; i++) {
+        const tl_emb_optimizer *o = &eng->tables[i].opt;
+        eng->direct = eng->direct && tl_emb_optimizer_is_lazy(o);
+        eng->merge_by_dedup = eng->merge_by_dedup && tl_emb_optimizer_is_lazy(o) && tl_emb_optimizer_accumulates(o);
+    }
     if (st != TL_OK) {
         tl_emb_engine_destroy(eng);
         return st;
@@ -502,11 +506,12 @@ int64_t tl_emb_workspace_bytes(const tl_emb_engine *eng)
     int64_t n = 0;
     for (int c = 0; eng != NULL && c < eng->cfg.num_tensor_cores; c++) {
         const emb_core *co = &eng->cores[c];
-        n += (int64_t)(co->hash.cap + co->h_base.cap + co->h_shift.cap + co->bagsum.cap);
+        n += (int64_t)co->bagsum.cap;
         for (int k = 0; k < EMB_RING; k++) {
             const emb_core_step *s = &co->ring[k];
-            const emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table,  &s->u_id,   &s->u_ptr, &s->u_goff,
-                                  &s->grad,     &s->ints,     &s->in_order, &s->u_host, &s->remote};
+            const emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id,   &s->u_ptr,
+                                  &s->u_goff,   &s->grad,     &s->ints,    &s->in_order, &s->u_host,
+                                  &s->remote,   &s->hash,     &s->h_base,  &s->h_shift};
             for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
                 n += (int64_t)b[j]->cap;
         }

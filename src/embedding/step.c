@@ -19,38 +19,29 @@ void emb_core_free(emb_core *c)
 {
     for (int k = 0; k < EMB_RING; k++) {
         emb_core_step *s = &c->ring[k];
-        emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id,   &s->u_ptr, &s->u_goff,
-                        &s->grad,     &s->ints,     &s->in_order, &s->u_host, &s->remote};
+        emb_buf *b[] = {&s->feat_off, &s->occ_gain, &s->u_table, &s->u_id,   &s->u_ptr, &s->u_goff, &s->grad,
+                        &s->ints,     &s->in_order, &s->u_host,  &s->remote, &s->hash,  &s->h_base, &s->h_shift};
         for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
             emb_buf_free(b[j]);
     }
-    emb_buf *b[] = {&c->hash, &c->h_base, &c->h_shift, &c->bagsum};
-    for (size_t j = 0; j < TL_ARRAY_LEN(b); j++)
-        emb_buf_free(b[j]);
+    emb_buf_free(&c->bagsum);
 }
 
 /* ---- the dedup hash ----------------------------------------------------------- */
-
-/* Fibonacci hashing: the top bits of id times 2^64/φ, so ids that differ in
- * any bit spread over the region. */
-static inline size_t dedup_slot(int64_t id, int shift)
-{
-    return (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> shift);
-}
 
 /* One region per table of at least twice the table's ids in this step (load
  * <= 1/2), every slot empty. A region of 4-byte slots sized to its table
  * stays in the caches where one hash of 16-byte (table, id) entries over
  * the whole step would not. */
-static tl_status dedup_prepare(const tl_emb_engine *eng, emb_core *c, const tl_emb_input *inputs)
+static tl_status dedup_prepare(const tl_emb_engine *eng, emb_core_step *s, const tl_emb_input *inputs)
 {
     int T = eng->cfg.num_tables, F = eng->cfg.num_features;
     tl_status st;
-    if ((st = emb_reserve(&c->h_base, (size_t)T * sizeof(size_t))) != TL_OK ||
-        (st = emb_reserve(&c->h_shift, (size_t)T * sizeof(int))) != TL_OK)
+    if ((st = emb_reserve(&s->h_base, (size_t)T * sizeof(size_t))) != TL_OK ||
+        (st = emb_reserve(&s->h_shift, (size_t)T * sizeof(int))) != TL_OK)
         return st;
-    size_t *base = c->h_base.p, total = 0;
-    int *shift = c->h_shift.p;
+    size_t *base = s->h_base.p, total = 0;
+    int *shift = s->h_shift.p;
     memset(base, 0, (size_t)T * sizeof *base); /* the tables' ids first */
     for (int f = 0; f < F; f++)
         base[eng->features[f].table] += inputs[f].n > 0 ? (size_t)inputs[f].n : 0;
@@ -62,9 +53,9 @@ static tl_status dedup_prepare(const tl_emb_engine *eng, emb_core *c, const tl_e
         shift[t] = 64 - lg;
         total += (size_t)1 << lg;
     }
-    if ((st = emb_reserve(&c->hash, total * sizeof(int32_t))) != TL_OK)
+    if ((st = emb_reserve(&s->hash, total * sizeof(int32_t))) != TL_OK)
         return st;
-    memset(c->hash.p, 0xff, total * sizeof(int32_t));
+    memset(s->hash.p, 0xff, total * sizeof(int32_t));
     return TL_OK;
 }
 
@@ -106,12 +97,12 @@ typedef struct builder {
 
 static void builder_feature(builder *b, int f)
 {
-    const emb_core *c = b->core;
+    const emb_core_step *s = b->s;
     b->fe = &b->eng->features[f];
     b->table = b->fe->table;
     b->t = &b->eng->tables[b->table];
-    b->shift = ((const int *)c->h_shift.p)[b->table];
-    b->h = (int32_t *)c->hash.p + ((const size_t *)c->h_base.p)[b->table];
+    b->shift = ((const int *)s->h_shift.p)[b->table];
+    b->h = (int32_t *)s->hash.p + ((const size_t *)s->h_base.p)[b->table];
     b->mask = ((size_t)1 << (64 - b->shift)) - 1;
 }
 
@@ -141,14 +132,14 @@ enum { PF = 32 };
 static inline tl_status add_occ(builder *b, const int64_t *ids, int64_t k, int64_t n, int64_t bag, float w)
 {
     if (k + PF < n)
-        __builtin_prefetch(&b->h[dedup_slot(ids[k + PF], b->shift)], 1, 3);
+        __builtin_prefetch(&b->h[emb_dedup_slot(ids[k + PF], b->shift)], 1, 3);
     int64_t id = ids[k];
     if (id < 0 || id >= b->t->vocab)
         return drop_id(b, k, id);
     emb_core_step *s = b->s;
     int64_t *uid = s->u_id.p;
     int32_t u;
-    for (size_t i = dedup_slot(id, b->shift);; i = (i + 1) & b->mask) {
+    for (size_t i = emb_dedup_slot(id, b->shift);; i = (i + 1) & b->mask) {
         u = b->h[i];
         if (u < 0) { /* a new unique row */
             u = (int32_t)s->n_unique++;
@@ -349,7 +340,7 @@ tl_status tl_emb_enqueue_batch(tl_emb_engine *eng, int core, const tl_emb_input 
         return tl_error(TL_EINVAL, "embedding: core %d enqueued %lld ids in one step; at most %d are allowed", core,
                         (long long)total, INT32_MAX / 2 - 1);
     int T = eng->cfg.num_tables;
-    if ((st = dedup_prepare(eng, c, inputs)) != TL_OK ||
+    if ((st = dedup_prepare(eng, s, inputs)) != TL_OK ||
         (st = emb_reserve(&s->feat_off, (size_t)(F + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&s->ints, (size_t)(T + 2 * total) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&s->occ_gain, (size_t)(total + 1) * sizeof(float))) != TL_OK ||

@@ -62,8 +62,8 @@ TL_VECTOR_CLONES static void add_into(float *restrict y, const float *restrict x
 
 void emb_apply_ws_free(emb_apply_ws *ws)
 {
-    emb_buf *b[] = {&ws->h, &ws->ag, &ws->at, &ws->aid, &ws->arow, &ws->steps, &ws->zero, &ws->ustart, &ws->uocc,
-                    &ws->gsum};
+    emb_buf *b[] = {&ws->h,    &ws->ag,     &ws->at,   &ws->aid,  &ws->arow, &ws->steps,
+                    &ws->zero, &ws->ustart, &ws->uocc, &ws->gsum, &ws->slots};
     for (size_t k = 0; k < TL_ARRAY_LEN(b); k++)
         emb_buf_free(b[k]);
 }
@@ -71,7 +71,7 @@ void emb_apply_ws_free(emb_apply_ws *ws)
 int64_t emb_apply_ws_bytes(const emb_apply_ws *ws)
 {
     return (int64_t)(ws->h.cap + ws->ag.cap + ws->at.cap + ws->aid.cap + ws->arow.cap + ws->steps.cap +
-                     ws->zero.cap + ws->ustart.cap + ws->uocc.cap + ws->gsum.cap);
+                     ws->zero.cap + ws->ustart.cap + ws->uocc.cap + ws->gsum.cap + ws->slots.cap);
 }
 
 /* Part `part` of `parts` owns the ids id mod parts == part. */
@@ -88,8 +88,8 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int part
 {
     int C = eng->cfg.num_tensor_cores;
     int64_t total = 0;
-    bool direct = emb_direct(eng);
-    for (int c = 0; c < C && !direct; c++) {
+    bool direct = emb_direct(eng), by_dedup = eng->merge_by_dedup;
+    for (int c = 0; c < C && !direct && !by_dedup; c++) {
         const emb_core_step *s = emb_find_slot(&eng->cores[c], step);
         TL_ASSERT(s != NULL);
         const int64_t *uid = s->u_id.p;
@@ -109,7 +109,8 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int part
         (st = emb_reserve(&ws->at, (size_t)(total + 1) * sizeof(int32_t))) != TL_OK ||
         (st = emb_reserve(&ws->aid, (size_t)(total + 1) * sizeof(int64_t))) != TL_OK ||
         (st = emb_reserve(&ws->arow, (size_t)(total + 1) * sizeof(float *))) != TL_OK ||
-        (st = emb_reserve(&ws->steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK)
+        (st = emb_reserve(&ws->steps, (size_t)eng->cfg.num_tables * sizeof(tl_emb_step))) != TL_OK ||
+        (st = emb_reserve(&ws->slots, (size_t)C * sizeof(emb_core_step *))) != TL_OK)
         return st;
     int max_dim = 1;
     for (int i = 0; i < eng->cfg.num_tables; i++)
@@ -211,6 +212,51 @@ static void apply_direct_fused(const tl_emb_engine *eng, const emb_core_step *s,
     }
 }
 
+/* Every table lazy and accumulating, several cores: each owned row once,
+ * at its first core (the lowest that has it; a lower core's dedup hash says
+ * whether it does), its sum that core's with the higher cores' added in
+ * ascending order (their dedup hashes find their sums), in place, then its
+ * update. The sums and their order are the accumulation hash's, without
+ * building one: the cores' own hashes live until the step is applied. */
+static void apply_merge_by_dedup(tl_emb_engine *eng, int64_t step, int part, int parts, const tl_emb_step *pes,
+                                 emb_apply_ws *ws)
+{
+    int C = eng->cfg.num_tensor_cores;
+    const emb_core_step **cs = ws->slots.p;
+    for (int c = 0; c < C; c++)
+        cs[c] = emb_find_slot(&eng->cores[c], step);
+    for (int c = 0; c < C; c++) {
+        const emb_core_step *s = cs[c];
+        const int32_t *ut = s->u_table.p;
+        const int64_t *uid = s->u_id.p, *goff = s->u_goff.p;
+        const int32_t *uh = eng->cfg.num_hosts > 1 ? s->u_host.p : NULL;
+        float *const *uptr = s->u_ptr.p;
+        float *g = s->grad.p;
+        for (int64_t u = 0; u < s->n_unique; u++) {
+            /* only rows this part updates: another part's are being written
+             * on its own core */
+            if (u + AHEAD < s->n_unique && owned(uid[u + AHEAD], part, parts))
+                emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
+            if (!owned(uid[u], part, parts) || (uh != NULL && uh[u] != eng->cfg.host))
+                continue; /* another part's row, or another host's */
+            int32_t t = ut[u];
+            bool first = true;
+            for (int lo = 0; lo < c && first; lo++)
+                first = emb_dedup_find(cs[lo], t, uid[u]) < 0;
+            if (!first)
+                continue; /* summed and applied with the lower core's */
+            int D = eng->tables[t].dim;
+            float *gu = g + goff[u];
+            for (int hi = c + 1; hi < C; hi++) {
+                int32_t v = emb_dedup_find(cs[hi], t, uid[u]);
+                if (v >= 0)
+                    add_into(gu, (const float *)cs[hi]->grad.p + ((const int64_t *)cs[hi]->u_goff.p)[v], D);
+            }
+            update(&eng->tables[t], &pes[t], uptr[u], gu);
+        }
+    }
+}
+
 /* Sums every core's gradients per owned row in ascending core order, then
  * runs each table's pipeline once per touched owned row (every owned row
  * for non-lazy tables; with several hosts, the rows this engine holds); tables without accumulation take each core's sum in
@@ -241,6 +287,10 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
                 emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
             update(&eng->tables[ut[u]], &pes[ut[u]], uptr[u], g + goff[u]);
         }
+        return;
+    }
+    if (eng->merge_by_dedup) {
+        apply_merge_by_dedup(eng, step, part, parts, pes, ws);
         return;
     }
     int32_t *h = ws->h.p, *a_table = ws->at.p;
