@@ -1,15 +1,22 @@
 /* bench_embedding.c — the embedding engine (tpuloop/embedding.h) on the
- * workload of PyTorch's peer (shared/bench/torch_embbag.py, run by
- * run_peers.sh in the same `make bench`): 8 tables of 1,000,000 rows × 64
- * float32, sum combiner, one feature per table, batch 4096 on 1 core and 1
- * shard, one thread; bags of 1 and of 20 ids (ragged input); Zipf ids;
- * SGD (lr 0.01) and Adagrad (lr 0.01, initial accumulator 0.1).
+ * workload of PyTorch's peers (shared/bench/torch_embbag.py, and FBGEMM's
+ * fused TBE in bench/peers/embedding_fbgemm.py, run by run_peers.sh in the
+ * same `make bench`): 8 tables of 1,000,000 rows × 64 float32, sum
+ * combiner, one feature per table, global batch 4096; bags of 1 and of 20
+ * ids (ragged input); Zipf ids; SGD (lr 0.01) and Adagrad (lr 0.01, initial
+ * accumulator 0.1). On 1 core (1 shard, one thread) and on 2 (2 shards, a
+ * thread each, 2048 examples per core: the global batch's halves).
  *
- * A step is what a training loop calls per step: enqueue, recv_dedup,
- * recv_activations, send_gradients; the update runs inside the send. The
- * gradients are a fixed buffer of small values (the model that would make
- * them is not the engine's work; PyTorch's peer computes an MSE loss, a
- * small dense op beside the embedding traffic).
+ *     bench_embedding [--opts=sgd,adagrad] [--cores=1,2]   (default: all)
+ *
+ * A step is what a training loop calls per step, per core: enqueue,
+ * recv_dedup, recv_activations, send_gradients; on 1 core the update runs
+ * inside the send, on 2 each core then applies the rows it owns once both
+ * have sent (tl_emb_apply_owned, owner apply, as the estimator's replicas
+ * do), the cores meeting at a spinning barrier. The gradients are a fixed
+ * buffer of small values (the model that would make them is not the
+ * engine's work; PyTorch's peer computes an MSE loss, a small dense op
+ * beside the embedding traffic).
  *
  * Ids, as torch_embbag.py draws them: P(rank k) ∝ 1/k^1.05 over all rows,
  * ranks scattered over the table by a fixed permutation (the same for every
@@ -18,17 +25,18 @@
  * (numpy's generator is not reproduced), so unique rows per step agree to
  * sampling noise; both sides print theirs.
  *
- * Each optimizer runs in its own child process, so that its peak resident
+ * Each (optimizer, cores) runs in its own child process, so that its peak resident
  * memory (ru_maxrss) is its own: the tables are initialized with zeros
  * (not timed; init_s says how long it took: the uniform initializer takes
  * about three times as long, and values do not change the work), then bag
  * 1 and bag 20 each get a warm-up of >= 0.5 s, then REPS reps of N >= 4
- * steps, N sized from the warm-up to about 1 s a rep. Per (optimizer, bag) one JSON line
- * with the median of the reps:
+ * steps, N sized from the warm-up to about 1 s a rep. Per (optimizer,
+ * cores, bag) one JSON line with the median of the reps:
  *
  *   median            M lookups/s (ids per second), the unit of the peer
- *   unique_rows_M_per_s  unique (table, id) rows updated per second
- *                     (tl_emb_get_stats' unique_rows over the rep)
+ *   unique_rows_M_per_s  unique (table, id) rows of the global batch,
+ *                     updated per second (counted on the ids before the
+ *                     run; on 1 core checked against tl_emb_get_stats)
  *   eff_GBps_median   the bytes the engine must move at the least, per
  *                     second: each occurrence reads its row's 256 B of
  *                     parameters once in the forward gather, and each unique
@@ -43,12 +51,14 @@
  *                     the same process after the engine is gone: 256-byte
  *                     rows at uniform random indices of a 2 GiB buffer,
  *                     copied into a 4096-row buffer, software prefetch 16
- *                     rows ahead, 1 thread — shared/bench/gather.c's mode 0
+ *                     rows ahead, on as many threads as the engine had
+ *                     cores (each its share of the visits, at once) —
+ *                     shared/bench/gather.c's mode 0
  *                     — with MADV_HUGEPAGE (the reference; the best the
  *                     machine does) and without (4 KiB pages, what a plain
  *                     malloc gets where THP is "madvise").
  *   eff_fraction_of_gather   eff_GBps / the huge-page gather GB/s (target
- *                     >= 0.5); lookup_fraction_of_gather, lookups/s over
+ *                     >= 0.6); lookup_fraction_of_gather, lookups/s over
  *                     gathered rows/s, is the stricter reading.
  *   maxrss_mib        peak resident memory of the child (ids and buffers
  *                     of the bench included, the gather's buffer not: read

@@ -63,14 +63,6 @@ SIZES = [784, 256, 256, 10]
 opt = optax.adam(1e-3)
 
 
-def fashion_mnist_test():
-    """The t10k split: images (10000, 784) float32 in [0, 1], labels (10000,) int32."""
-    d = peer_util.FMNIST_DIR
-    x = peer_util.read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
-    y = peer_util.read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int32)
-    return x.reshape(-1, 784), y
-
-
 def init(key):
     params = []
     for k, (fi, fo) in zip(jax.random.split(key, len(SIZES) - 1), zip(SIZES[:-1], SIZES[1:])):
@@ -161,7 +153,7 @@ def main():
         carry, epoch = fresh(), 0
         for _ in range(a.accuracy_epochs):
             carry, loss = run_epoch(carry, EPOCH_STEPS)
-        xt, yt = fashion_mnist_test()
+        xt, yt = peer_util.fashion_mnist_test()
         rec["accuracy_epochs"] = a.accuracy_epochs
         rec["test_accuracy"] = round(float(accuracy(carry[0], jax.device_put(xt), jax.device_put(yt))), 4)
     peer_util.emit(rec, eps)

@@ -67,14 +67,6 @@ else:
     loop = 100
 
 
-def fashion_mnist_test():
-    """The t10k split: images (10000, 784) float32 in [0, 1], labels (10000,) int32."""
-    d = peer_util.FMNIST_DIR
-    x = peer_util.read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
-    y = peer_util.read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int32)
-    return x.reshape(-1, 784), y
-
-
 def build():
     model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
                               keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
@@ -121,7 +113,7 @@ def main():
         keras.utils.set_random_seed(a.seed)
         model = build()
         model.fit(x_np, y_np, batch_size=BATCH, epochs=a.accuracy_epochs, shuffle=True, verbose=0)
-        xt, yt = fashion_mnist_test()
+        xt, yt = peer_util.fashion_mnist_test()
         pred = model.predict(xt, batch_size=1000, verbose=0).argmax(axis=1)
         rec["accuracy_epochs"] = a.accuracy_epochs
         rec["test_accuracy"] = round(float((pred == yt).mean()), 4)

@@ -71,14 +71,6 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
-def fashion_mnist_test():
-    """The t10k split: images (10000, 784) float32 in [0, 1], labels (10000,) int32."""
-    d = peer_util.FMNIST_DIR
-    x = peer_util.read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
-    y = peer_util.read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int32)
-    return x.reshape(-1, 784), y
-
-
 def make():
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     for m in model:
@@ -142,7 +134,7 @@ def main():
         run_epoch = trainer(model, opt)
         for _ in range(a.accuracy_epochs):
             run_epoch(EPOCH_STEPS)
-        xt, yt = fashion_mnist_test()
+        xt, yt = peer_util.fashion_mnist_test()
         with torch.no_grad():
             acc = (model.eval()(torch.from_numpy(xt)).argmax(1) == torch.from_numpy(yt).long()).float().mean()
         rec["accuracy_epochs"] = a.accuracy_epochs

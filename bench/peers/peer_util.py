@@ -95,6 +95,15 @@ def fashion_mnist_train():
     return x.reshape(-1, 28, 28, 1), y
 
 
+def fashion_mnist_test():
+    """The test split, flat: images (10000, 784) float32 in [0, 1], labels
+    (10000,) int32."""
+    import numpy as np
+    x = read_idx(os.path.join(FMNIST_DIR, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
+    y = read_idx(os.path.join(FMNIST_DIR, "t10k-labels-idx1-ubyte.gz")).astype(np.int32)
+    return x.reshape(-1, 784), y
+
+
 class Reps:
     """Times repetitions: wall seconds and the process's CPU seconds of each."""
 
