@@ -167,7 +167,9 @@ def best_peer_figures(recs):
                  and 2 cores (target 1.3 at 2)
       overhead   JAX's us/step in a lax.scan of 1000 steps over tpuloop's at
                  iterations_per_loop 1000 (target 1: tpuloop no slower)"""
-    rounds = sorted({r["round"] for r in recs if isinstance(r.get("round"), int)})
+    ours = ("tpuloop_embedding", "fbgemm_tbe", "tpuloop_dlrm", "dlrm_torch2", "tpuloop_mlp_rounds", "mlp_jax",
+            "mlp_keras", "mlp_torch2", "tpuloop_overhead", "overhead_jax")
+    rounds = sorted({r["round"] for r in recs if isinstance(r.get("round"), int) and r.get("bench") in ours})
 
     def runs(bench, rnd, **want):
         return [r for r in recs if r.get("bench") == bench and r.get("round") == rnd and "median" in r and
@@ -194,7 +196,7 @@ def best_peer_figures(recs):
                 frac.append(None if mine is None else mine.get("eff_fraction_of_gather"))
                 names.append((label(mine, "cores"), label(theirs, "threads")))
             emb["%s/%d" % (o, b)] = {"ratio": spread(rat), "fraction_of_gather": spread(frac),
-                                     "tpuloop_and_peer": names[-1] if names else None}
+                                     "tpuloop_and_peer_per_round": names}
     dlrm = {}
     for o in ("adagrad", "sgd"):
         rat, names = [], []
@@ -203,7 +205,7 @@ def best_peer_figures(recs):
             theirs = best(runs("dlrm_torch2", k, opt=o, threads=2))
             rat.append(ratio(mine and mine["median"], theirs and theirs["median"]))
             names.append(label(theirs, "emb", "compile"))
-        dlrm[o] = {"ratio": spread(rat), "best_peer": names[-1] if names else None}
+        dlrm[o] = {"ratio": spread(rat), "best_peer_per_round": names}
     mlp = {}
     for t in (1, 2):
         rat, names, tl = [], [], []
@@ -215,7 +217,7 @@ def best_peer_figures(recs):
             names.append(label(theirs))
         peers = {p: spread([None if not runs(p, k, threads=t) else best(runs(p, k, threads=t))["median"]
                             for k in rounds], 1) for p in ("mlp_jax", "mlp_keras", "mlp_torch2")}
-        mlp[str(t)] = {"ratio": spread(rat), "best_peer": names[-1] if names else None,
+        mlp[str(t)] = {"ratio": spread(rat), "best_peer_per_round": names,
                        "examples_per_s": dict(peers, tpuloop=spread(tl, 1))}
     ovh, us = [], {"tpuloop": [], "jax_scan": []}
     for k in rounds:
