@@ -74,10 +74,23 @@ int64_t emb_apply_ws_bytes(const emb_apply_ws *ws)
                      ws->zero.cap + ws->ustart.cap + ws->uocc.cap + ws->gsum.cap + ws->slots.cap);
 }
 
-/* Part `part` of `parts` owns the ids id mod parts == part. */
-static inline bool owned(int64_t id, int part, int parts)
+/* Part `part` of `parts` owns the ids id mod parts == part. The parts are
+ * the cores, a power of two as a rule: then the remainder is a mask, not a
+ * division per row (the owners test every core's rows). */
+typedef struct owner {
+    uint64_t part, parts, mask; /* mask: parts - 1 for a power of two, else 0 */
+} owner;
+
+static inline owner owner_of(int part, int parts)
 {
-    return parts == 1 || (int)((uint64_t)id % (uint64_t)parts) == part;
+    uint64_t p = (uint64_t)parts;
+    return (owner){(uint64_t)part, p, (p & (p - 1)) == 0 ? p - 1 : 0};
+}
+
+static inline bool owned(int64_t id, owner o)
+{
+    uint64_t r = o.mask != 0 || o.parts == 1 ? (uint64_t)id & o.mask : (uint64_t)id % o.parts;
+    return r == o.part;
 }
 
 /* Before the update of part `part` of `parts` of `step` (under mu for the
@@ -97,8 +110,9 @@ tl_status emb_apply_reserve(tl_emb_engine *eng, int64_t step, int part, int part
             total += s->n_unique;
             continue;
         }
+        owner own = owner_of(part, parts);
         for (int64_t u = 0; u < s->n_unique; u++)
-            total += owned(uid[u], part, parts);
+            total += owned(uid[u], own);
     }
     size_t hcap = 64;
     while (hcap < (size_t)total * 2)
@@ -223,6 +237,7 @@ static void apply_merge_by_dedup(tl_emb_engine *eng, int64_t step, int part, int
 {
     int C = eng->cfg.num_tensor_cores;
     const emb_core_step **cs = ws->slots.p;
+    owner own = owner_of(part, parts);
     for (int c = 0; c < C; c++)
         cs[c] = emb_find_slot(&eng->cores[c], step);
     for (int c = 0; c < C; c++) {
@@ -235,9 +250,9 @@ static void apply_merge_by_dedup(tl_emb_engine *eng, int64_t step, int part, int
         for (int64_t u = 0; u < s->n_unique; u++) {
             /* only rows this part updates: another part's are being written
              * on its own core */
-            if (u + AHEAD < s->n_unique && owned(uid[u + AHEAD], part, parts))
+            if (u + AHEAD < s->n_unique && owned(uid[u + AHEAD], own))
                 emb_prefetch_l2(uptr[u + AHEAD], eng->tables[ut[u + AHEAD]].stride);
-            if (!owned(uid[u], part, parts) || (uh != NULL && uh[u] != eng->cfg.host))
+            if (!owned(uid[u], own) || (uh != NULL && uh[u] != eng->cfg.host))
                 continue; /* another part's row, or another host's */
             int32_t t = ut[u];
             bool first = true;
@@ -297,6 +312,7 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
     int64_t *a_id = ws->aid.p;
     float **ag = ws->ag.p, **a_row = ws->arow.p;
     int32_t na = 0;
+    owner own = owner_of(part, parts);
     memset(h, 0xff, ws->hcap * sizeof *h);
     for (int c = 0; c < C; c++) {
         emb_core_step *s = emb_find_slot(&eng->cores[c], step);
@@ -306,7 +322,7 @@ void emb_apply_part(tl_emb_engine *eng, int64_t step, int part, int parts, emb_a
         float *const *uptr = s->u_ptr.p;
         float *g = s->grad.p;
         for (int64_t u = 0; u < s->n_unique; u++) {
-            if (!owned(uid[u], part, parts) || (uh != NULL && uh[u] != eng->cfg.host))
+            if (!owned(uid[u], own) || (uh != NULL && uh[u] != eng->cfg.host))
                 continue; /* another part's row, or another host's */
             const emb_table *t = &eng->tables[ut[u]];
             float *gu = g + goff[u];
