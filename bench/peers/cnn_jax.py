@@ -148,12 +148,7 @@ def main():
 
     train(max(a.warmup, 1))  # at least the step that compiles
     t = peer_util.Reps()
-    eps = []
-    for _ in range(a.reps):
-        t.start()
-        loss = train(a.steps)
-        t.stop()
-        eps.append(a.steps * B / t.wall[-1])
+    eps, loss = t.examples_per_s(a.reps, lambda: train(a.steps), a.steps * B)
     rec.update({"bench": "cnn_jax", "peer": "jax", "model": "cnn", "dataset": "fashion_mnist",
                 "batch": B, "batch_per_device": a.batch_per_device, "layout": "nhwc", "opt": "adam",
                 "steps_per_rep": a.steps, "warmup_steps": max(a.warmup, 1), "unit": "examples/s",

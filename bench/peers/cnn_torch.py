@@ -130,12 +130,7 @@ def main():
     if a.warmup:
         train(a.warmup)
     t = peer_util.Reps()
-    eps = []
-    for _ in range(a.reps):
-        t.start()
-        loss = train(a.steps)
-        t.stop()
-        eps.append(a.steps * B / t.wall[-1])
+    eps, loss = t.examples_per_s(a.reps, lambda: train(a.steps), a.steps * B)
     rec.update({"bench": "cnn_torch", "peer": "torch", "model": "cnn", "dataset": "fashion_mnist",
                 "batch": B, "batch_per_device": a.batch_per_device, "layout": a.layout, "opt": "adam",
                 "steps_per_rep": a.steps, "warmup_steps": a.warmup, "unit": "examples/s",

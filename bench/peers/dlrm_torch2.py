@@ -204,12 +204,7 @@ def main():
         train(a.warmup)
     warmup_s = time.perf_counter() - t0
     t = peer_util.Reps()
-    eps = []
-    for _ in range(a.reps):
-        t.start()
-        loss = train(a.steps)
-        t.stop()
-        eps.append(a.steps * BATCH / t.wall[-1])
+    eps, loss = t.examples_per_s(a.reps, lambda: train(a.steps), a.steps * BATCH)
     versions = {"torch": torch.__version__, "numpy": np.__version__}
     if a.emb == "tbe":
         versions["fbgemm_gpu_cpu"] = __import__("importlib.metadata").metadata.version("fbgemm-gpu-cpu")

@@ -113,12 +113,7 @@ def main():
     for _ in range(max(a.warmup, 1)):
         loss = run_epoch(a.steps)
     t = peer_util.Reps()
-    eps = []
-    for _ in range(a.reps):
-        t.start()
-        loss = run_epoch(a.steps)
-        t.stop()
-        eps.append(a.steps * BATCH / t.wall[-1])
+    eps, loss = t.examples_per_s(a.reps, lambda: run_epoch(a.steps), a.steps * BATCH)
     rec.update({"bench": "mlp_torch2", "peer": "torch", "model": "mlp", "dataset": "fashion_mnist",
                 "batch": BATCH, "opt": "adam", "adam": a.adam, "compile": bool(a.compile),
                 "compile_mode": a.compile_mode if a.compile else None, "steps_per_rep": a.steps,

@@ -121,6 +121,17 @@ class Reps:
         self.wall.append(time.perf_counter() - self.t0)
         self.cpu.append(self._cpu() - self.c0)
 
+    def examples_per_s(self, reps, step_fn, examples):
+        """Times reps calls of step_fn, each training `examples` examples:
+        examples/s per repetition, and the last call's result."""
+        eps, out = [], None
+        for _ in range(reps):
+            self.start()
+            out = step_fn()
+            self.stop()
+            eps.append(examples / self.wall[-1])
+        return eps, out
+
     def fields(self):
         util = [c / w for c, w in zip(self.cpu, self.wall)]
         return {"cpu_util_median": round(statistics.median(util), 3), "cpu_util_max": round(max(util), 3)}
