@@ -74,9 +74,6 @@
  * Runs in about a minute. */
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +84,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/thread.h"
 #include "tpuloop/embedding.h"
 #include "tpuloop/tpuloop.h"
 #include "util/bench_util.h"
@@ -280,16 +278,16 @@ static double gather_rows_per_s(bool huge, int threads, double *huge_mib)
     size_t share = gather_visits / (size_t)threads;
     for (int rep = -1; rep < GATHER_REPS; rep++) { /* rep -1: warm-up */
         gather_arg a[MAX_CORES];
-        pthread_t th[MAX_CORES];
+        tl_thread th[MAX_CORES];
         int started = 1;
         for (int c = 0; c < threads; c++)
             a[c] = (gather_arg){table, idx + (size_t)c * share, share, buf + (size_t)c * BATCH * DIM, 0};
         double t0 = bench_now();
-        for (int c = 1; c < threads; c++)
-            started += pthread_create(&th[c], NULL, gather_run, &a[c]) == 0;
+        for (int c = 1; c < threads && started == c; c++) /* up to the first that cannot start */
+            started += tl_thread_start(&th[c], gather_run, &a[c]) == TL_OK;
         gather_run(&a[0]);
         for (int c = 1; c < started; c++)
-            pthread_join(th[c], NULL);
+            tl_thread_join(&th[c], NULL);
         if (started < threads) { /* no thread: no figure */
             r = 0;
             goto out;
@@ -320,46 +318,35 @@ typedef struct result {
 
 /* ---- the step on C cores ---------------------------------------------------------- */
 
-/* A spinning barrier of the C threads (sense-reversing): a step is a few
- * milliseconds, and a sleep and wake-up per barrier would be a fair part of
- * the smaller ones. */
-typedef struct spin_barrier {
-    atomic_int count, sense;
-    int n;
-} spin_barrier;
-
-static void spin_wait(spin_barrier *b, int *local_sense)
-{
-    int s = *local_sense = !*local_sense;
-    if (atomic_fetch_add(&b->count, 1) + 1 == b->n) {
-        atomic_store(&b->count, 0);
-        atomic_store(&b->sense, s);
-    } else {
-        for (int spins = 0; atomic_load(&b->sense) != s; spins++)
-            if (spins > 4096)
-                sched_yield();
-    }
-}
-
 /* What the C cores share: the engine, the step's inputs (core c enqueues
  * in[c], its slice of the global batch), each core's activations and
- * gradients, and the barrier. As a training loop with one replica per core
- * calls the engine: enqueue, recv_dedup, recv_activations, send_gradients,
- * then (several cores) every core applies the rows it owns once all have
- * sent, as src/runtime/emb_steps.c does. */
-typedef struct cores {
+ * gradients, and their barrier. As a training loop with one replica per
+ * core calls the engine: enqueue, recv_dedup, recv_activations,
+ * send_gradients, then (several cores) every core applies the rows it owns
+ * once all have sent, as src/runtime/emb_steps.c does; the barrier spins
+ * 20 µs before it sleeps, as the estimator's replicas' do. A core that
+ * fails breaks it, which stops the others. */
+typedef struct cores cores;
+
+typedef struct core_arg {
+    cores *k;
+    int c;
+} core_arg;
+
+struct cores {
     tl_emb_engine *eng;
     int C;
     const tl_emb_input *in[MAX_CORES];
     float *const *out[MAX_CORES];
     const float *const *grads[MAX_CORES];
-    spin_barrier bar;
-    atomic_int stop;
-    atomic_int failed;
-    pthread_t th[MAX_CORES];
-} cores;
+    tl_barrier bar;
+    bool bar_ready;
+    int started; /* threads running cores 1..started */
+    tl_thread th[MAX_CORES];
+    core_arg args[MAX_CORES];
+};
 
-static tl_status core_step(cores *k, int c, int *sense)
+static tl_status core_step(cores *k, int c)
 {
     tl_emb_dedup dd;
     tl_emb_engine *eng = k->eng;
@@ -370,74 +357,63 @@ static tl_status core_step(cores *k, int c, int *sense)
         st = tl_emb_recv_activations(eng, c, &dd, k->out[c], TABLES);
     if (st == TL_OK)
         st = tl_emb_send_gradients(eng, c, &dd, k->grads[c], TABLES, NULL, 0);
-    if (k->C == 1)
+    if (k->C == 1 || st != TL_OK)
         return st;
-    if (st != TL_OK)
-        atomic_store(&k->failed, 1);
-    spin_wait(&k->bar, sense); /* every core sent */
-    if (st == TL_OK && !atomic_load(&k->failed))
-        st = tl_emb_apply_owned(eng, c);
-    return st;
+    if (tl_barrier_wait(&k->bar) != TL_WAIT_OK) /* every core sent */
+        return tl_error(TL_ERUNTIME, "another core failed");
+    return tl_emb_apply_owned(eng, c);
 }
-
-typedef struct core_arg {
-    cores *k;
-    int c;
-} core_arg;
 
 /* Cores 1..C-1: a step whenever core 0 (the main thread) starts one. */
 static void *core_main(void *p)
 {
     core_arg *a = p;
-    int sense = 0;
-    for (;;) {
-        spin_wait(&a->k->bar, &sense); /* the step's inputs are set, and the last step applied */
-        if (atomic_load(&a->k->stop))
-            return NULL;
-        if (core_step(a->k, a->c, &sense) != TL_OK) {
+    while (tl_barrier_wait(&a->k->bar) == TL_WAIT_OK) { /* the step's inputs are set, the last step applied */
+        if (core_step(a->k, a->c) != TL_OK) {
             fprintf(stderr, "bench_embedding: core %d: %s\n", a->c, tl_last_error());
-            atomic_store(&a->k->failed, 1);
+            tl_barrier_break(&a->k->bar);
         }
     }
+    return NULL;
 }
-
-static int main_sense;
 
 /* One step of every core; the inputs of core c are in[c]. */
 static tl_status step(cores *k, const tl_emb_input *const *in)
 {
     for (int c = 0; c < k->C; c++)
         k->in[c] = in[c];
-    if (k->C > 1)
-        spin_wait(&k->bar, &main_sense);
-    tl_status st = core_step(k, 0, &main_sense);
-    if (st == TL_OK && atomic_load(&k->failed))
-        st = tl_error(TL_ERUNTIME, "another core failed");
+    if (k->C > 1 && tl_barrier_wait(&k->bar) != TL_WAIT_OK)
+        return tl_error(TL_ERUNTIME, "another core failed");
+    tl_status st = core_step(k, 0);
+    if (st != TL_OK && k->C > 1)
+        tl_barrier_break(&k->bar);
     return st;
 }
 
-static core_arg core_args[MAX_CORES];
-
-static bool cores_start(cores *k)
+static tl_status cores_start(cores *k)
 {
-    for (int c = 1; c < k->C; c++) {
-        core_args[c] = (core_arg){k, c};
-        if (pthread_create(&k->th[c], NULL, core_main, &core_args[c]) != 0) {
-            k->C = c; /* the started ones are stopped */
-            return false;
-        }
+    k->started = 0;
+    if (k->C == 1)
+        return TL_OK;
+    tl_status st = tl_barrier_init(&k->bar, k->C, 20000);
+    k->bar_ready = st == TL_OK;
+    for (int c = 1; c < k->C && st == TL_OK; c++) {
+        k->args[c] = (core_arg){k, c};
+        if ((st = tl_thread_start(&k->th[c], core_main, &k->args[c])) == TL_OK)
+            k->started = c;
     }
-    return true;
+    return st;
 }
 
+/* Stops the cores' threads (breaking their barrier), after cores_start. */
 static void cores_stop(cores *k)
 {
-    if (k->C == 1)
+    if (!k->bar_ready)
         return;
-    atomic_store(&k->stop, 1);
-    spin_wait(&k->bar, &main_sense);
-    for (int c = 1; c < k->C; c++)
-        pthread_join(k->th[c], NULL);
+    tl_barrier_break(&k->bar);
+    for (int c = 1; c <= k->started; c++)
+        tl_thread_join(&k->th[c], NULL);
+    tl_barrier_close(&k->bar);
 }
 
 static tl_status run_bag(cores *k, int b, int slots, result *res)
@@ -560,18 +536,19 @@ static int run(tl_emb_algorithm alg, int C)
     double init_s = bench_now() - t0;
     int slots = tl_emb_num_slots(&opt);
     result res[NBAGS];
-    cores k = {.eng = eng, .C = C, .bar = {.n = C}};
+    cores k = {.eng = eng, .C = C};
     for (int c = 0; c < C; c++) {
         k.out[c] = out[c];
         k.grads[c] = grads[c];
     }
     if (st == TL_OK && C > 1)
         st = tl_emb_set_owner_apply(eng, true);
-    if (st == TL_OK && !cores_start(&k))
-        st = tl_error(TL_ERUNTIME, "no thread for a core");
-    for (int b = 0; b < NBAGS && st == TL_OK; b++)
-        st = run_bag(&k, b, slots, &res[b]);
-    cores_stop(&k);
+    if (st == TL_OK) {
+        st = cores_start(&k);
+        for (int b = 0; b < NBAGS && st == TL_OK; b++)
+            st = run_bag(&k, b, slots, &res[b]);
+        cores_stop(&k);
+    }
     if (st != TL_OK) {
         fprintf(stderr, "bench_embedding: %s: %s\n", tl_emb_algorithm_name(alg), tl_last_error());
         tl_emb_engine_destroy(eng);

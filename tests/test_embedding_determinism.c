@@ -14,12 +14,14 @@
 enum { B = 16, STEPS = 5, V0 = 97, V1 = 31, MAX_C = 2 };
 
 /* The cores of a run, whether they apply their own rows (owner apply), and
- * whether a third table, non-lazy, with a feature that never has an id,
- * stands beside the two: it takes the owners off the merge through the
- * cores' dedup hashes (every table lazy and accumulating) onto the
- * accumulation hash, and changes nothing in the other two. */
+ * whether a third table, without gradient accumulation, with a feature that
+ * never has an id, stands beside the two: it takes the owners off the merge
+ * through the cores' dedup hashes (every table lazy and accumulating) onto
+ * the accumulation hash, and changes nothing in the other two; and whether the
+ * engine pipelines (step n + 1's ids are enqueued before step n is
+ * applied). */
 static int C = MAX_C;
-static bool owner, extra;
+static bool owner, extra, pipelined;
 
 typedef struct run_spec {
     tl_emb_algorithm algo;
@@ -42,13 +44,13 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
     opt.use_non_lazy = rs->non_lazy;
     if (rs->no_accum)
         opt.gradient_accumulation_status = TL_EMB_ACCUM_DISABLED;
-    tl_emb_optimizer sgd_non_lazy;
-    tl_emb_optimizer_default(TL_EMB_SGD, &sgd_non_lazy);
-    sgd_non_lazy.use_non_lazy = true;
+    tl_emb_optimizer sgd_no_accum; /* keeps the engine off the merge through the dedup hashes */
+    tl_emb_optimizer_default(TL_EMB_SGD, &sgd_no_accum);
+    sgd_no_accum.gradient_accumulation_status = TL_EMB_ACCUM_DISABLED;
     tl_emb_table_config t[3] = {
         {.name = "a", .vocabulary_size = V0, .dim = 8, .optimizer = &opt, .combiner = TL_EMB_COMBINER_SQRTN},
         {.name = "b", .vocabulary_size = V1, .dim = 3, .optimizer = &opt, .combiner = TL_EMB_COMBINER_MEAN},
-        {.name = "z", .vocabulary_size = 5, .dim = 2, .optimizer = &sgd_non_lazy}};
+        {.name = "z", .vocabulary_size = 5, .dim = 2, .optimizer = &sgd_no_accum}};
     tl_emb_feature_config f[4] = {{.name = "f0", .table = 0}, {.name = "f1", .table = 1}, {.name = "f2", .table = 0},
                                   {.name = "fz", .table = 2}};
     int F = extra ? 4 : 3;
@@ -63,6 +65,7 @@ static float *run(const run_spec *rs, int shards, tl_emb_sharding strategy, int 
     c.num_shards = shards;
     c.sharding_strategy = strategy;
     c.seed = 7;
+    c.pipeline_execution_with_tensor_core = pipelined;
     tl_emb_engine *eng;
     cr_assert_eq(tl_emb_engine_create(&c, &eng), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_emb_set_owner_apply(eng, owner), TL_OK, "%s", tl_last_error());
@@ -180,25 +183,29 @@ Test(embedding_determinism, fused_send_update_has_the_bits_of_stored_sums)
 }
 
 /* Several cores, every table lazy and accumulating: the owners merge each
- * row's sums through the cores' dedup hashes; with a non-lazy table beside
- * them, through the accumulation hash. The same sums in the same order: the
- * same bits, with and without owner apply. */
+ * row's sums through the cores' dedup hashes; with a table without
+ * accumulation beside them, through the accumulation hash. The same sums in the same order: the
+ * same bits, with owner apply, without, and pipelined, where each core's
+ * next step is enqueued (its dedup hash built) before the merge of this
+ * one. */
 Test(embedding_determinism, merge_by_dedup_has_the_bits_of_the_accumulation_hash)
 {
     static const run_spec specs[] = {{TL_EMB_SGD, false, false}, {TL_EMB_ADAGRAD, false, false},
                                      {TL_EMB_FTRL, false, false}, {TL_EMB_RMSPROP, false, false}};
     C = MAX_C;
-    for (int own = 0; own < 2; own++)
+    for (int mode = 0; mode < 3; mode++) /* serial apply, owner apply, pipelined */
         for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
             size_t n, m;
-            owner = own;
+            owner = mode == 1;
+            pipelined = mode == 2;
             extra = true;
             float *ref = run(&specs[i], 2, TL_EMB_MOD, STEPS, &n);
             extra = false;
             float *got = run(&specs[i], 2, TL_EMB_MOD, STEPS, &m);
             cr_assert_eq(m, n);
             cr_assert(memcmp(got, ref, n * sizeof *ref) == 0, "%s%s: the merge through the dedup hashes differs",
-                      tl_emb_algorithm_name(specs[i].algo), own ? " (owner apply)" : "");
+                      tl_emb_algorithm_name(specs[i].algo),
+                      mode == 1 ? " (owner apply)" : mode == 2 ? " (pipelined)" : "");
             free(ref);
             free(got);
         }

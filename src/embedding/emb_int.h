@@ -8,7 +8,6 @@
 #include "../base/base_int.h"
 #include "tpuloop/embedding.h"
 
-
 /* Steps a core may hold: enqueued, received, sent and (pipelined) not yet
  * applied. */
 #define EMB_RING 4
