@@ -211,6 +211,7 @@ typedef struct tl_run_config {
     bool best_exporter;                /* train_and_evaluate: export the best checkpoint by loss */
     int64_t exports_to_keep;           /* best_exporter's newest exports kept; 5 */
     int64_t devices;                   /* per host; 0 discovers one per core */
+    int64_t intra_op_parallelism_threads; /* per device; 0: the host's cores shared among its devices */
     int64_t num_hosts;
     int64_t host_timeout_secs;         /* several hosts: the longest wait for another host; 0 waits for ever */
     const char *params_json;           /* the user's params as a JSON object; "{}" by default */

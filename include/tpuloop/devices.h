@@ -57,6 +57,9 @@ TL_API void tl_devices_destroy(tl_devices *devs);
 
 TL_API int tl_devices_count(const tl_devices *devs);     /* global count */
 TL_API int tl_devices_per_host(const tl_devices *devs);
+/* The k-th core (k >= 0) of the affinity mask that no device of this host
+ * is pinned to, or -1 when there is none (or the devices are unpinned). */
+TL_API int tl_devices_spare_cpu(const tl_devices *devs, int k);
 TL_API int tl_devices_num_hosts(const tl_devices *devs);
 TL_API int tl_devices_host_id(const tl_devices *devs);
 /* True when the count was given rather than discovered. */

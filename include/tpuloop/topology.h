@@ -85,6 +85,14 @@ TL_API int tl_topology_replicas_per_host(const tl_topology *topo);
 TL_API bool tl_topology_replica_spans_hosts(const tl_topology *topo);
 /* TensorFlow's _OneCoreTPUContext (num_shards == 1, no num_cores_per_replica). */
 TL_API bool tl_topology_one_core(const tl_topology *topo);
+/* Intra-op threads per device (intra_op_parallelism_threads, 0 resolved:
+ * the cores of the affinity mask over the host's devices, at least 1). */
+TL_API int tl_topology_intra_op_threads(const tl_topology *topo);
+/* The core that thread `thread` (1 .. threads - 1; thread 0 is the device's
+ * own worker) of device `device` is pinned to: the host's cores left over by
+ * its devices, handed out device by device; -1 when none is left (or the
+ * device is unpinned or not this host's), and the thread then runs unpinned. */
+TL_API int tl_topology_thread_cpu(const tl_topology *topo, int device, int thread);
 /* The place of device d, or NULL when d is out of range. */
 TL_API const tl_place *tl_topology_place(const tl_topology *topo, int device);
 /* The device of (replica, partition), or -1 when out of range. */

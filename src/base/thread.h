@@ -235,4 +235,50 @@ tl_status tl_thread_join(tl_thread *t, void **result);
 tl_status tl_thread_pin(tl_thread *t, int cpu);
 tl_status tl_thread_pin_self(int cpu);
 
+/* ---- team ----------------------------------------------------------------- */
+
+/*
+ * A fork-join team: the thread that owns it and nthreads - 1 helpers, which
+ * run the parts of one job at a time (a device's intra-op threads). The owner
+ * calls tl_team_run(t, fn, ctx): every member runs fn(ctx, part, nthreads)
+ * for its own part (the owner part 0), and the call returns when every part
+ * has returned, with every part's writes visible. A job cannot fail: the
+ * caller checks what could go wrong before it splits the work.
+ *
+ *     tl_team *t;
+ *     if (tl_team_create(2, cpus, 20000, &t) != TL_OK) ...   // owner + 1 helper
+ *     tl_team_run(t, scale_part, &job);    // scale_part(&job, 0, 2) here, (&job, 1, 2) there
+ *     tl_team_destroy(t);
+ *
+ * A team is driven by one thread at a time (not necessarily the one that made
+ * it). NULL is a team of one: tl_team_run(NULL, ...) runs fn(ctx, 0, 1).
+ */
+typedef struct tl_team tl_team;
+typedef void (*tl_team_fn)(void *ctx, int part, int nparts);
+
+/*
+ * Starts nthreads - 1 helpers, helper i pinned to cpus[i] when cpus is not
+ * NULL and cpus[i] >= 0 (a pin that fails is logged and the helper runs
+ * unpinned). A helper between jobs polls for spin_ns before it sleeps (0:
+ * sleep at once; see tl_barrier_init for when spinning pays). nthreads == 1
+ * makes no thread. Errors: TL_EINVAL for nthreads < 1 or spin_ns < 0;
+ * TL_ENOMEM; TL_ERUNTIME when a thread cannot start (those started are
+ * stopped; *out is NULL).
+ */
+tl_status tl_team_create(int nthreads, const int *cpus, int64_t spin_ns, tl_team **out);
+
+/* Stops and joins the helpers and frees the team. Accepts NULL. */
+void tl_team_destroy(tl_team *t);
+
+/* Members, the owner included; 1 for NULL. */
+int tl_team_size(const tl_team *t);
+
+/* Runs fn(ctx, part, size) on every member and waits for them all. */
+void tl_team_run(tl_team *t, tl_team_fn fn, void *ctx);
+
+/* The range [*lo, *hi) of part `part` of n items split in nparts pieces of
+ * whole multiples of `align` items (the last piece takes the rest; a piece
+ * may be empty). align >= 1. */
+void tl_team_range(int64_t n, int64_t align, int part, int nparts, int64_t *lo, int64_t *hi);
+
 #endif /* TL_BASE_THREAD_H */

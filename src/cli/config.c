@@ -370,6 +370,25 @@ static void print_partition_text(const json_t *pl)
     printf("\n");
 }
 
+/* A host's replicas x devices per replica x intra-op threads per device,
+ * and the cores they run on. */
+static void layout_text(const tl_topology *topo, char *buf, size_t n)
+{
+    int per_host = tl_topology_devices_per_host(topo), threads = tl_topology_intra_op_threads(topo);
+    int cpus = tl_available_cpus(), ncpr = tl_topology_num_cores_per_replica(topo);
+    int rph = tl_topology_replicas_per_host(topo), dpr = ncpr > 0 ? ncpr : 1;
+    int total = per_host * threads;
+    char replicas[48];
+    if (rph > 0)
+        snprintf(replicas, sizeof replicas, "%d replica%s x %d device%s", rph, rph == 1 ? "" : "s", dpr,
+                 dpr == 1 ? "" : "s");
+    else
+        snprintf(replicas, sizeof replicas, "%d device%s of a replica", per_host, per_host == 1 ? "" : "s");
+    snprintf(buf, n, "%s x %d intra-op thread%s per host = %d thread%s on %d core%s%s", replicas, threads,
+             threads == 1 ? "" : "s", total, total == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s",
+             total > cpus ? " (oversubscribed)" : "");
+}
+
 int cli_config(int argc, char **argv)
 {
     static const char *const allowed[] = {"--json", NULL};
@@ -397,6 +416,8 @@ int cli_config(int argc, char **argv)
     json_t *conf = json_loads(cfg_text, 0, NULL);
     json_t *tpu = json_object_get(conf, "tpu_config");
     int ncpr = tl_topology_num_cores_per_replica(topo);
+    char layout[160];
+    layout_text(topo, layout, sizeof layout);
     json_t *plan = tl_topology_model_parallel(topo) ? partition_plan(argc, argv, allowed) : NULL;
     if (seen[0]) {
         json_t *root = json_object();
@@ -413,6 +434,8 @@ int cli_config(int argc, char **argv)
         json_object_set_new(root, "num_replicas", json_integer(tl_topology_num_replicas(topo)));
         json_object_set_new(root, "replicas_per_host", json_integer(tl_topology_replicas_per_host(topo)));
         json_object_set_new(root, "model_parallel", json_boolean(tl_topology_model_parallel(topo)));
+        json_object_set_new(root, "intra_op_threads", json_integer(tl_topology_intra_op_threads(topo)));
+        json_object_set_new(root, "layout", json_string(layout));
         json_object_set(root, "tpu_config", tpu);
         json_t *input = json_object();
         static const char *const names[3] = {"train", "eval", "predict"};
@@ -460,13 +483,15 @@ int cli_config(int argc, char **argv)
             free(s);
         }
         printf("topology\n");
-        printf("  %d host%s x %d device%s per host = %d devices; ", tl_topology_num_hosts(topo),
+        printf("  %d host%s x %d device%s per host = %d device%s; ", tl_topology_num_hosts(topo),
                tl_topology_num_hosts(topo) == 1 ? "" : "s", tl_topology_devices_per_host(topo),
-               tl_topology_devices_per_host(topo) == 1 ? "" : "s", tl_topology_num_devices(topo));
+               tl_topology_devices_per_host(topo) == 1 ? "" : "s", tl_topology_num_devices(topo),
+               tl_topology_num_devices(topo) == 1 ? "" : "s");
         if (tl_topology_model_parallel(topo))
             printf("%d cores per replica; ", ncpr);
         printf("%d replica%s, %d per host\n", tl_topology_num_replicas(topo),
                tl_topology_num_replicas(topo) == 1 ? "" : "s", tl_topology_replicas_per_host(topo));
+        printf("  layout: %s\n", layout);
         int nd = tl_topology_num_devices(topo), shown = nd < 16 ? nd : 16;
         printf("  %-10s %5s %8s %10s\n", "device", "host", "replica", "partition");
         for (int d = 0; d < shown; d++) {

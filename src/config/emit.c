@@ -79,6 +79,7 @@ json_t *tl_config_value_json(const tl_config *cfg, int id)
     case TL_OPT_ID_best_exporter: return json_boolean(rc->best_exporter);
     case TL_OPT_ID_exports_to_keep: return json_integer(rc->exports_to_keep);
     case TL_OPT_ID_devices: return json_integer(rc->devices);
+    case TL_OPT_ID_intra_op_parallelism_threads: return json_integer(rc->intra_op_parallelism_threads);
     case TL_OPT_ID_num_hosts: return json_integer(rc->num_hosts);
     case TL_OPT_ID_host_timeout_secs: return json_integer(rc->host_timeout_secs);
     case TL_OPT_ID_model_name: return json_string(rc->model.model_name);

@@ -533,6 +533,8 @@ static tl_status resolve_estimator(tl_config *cfg)
         return st;
 
     if ((st = int_in_table_range(cfg, TL_OPT_ID_devices, &rc->devices)) != TL_OK ||
+        (st = int_in_table_range(cfg, TL_OPT_ID_intra_op_parallelism_threads, &rc->intra_op_parallelism_threads)) !=
+            TL_OK ||
         (st = int_in_table_range(cfg, TL_OPT_ID_num_hosts, &rc->num_hosts)) != TL_OK)
         return st;
     return int_in_table_range(cfg, TL_OPT_ID_host_timeout_secs, &rc->host_timeout_secs);

@@ -4,6 +4,7 @@
  * gradient it writes first (planned in compile.c) and adds into it after. */
 #include <string.h>
 
+#include "../base/thread.h"
 #include "../kernels/kernels.h"
 #include "ops.h"
 
@@ -13,6 +14,34 @@
 static float *val(const tl_program *p, const tl_exec *e, tl_t t)
 {
     return tl_exec_value(p, e, t);
+}
+
+/* A GEMM on the device's intra-op threads, in as many pieces as keep the
+ * bits of one call (tl_k_gemm_parts); alone when it has none. */
+typedef struct gemm_job {
+    const tl_k_gemm *g;
+    int nparts;
+} gemm_job;
+
+static void gemm_piece(void *ctx, int part, int nparts)
+{
+    (void)nparts;
+    const gemm_job *j = ctx;
+    if (part < j->nparts)
+        tl_k_gemm_part(j->g, part, j->nparts);
+}
+
+static tl_status run_gemm(const tl_exec *e, const tl_k_gemm *g)
+{
+    tl_status st = tl_k_gemm_check(g);
+    if (st != TL_OK)
+        return st;
+    gemm_job j = {g, tl_k_gemm_parts(g, tl_team_size(e->team))};
+    if (j.nparts == 1)
+        tl_k_gemm_part(g, 0, 1);
+    else
+        tl_team_run(e->team, gemm_piece, &j);
+    return TL_OK;
 }
 
 float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t)
@@ -60,8 +89,9 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
             const tl_node *a = &g->nodes[nd->in[0]];
             bool ta = nd->iattr[0], tb = nd->iattr[1];
             int64_t k = ta ? a->shape[0] : a->shape[1];
-            st = tl_k_matmul(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]), val(p, e, nd->in[1]),
-                             0.0f, y);
+            tl_k_gemm mm = {ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]), val(p, e, nd->in[1]),
+                            0.0f, y};
+            st = run_gemm(e, &mm);
             break;
         }
         case TL_OP_BIAS_ADD: {
@@ -205,12 +235,17 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
             /* matmul_grad accumulates with beta = 1: no scratch needed. */
             float *da = tl_op_wants(p, i, 0) ? tl_op_grad(p, e, nd->in[0]) : NULL;
             float *db = tl_op_wants(p, i, 1) ? tl_op_grad(p, e, nd->in[1]) : NULL;
+            tl_k_gemm gda, gdb;
+            tl_k_matmul_grad_gemms(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
+                                   val(p, e, nd->in[1]), dy, (p->first_write[i] & 1u) ? 0.0f : 1.0f, da, NULL, &gda,
+                                   NULL);
+            tl_k_matmul_grad_gemms(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
+                                   val(p, e, nd->in[1]), dy, (p->first_write[i] & 2u) ? 0.0f : 1.0f, NULL, db, NULL,
+                                   &gdb);
             if (da != NULL)
-                st = tl_k_matmul_grad(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
-                                      val(p, e, nd->in[1]), dy, (p->first_write[i] & 1u) ? 0.0f : 1.0f, da, NULL);
+                st = run_gemm(e, &gda);
             if (st == TL_OK && db != NULL)
-                st = tl_k_matmul_grad(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
-                                      val(p, e, nd->in[1]), dy, (p->first_write[i] & 2u) ? 0.0f : 1.0f, NULL, db);
+                st = run_gemm(e, &gdb);
             break;
         }
         case TL_OP_BIAS_ADD: {

@@ -99,6 +99,8 @@ typedef struct tl_exec {
     float loss_scale;         /* d(loss) seed: 1, or 1/R for CrossShardOptimizer's MEAN */
     float state_scale;        /* 1/R: a state variable's update (its param_grad entry) is averaged over replicas */
     const tl_spmd *spmd;      /* a core of a partitioned replica; NULL: the replica is one core */
+    struct tl_team *team;     /* the device's intra-op threads (base/thread.h): its GEMMs run in pieces on them,
+                                 with the bits of one thread (kernels.h, tl_k_gemm_parts); NULL: one thread */
 } tl_exec;
 
 /* Pointer to node t's value in e. */

@@ -26,7 +26,8 @@
  *    a slice window) returns a tl_status with a message naming the value and
  *    the allowed range, and leaves the outputs untouched; a negative element
  *    count can only come from a bug in the caller and is a TL_ASSERT.
- *  - Deterministic: no threads, no atomics, and every sum adds its terms in an
+ *  - Deterministic: no threads (a caller may run a tl_k_gemm in pieces on
+ *    several, below), no atomics, and every sum adds its terms in an
  *    order fixed by the code (stated at each reduction), so the same inputs
  *    give the same bits on the same machine. Loops are written in blocks of
  *    TL_K_LANES independent elements so gcc -O2 vectorises them (its cheap
@@ -97,6 +98,33 @@ tl_status tl_k_matmul_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int
 void tl_k_matmul_grad_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const double *restrict a, const double *restrict b, const double *restrict dc,
                           double beta, double *restrict da, double *restrict db);
+
+/*
+ * A GEMM as a value, C = alpha·op(A)·op(B) + beta·C with tl_k_matmul's
+ * layouts, for a caller that runs it in pieces on several threads (a
+ * device's intra-op threads, graph/exec.c). tl_k_gemm_parts says into how
+ * many pieces (at most max_parts) it splits with the bits of the whole call:
+ * 1 when any piece would be too small for that (or for the split to pay).
+ * Piece `part` of nparts then writes its own rows (or columns) of C, and the
+ * pieces may run at once. tl_k_gemm_check is tl_k_matmul's check of the
+ * sizes; check before splitting. tl_k_matmul_grad_gemms gives the GEMMs of
+ * tl_k_matmul_grad (each only when its output is not NULL).
+ */
+typedef struct tl_k_gemm {
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha;
+    const float *a, *b;
+    float beta;
+    float *c;
+} tl_k_gemm;
+
+tl_status tl_k_gemm_check(const tl_k_gemm *g);
+int tl_k_gemm_parts(const tl_k_gemm *g, int max_parts);
+void tl_k_gemm_part(const tl_k_gemm *g, int part, int nparts);
+void tl_k_matmul_grad_gemms(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float *a, const float *b, const float *dc, float beta, float *da, float *db,
+                            tl_k_gemm *gda, tl_k_gemm *gdb);
 
 /* ---- bias, activations, accumulation --------------------------------------
  *

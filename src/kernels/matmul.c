@@ -4,6 +4,7 @@
 #include <inttypes.h>
 
 #include "../base/base_int.h"
+#include "../base/thread.h"
 #include "kernels.h"
 
 /* The largest dimension the BLAS integer can carry. */
@@ -64,6 +65,86 @@ tl_status tl_k_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     return TL_OK;
 }
 
+/* ---- a GEMM in pieces --------------------------------------------------- */
+
+/* The fewest multiply-adds a piece may have. OpenBLAS 0.3 sends a product of
+ * up to 1e6 multiply-adds (m·n·k) to its small-matrix kernels, which add in
+ * another order than its blocked path; above that every element of C is the
+ * blocked path's sum over k in one order, whatever rows or columns of C a
+ * call covers. Pieces above this bound (with a margin) give the bits of the
+ * whole call: tests/test_kernels_gemm_parts.c checks it over random shapes. */
+#define GEMM_PIECE_MIN_MACS ((int64_t)1 << 21)
+/* Pieces start at a multiple of the widest micro-kernel tile (16 floats). */
+#define GEMM_PIECE_ALIGN 16
+
+/* The dimension a GEMM is split along: rows of C when it has more rows than
+ * columns (each piece then packs all of op(B) and a share of op(A)), else
+ * its columns. */
+static int64_t split_dim(const tl_k_gemm *g)
+{
+    return g->m > g->n ? g->m : g->n;
+}
+
+int tl_k_gemm_parts(const tl_k_gemm *g, int max_parts)
+{
+    if (g->k == 0 || g->m == 0 || g->n == 0)
+        return 1;
+    int64_t dim = split_dim(g), other = g->m > g->n ? g->n : g->m;
+    for (int p = max_parts; p > 1; p--) {
+        /* The last piece is the smallest (the others are whole multiples
+         * of the alignment), and none may be empty. */
+        int64_t lo, hi;
+        tl_team_range(dim, GEMM_PIECE_ALIGN, p - 1, p, &lo, &hi);
+        if (hi > lo && (hi - lo) * other * g->k >= GEMM_PIECE_MIN_MACS)
+            return p;
+    }
+    return 1;
+}
+
+void tl_k_gemm_part(const tl_k_gemm *g, int part, int nparts)
+{
+    int64_t lo, hi;
+    tl_team_range(split_dim(g), GEMM_PIECE_ALIGN, part, nparts, &lo, &hi);
+    if (hi <= lo)
+        return;
+    blasint lda = (blasint)(g->ta ? g->m : g->k), ldb = (blasint)(g->tb ? g->k : g->n);
+    CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
+    if (nparts == 1) {
+        gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->b, g->beta, g->c);
+    } else if (g->m > g->n) { /* rows lo..hi of C: rows of op(A) */
+        const float *a = g->ta ? g->a + lo : g->a + lo * g->k;
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)(hi - lo), (blasint)g->n, (blasint)g->k, g->alpha, a, lda, g->b,
+                    ldb, g->beta, g->c + lo * g->n, (blasint)g->n);
+    } else { /* columns lo..hi of C: columns of op(B) */
+        const float *b = g->tb ? g->b + lo * g->k : g->b + lo;
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)g->m, (blasint)(hi - lo), (blasint)g->k, g->alpha, g->a, lda, b,
+                    ldb, g->beta, g->c + lo, (blasint)g->n);
+    }
+}
+
+tl_status tl_k_gemm_check(const tl_k_gemm *g)
+{
+    return check_dims("matmul", g->m, g->n, g->k);
+}
+
+void tl_k_matmul_grad_gemms(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float *a, const float *b, const float *dc, float beta, float *da, float *db,
+                            tl_k_gemm *gda, tl_k_gemm *gdb)
+{
+    if (da != NULL) {
+        if (!trans_a) /* dA (m, k) = dC·op(B)ᵀ */
+            *gda = (tl_k_gemm){false, !trans_b, m, k, n, alpha, dc, b, beta, da};
+        else /* dA (k, m) = op(B)·dCᵀ */
+            *gda = (tl_k_gemm){trans_b, true, k, m, n, alpha, b, dc, beta, da};
+    }
+    if (db != NULL) {
+        if (!trans_b) /* dB (k, n) = op(A)ᵀ·dC */
+            *gdb = (tl_k_gemm){!trans_a, false, k, n, m, alpha, a, dc, beta, db};
+        else /* dB (n, k) = dCᵀ·op(A) */
+            *gdb = (tl_k_gemm){true, trans_a, n, k, m, alpha, dc, a, beta, db};
+    }
+}
+
 /*
  * With op(A) (m, k), op(B) (k, n) and dC (m, n):
  *   d op(A) = alpha·dC·op(B)ᵀ   and   d op(B) = alpha·op(A)ᵀ·dC,
@@ -77,18 +158,12 @@ tl_status tl_k_matmul_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int
     tl_status st = check_dims("matmul_grad", m, n, k);
     if (st != TL_OK)
         return st;
-    if (da != NULL) {
-        if (!trans_a) /* dA (m, k) = dC·op(B)ᵀ */
-            gemm(false, !trans_b, m, k, n, alpha, dc, b, beta, da);
-        else /* dA (k, m) = op(B)·dCᵀ */
-            gemm(trans_b, true, k, m, n, alpha, b, dc, beta, da);
-    }
-    if (db != NULL) {
-        if (!trans_b) /* dB (k, n) = op(A)ᵀ·dC */
-            gemm(!trans_a, false, k, n, m, alpha, a, dc, beta, db);
-        else /* dB (n, k) = dCᵀ·op(A) */
-            gemm(true, trans_a, n, k, m, alpha, dc, a, beta, db);
-    }
+    tl_k_gemm gda, gdb;
+    tl_k_matmul_grad_gemms(trans_a, trans_b, m, n, k, alpha, a, b, dc, beta, da, db, &gda, &gdb);
+    if (da != NULL)
+        tl_k_gemm_part(&gda, 0, 1);
+    if (db != NULL)
+        tl_k_gemm_part(&gdb, 0, 1);
     return TL_OK;
 }
 

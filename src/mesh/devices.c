@@ -104,6 +104,16 @@ void tl_devices_destroy(tl_devices *devs)
     tl_free(devs);
 }
 
+int tl_devices_spare_cpu(const tl_devices *devs, int k)
+{
+    int cores[CPU_SETSIZE];
+    int ncores = affinity_cores(cores, CPU_SETSIZE);
+    /* Pinned devices hold the first per_host cores of the mask. */
+    if (k < 0 || devs->per_host > ncores || devs->per_host + k >= ncores)
+        return -1;
+    return cores[devs->per_host + k];
+}
+
 int tl_devices_count(const tl_devices *devs) { return devs->count; }
 int tl_devices_per_host(const tl_devices *devs) { return devs->per_host; }
 int tl_devices_num_hosts(const tl_devices *devs) { return devs->num_hosts; }

@@ -20,6 +20,7 @@ struct tl_topology {
     bool one_core;
     int num_replicas;      /* R */
     int replicas_per_host; /* Rph, 0 when a replica spans hosts */
+    int threads;           /* intra-op threads per device, resolved */
     tl_place *places;      /* (num_devices) */
 };
 
@@ -119,6 +120,12 @@ tl_status tl_topology_create(const tl_run_config *rc, const tl_devices *devs, tl
         t->replicas_per_host = t->model_parallel ? t->num_replicas / t->num_hosts : t->per_host;
     }
 
+    /* 0: the cores of the affinity mask shared among the host's devices. */
+    t->threads = (int)rc->intra_op_parallelism_threads;
+    if (t->threads == 0) {
+        t->threads = tl_available_cpus() / t->per_host;
+        t->threads = t->threads < 1 ? 1 : t->threads;
+    }
     t->places = tl_calloc((size_t)t->num_devices, sizeof *t->places);
     if (t->places == NULL) {
         st = tl_error_oom();
@@ -156,6 +163,15 @@ int tl_topology_num_replicas(const tl_topology *t) { return t->num_replicas; }
 int tl_topology_replicas_per_host(const tl_topology *t) { return t->replicas_per_host; }
 bool tl_topology_replica_spans_hosts(const tl_topology *t) { return t->spans_hosts; }
 bool tl_topology_one_core(const tl_topology *t) { return t->one_core; }
+int tl_topology_intra_op_threads(const tl_topology *t) { return t->threads; }
+
+int tl_topology_thread_cpu(const tl_topology *t, int device, int thread)
+{
+    const tl_device *d = tl_devices_get(t->devs, device);
+    if (d == NULL || d->cpu < 0 || thread < 1 || thread >= t->threads)
+        return -1;
+    return tl_devices_spare_cpu(t->devs, d->local_index * (t->threads - 1) + thread - 1);
+}
 const tl_devices *tl_topology_devices(const tl_topology *t) { return t->devs; }
 
 const tl_place *tl_topology_place(const tl_topology *t, int device)

@@ -306,6 +306,7 @@ struct tl_worker {
     int64_t scored_cap, scored_len;
     tl_est_emb emb;
     tl_spmd spmd[3];           /* per mode: core 0's view of its replica (C > 1) */
+    struct tl_team *team;      /* the device's intra-op threads; NULL: one (every exec's team) */
     /* Several hosts: batches relayed from another host's invocation (hosts.c). */
     int64_t *relay_send;       /* (H - 1 batches) the other hosts' replicas' batches this worker sends */
     int64_t *relay_recv;       /* (1 batch) this replica's, received */
@@ -324,6 +325,7 @@ struct tl_follower {
     tl_thread thread;
     tl_exec x[3];              /* per mode */
     tl_spmd spmd[3];
+    struct tl_team *team;      /* as the worker's */
     float *bufs;
     uint8_t *mask;
     tl_status status;

@@ -114,6 +114,55 @@ static void apply_chunk(const tl_estimator *est, const tl_optimizer_step *os, in
     optimizer_runs(est, os, pos, end - pos, grad + (pos - off));
 }
 
+/* The optimizer on [off, off + len), split over the device's intra-op
+ * threads: every update is element by element (and so is a state
+ * variable's add), so the pieces give the bits of one call. */
+typedef struct apply_job {
+    const tl_estimator *est;
+    const tl_optimizer_step *os;
+    int64_t off, len;
+    const float *grad;
+} apply_job;
+
+static void apply_piece(void *ctx, int part, int nparts)
+{
+    const apply_job *j = ctx;
+    int64_t lo, hi;
+    tl_team_range(j->len, 16, part, nparts, &lo, &hi);
+    if (hi > lo)
+        apply_chunk(j->est, j->os, j->off + lo, hi - lo, j->grad + lo);
+}
+
+/* Fewer parameters than this are updated on one thread: a hand-off costs
+ * about what updating this many does. */
+#define TL_APPLY_SPLIT_MIN 16384
+
+static void apply_params(tl_worker *w, const tl_optimizer_step *os, const float *grad)
+{
+    apply_job j = {w->est, os, w->chunk_off, w->chunk_len, grad};
+    if (w->chunk_len < TL_APPLY_SPLIT_MIN)
+        apply_chunk(w->est, os, w->chunk_off, w->chunk_len, grad);
+    else
+        tl_team_run(w->team, apply_piece, &j);
+}
+
+/* The intra-op threads of the device of (replica, core): NULL for one. Its
+ * helpers take the cores the host's devices leave (tl_topology_thread_cpu)
+ * and spin between jobs only when every thread of the host has a core. */
+static tl_status make_team(const tl_estimator *est, int replica, int core, tl_team **out)
+{
+    int T = tl_topology_intra_op_threads(est->topo);
+    *out = NULL;
+    if (T == 1)
+        return TL_OK;
+    int cpus[256];
+    int dev = tl_topology_device_of(est->topo, replica, core);
+    for (int j = 1; j < T && j <= 256; j++)
+        cpus[j - 1] = tl_topology_thread_cpu(est->topo, dev, j);
+    int64_t spin = (int64_t)est->Rl * est->C * T <= tl_available_cpus() ? 50000 : 0;
+    return tl_team_create(T, cpus, spin, out);
+}
+
 /* ---- a replica of several cores ----------------------------------------- */
 
 static tl_follower *follower_of(const tl_estimator *est, int replica, int core)
@@ -276,7 +325,7 @@ static tl_status train_step(tl_worker *w, int64_t step, bool *end)
     if ((st = tl_optimizer_step_prepare(&est->opt.optimizer, step, &os)) != TL_OK)
         return st;
     if (w->chunk_len > 0)
-        apply_chunk(est, &os, w->chunk_off, w->chunk_len, grad);
+        apply_params(w, &os, grad);
     if ((st = tl_est_emb_apply(w)) != TL_OK)
         return st;
     /* Nobody reads the parameters of step + 1 before every chunk is updated
@@ -718,6 +767,10 @@ static tl_status make_followers(tl_estimator *est)
                 }
                 join_replica(est, m, r, q, &f->x[m], &f->spmd[m]);
             }
+            if ((st = make_team(est, r, q, &f->team)) != TL_OK)
+                return st;
+            for (int m = 0; m < 3; m++)
+                f->x[m].team = f->team;
         }
     }
     return TL_OK;
@@ -771,8 +824,10 @@ static tl_status make_workers(tl_estimator *est)
             bind_exec(est, w, est->eval.p, &w->eval_x, &cur, &mcur);
         if (est->have_predict)
             bind_exec(est, w, est->predict.p, &w->predict_x, &cur, &mcur);
-        if ((st = tl_est_emb_worker_init(est, w)) != TL_OK || (st = tl_est_relay_init(est, w)) != TL_OK)
+        if ((st = tl_est_emb_worker_init(est, w)) != TL_OK || (st = tl_est_relay_init(est, w)) != TL_OK ||
+            (st = make_team(est, r, 0, &w->team)) != TL_OK)
             return st;
+        w->train_x.team = w->eval_x.team = w->predict_x.team = w->team;
     }
     if (est->C > 1) {
         tl_status st = make_followers(est);
@@ -1183,6 +1238,7 @@ void tl_estimator_destroy(tl_estimator *est)
             tl_thread_join(&est->followers[k].thread, NULL);
     }
     for (int k = 0; est->followers != NULL && k < followers; k++) {
+        tl_team_destroy(est->followers[k].team);
         tl_free(est->followers[k].bufs);
         tl_free(est->followers[k].mask);
     }
@@ -1207,6 +1263,7 @@ void tl_estimator_destroy(tl_estimator *est)
         tl_barrier_close(&est->done);
     }
     for (int r = 0; est->workers && r < est->R; r++) {
+        tl_team_destroy(est->workers[r].team);
         tl_free(est->workers[r].bufs);
         tl_free(est->workers[r].mask);
         tl_free(est->workers[r].scored);
