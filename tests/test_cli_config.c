@@ -3,7 +3,8 @@
  * by `tpuloop train`, is a configuration file the command (and so every
  * command) reads back as the same configuration; the embedding tables'
  * optimizer parameters in the text and --json output; `tpuloop help config`
- * names where tpuloop is stricter than TensorFlow.
+ * names where tpuloop is stricter than TensorFlow; the layout of replicas
+ * and intra-op threads, and the threads' bounds.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "test_cli_util.h"
+#include "tpuloop/devices.h"
 
 /* `tpuloop config ARGS --json`'s run_config and tpu_config. */
 static json_t *resolved(const char *args)
@@ -182,5 +184,50 @@ Test(cli_config, the_partition_of_a_replica_is_shown)
     cr_assert(strstr(r.out, "layer_0/ffn/dense/kernel") && strstr(r.out, "[15, 15]"), "%s", r.out);
     cr_assert(strstr(r.out, "gather    1 (matmul x 1)") != NULL, "the column-split output meets a whole kernel: %s",
               r.out);
+    tc_done(&r);
+}
+
+Test(cli_config, the_layout_of_replicas_and_intra_op_threads_is_shown)
+{
+    /* One replica of one device on 2 intra-op threads; the text says how
+     * many cores the host's threads take. */
+    tc_result r = tc_run(NULL, "config --devices=1 --intra_op_parallelism_threads=2 --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    json_t *j = tc_json(&r);
+    tc_done(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "intra_op_threads")), 2);
+    const char *layout = json_string_value(json_object_get(j, "layout"));
+    cr_assert(layout != NULL && strncmp(layout, "1 replica x 1 device x 2 intra-op threads per host = 2 threads on ",
+                                        66) == 0, "%s", layout ? layout : "(none)");
+    json_decref(j);
+
+    /* 0: the cores of the affinity mask shared among the host's devices,
+     * at least one each. */
+    r = tc_run(NULL, "config --devices=1 --intra_op_parallelism_threads=0 --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    tc_done(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "intra_op_threads")), tl_available_cpus());
+    json_decref(j);
+    r = tc_run(NULL, "config --devices=4096 --intra_op_parallelism_threads=0 --json");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    j = tc_json(&r);
+    tc_done(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "intra_op_threads")), 1);
+    json_decref(j);
+
+    /* More threads than cores: said, not refused. */
+    r = tc_run(NULL, "config --devices=8 --intra_op_parallelism_threads=2");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "  layout: 8 replicas x 1 device x 2 intra-op threads per host = 16 threads on ") != NULL,
+              "%s", r.out);
+    if (tl_available_cpus() < 16)
+        cr_assert(strstr(r.out, "(oversubscribed)") != NULL, "%s", r.out);
+    tc_done(&r);
+
+    /* Out of range: the field, the value and what is allowed. */
+    r = tc_run(NULL, "config --intra_op_parallelism_threads=257");
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "intra_op_parallelism_threads must be in [0, 256], got 257") != NULL, "%s", r.err);
     tc_done(&r);
 }
