@@ -111,7 +111,7 @@ static tl_status load(const bench_model *m, const tl_config *cfg, tl_labeled_dat
 }
 
 /* One figure, in the child; returns the exit status. */
-static int run(const bench_model *m, int devices, int steps, int reps, int warmup)
+static int run(const bench_model *m, int devices, int threads, int steps, int reps, int warmup)
 {
     tl_config *cfg = NULL;
     tl_estimator *est = NULL;
@@ -124,6 +124,8 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
         st = tl_config_load_json(cfg, m->config, strlen(m->config), "bench_models.json");
     if (st == TL_OK)
         st = set_int(cfg, "devices", devices);
+    if (st == TL_OK)
+        st = set_int(cfg, "intra_op_parallelism_threads", threads);
     if (st == TL_OK)
         st = set_int(cfg, "train_batch_size", batch);
     if (st == TL_OK)
@@ -161,7 +163,8 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
         secs[r] = bench_now() - t0;
     }
     if (st != TL_OK) {
-        fprintf(stderr, "bench_models: %s at %d devices: %s\n", m->name, devices, tl_last_error());
+        fprintf(stderr, "bench_models: %s at %d devices x %d threads: %s\n", m->name, devices, threads,
+                tl_last_error());
         tl_estimator_destroy(est);
         tl_labeled_data_destroy(data);
         tl_config_destroy(cfg);
@@ -174,11 +177,13 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
     double med = bench_median(v, (size_t)reps); /* sorted: v[0] min, v[reps - 1] max */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"bench\": \"%s\", \"model\": \"%s\", \"dataset\": \"%s\", \"devices\": %d, \"threads\": %d, "
+    printf("{\"bench\": \"%s\", \"model\": \"%s\", \"dataset\": \"%s\", \"devices\": %d, \"intra_op_threads\": %d, "
+           "\"threads\": %d, \"layout\": \"%dx%d\", "
            "\"batch\": %lld, \"steps_per_rep\": %d, \"warmup_calls\": %d, \"reps\": %d, \"median\": %.2f, "
            "\"min\": %.2f, \"max\": %.2f, \"unit\": \"%s\", \"last_loss\": %.4f, \"maxrss_mib\": %.1f}\n",
-           m->line, m->name, dataset, devices, devices, (long long)batch, steps, warmup, reps, med, v[0],
-           v[reps - 1], per_example ? "examples/s" : "ms/step", tr.loss, (double)ru.ru_maxrss / 1024.0);
+           m->line, m->name, dataset, devices, threads, devices * threads, devices, threads, (long long)batch,
+           steps, warmup, reps, med, v[0], v[reps - 1], per_example ? "examples/s" : "ms/step", tr.loss,
+           (double)ru.ru_maxrss / 1024.0);
     fflush(stdout);
     tl_estimator_destroy(est);
     tl_labeled_data_destroy(data);
@@ -186,14 +191,14 @@ static int run(const bench_model *m, int devices, int steps, int reps, int warmu
     return 0;
 }
 
-static int in_child(const bench_model *m, int devices, int steps, int reps, int warmup)
+static int in_child(const bench_model *m, int devices, int threads, int steps, int reps, int warmup)
 {
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
         return 1;
     if (pid == 0)
-        _exit(run(m, devices, steps, reps, warmup));
+        _exit(run(m, devices, threads, steps, reps, warmup));
     int status;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
         return 1;
@@ -223,12 +228,19 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], models[k].name) == 0)
             m = &models[k];
     if (m == NULL || argc < 3 || argc > 6) {
-        fprintf(stderr, "usage: bench_models [mlp|cnn|transformer DEVICES [STEPS REPS WARMUP_CALLS]]\n");
+        fprintf(stderr, "usage: bench_models [mlp|cnn|transformer DEVICES[xTHREADS] [STEPS REPS WARMUP_CALLS]]\n"
+                        "  DEVICESxTHREADS: replicas of DEVICES devices, each on THREADS intra-op threads (1x2)\n");
         return 2;
     }
-    int devices = arg(argv[2], 1, 64, "DEVICES");
+    char layout[32];
+    snprintf(layout, sizeof layout, "%s", argv[2]);
+    char *x = strchr(layout, 'x');
+    if (x != NULL)
+        *x = '\0';
+    int devices = arg(layout, 1, 64, "DEVICES");
+    int threads = x != NULL ? arg(x + 1, 1, 64, "THREADS") : 1;
     int steps = argc > 3 ? arg(argv[3], 1, 1000000, "STEPS") : m->steps;
     int reps = argc > 4 ? arg(argv[4], 1, MAX_REPS, "REPS") : m->reps;
     int warmup = argc > 5 ? arg(argv[5], 0, 1000, "WARMUP_CALLS") : m->warmup;
-    return in_child(m, devices, steps, reps, warmup);
+    return in_child(m, devices, threads, steps, reps, warmup);
 }

@@ -159,7 +159,7 @@ static tl_status make_team(const tl_estimator *est, int replica, int core, tl_te
     int dev = tl_topology_device_of(est->topo, replica, core);
     for (int j = 1; j < T && j <= 256; j++)
         cpus[j - 1] = tl_topology_thread_cpu(est->topo, dev, j);
-    int64_t spin = (int64_t)est->Rl * est->C * T <= tl_available_cpus() ? 50000 : 0;
+    int64_t spin = (int64_t)est->Rl * est->C * T <= tl_available_cpus() ? 200000 : 0;
     return tl_team_create(T, cpus, spin, out);
 }
 
