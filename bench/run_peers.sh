@@ -179,7 +179,7 @@ venv_peers() {
     # The MLP, the step overhead and the DLRM beside their strongest modern
     # peers, in alternating rounds (summary.py's vs_best_peer): tpuloop's MLP
     # (bench_models mlp: one epoch per call, global batch 128) at 1 and 2
-    # devices, then JAX (jit of lax.scan), Keras 3 (steps_per_execution) and
+    # cores (2 as 2 replicas and as 1 replica on 2 intra-op threads), then JAX (jit of lax.scan), Keras 3 (steps_per_execution) and
     # PyTorch 2.x (torch.compile) at 1 and 2 threads; bench_overhead and JAX's
     # scan of 1000 tiny steps; bench_dlrm at 2 devices and PyTorch 2.x's DLRM
     # with FBGEMM's fused TBE and with nn.EmbeddingBag at 2 threads.
@@ -188,10 +188,16 @@ venv_peers() {
     while [ "$r" -le "$rounds" ]; do
         {
             for threads in 1 2; do
-                if [ -x "$models" ]; then
-                    taskset -c "0-$((threads - 1))" "$models" mlp "$threads" ||
-                        echo "{\"bench\": \"tpuloop_mlp_rounds\", \"failed\": \"mlp $threads\"}"
-                fi
+                # At 2 cores both layouts: 2 replicas of 1 thread, and 1
+                # replica on 2 intra-op threads.
+                layouts=$threads
+                [ "$threads" -eq 2 ] && layouts="2 1x2"
+                for layout in $layouts; do
+                    if [ -x "$models" ]; then
+                        taskset -c "0-$((threads - 1))" "$models" mlp "$layout" ||
+                            echo "{\"bench\": \"tpuloop_mlp_rounds\", \"failed\": \"mlp $layout\"}"
+                    fi
+                done
                 for p in mlp_jax.py mlp_keras.py mlp_torch2.py; do
                     "$venv/bin/python" "$here/peers/$p" --threads="$threads" ||
                         echo "{\"bench\": \"${p%.py}\", \"failed\": \"--threads=$threads\"}"

@@ -162,7 +162,9 @@ def best_peer_figures(recs):
       dlrm       bench_dlrm at 2 devices over the best of PyTorch 2.x's DLRM
                  with FBGEMM's TBE and with nn.EmbeddingBag at 2 threads, per
                  optimizer (target 2)
-      mlp        bench_models mlp over the best of JAX (lax.scan), Keras 3
+      mlp        bench_models mlp at its better layout of the cores
+                 (replicas x intra-op threads; each layout's figures too)
+                 over the best of JAX (lax.scan), Keras 3
                  (steps_per_execution) and PyTorch 2.x (torch.compile), at 1
                  and 2 cores (target 1.3 at 2)
       overhead   JAX's us/step in a lax.scan of 1000 steps over tpuloop's at
@@ -208,17 +210,23 @@ def best_peer_figures(recs):
         dlrm[o] = {"ratio": spread(rat), "best_peer_per_round": names}
     mlp = {}
     for t in (1, 2):
-        rat, names, tl = [], [], []
+        rat, names, tl, lay = [], [], [], {}
         for k in rounds:
-            mine = best(runs("tpuloop_mlp_rounds", k, devices=t))
+            # tpuloop's best layout of t cores (replicas x intra-op threads;
+            # records before the layouts have only devices, one thread each).
+            ours = [r for r in runs("tpuloop_mlp_rounds", k) if r.get("threads", r.get("devices")) == t]
+            for r in ours:
+                lay.setdefault(r.get("layout", "%dx1" % r["devices"]), []).append(r["median"])
+            mine = best(ours)
             theirs = best([r for p in ("mlp_jax", "mlp_keras", "mlp_torch2") for r in runs(p, k, threads=t)])
             rat.append(ratio(mine and mine["median"], theirs and theirs["median"]))
             tl.append(None if mine is None else mine["median"])
-            names.append(label(theirs))
+            names.append((label(mine, "layout"), label(theirs)))
         peers = {p: spread([None if not runs(p, k, threads=t) else best(runs(p, k, threads=t))["median"]
                             for k in rounds], 1) for p in ("mlp_jax", "mlp_keras", "mlp_torch2")}
-        mlp[str(t)] = {"ratio": spread(rat), "best_peer_per_round": names,
-                       "examples_per_s": dict(peers, tpuloop=spread(tl, 1))}
+        mlp[str(t)] = {"ratio": spread(rat), "tpuloop_and_peer_per_round": names,
+                       "examples_per_s": dict(peers, tpuloop=spread(tl, 1)),
+                       "tpuloop_layouts": {k: spread(v, 1) for k, v in sorted(lay.items())}}
     ovh, us = [], {"tpuloop": [], "jax_scan": []}
     for k in rounds:
         mine = best(runs("tpuloop_overhead", k, what="train_step", iterations_per_loop=1000))
