@@ -1,13 +1,15 @@
 /* The compiler's fusions (src/graph/program.h): the cnn model's
- * relu(batch_norm(conv)) layers and relu(main + shortcut) residual sums
- * compiled fused give the bits of the same
- * graph compiled op by op — loss, logits, every gradient and the moving
- * averages' updates, training and evaluation — and a value a caller keeps
- * is never fused away. */
+ * relu(batch_norm(conv)) layers and relu(main + shortcut) residual sums,
+ * and dense layers' matmul → bias add (→ ReLU), also in pieces on several
+ * threads, compiled fused give the bits of the same graph compiled op by
+ * op — loss, logits, every gradient and the moving averages' updates,
+ * training and evaluation — and a value a caller keeps is never fused
+ * away. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/thread.h"
 #include "graph/program.h"
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
@@ -90,7 +92,8 @@ Test(graph_fusion, cnn_training_step_has_the_same_bits_fused)
     /* The stem's and each block's first conv → BN → ReLU, and each block's
      * relu(main + shortcut); the second BN of a block feeds the sum. */
     cr_assert_eq(count(&fu, TL_FUSE_RELU), 5, "fused %d", count(&fu, TL_FUSE_RELU));
-    cr_assert_eq(count(&fu, TL_FUSE_INTO), 5);
+    cr_assert_eq(count(&fu, TL_FUSE_BIAS), 1, "the logits' dense layer adds its bias in its matmul");
+    cr_assert_eq(count(&fu, TL_FUSE_INTO), 6);
     cr_assert_lt(fu.p->act_floats, op.p->act_floats, "a fused ReLU has no buffer of its own");
     for (int step = 0; step < 2; step++) { /* the second step from the first's parameters */
         cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
@@ -148,4 +151,134 @@ Test(graph_fusion, a_kept_value_is_not_fused_away)
     same_bits(tl_exec_value(op.p, &op.e, stem_bn), v, n, "the kept batch norm");
     teardown(&op);
     teardown(&fu);
+}
+
+/* ---- dense layers: matmul → bias add (→ ReLU) as one op ----------------- */
+
+/* A traced MLP of batch B over F features: a ReLU layer of H1, a tanh layer
+ * of H2 (its bias added by the matmul, its tanh apart) and logits of 5, on
+ * memory of its own; with `threads` > 1 the exec has a team and the GEMMs
+ * large enough run in pieces. */
+typedef struct dfx {
+    tl_vars *vars;
+    tl_graph *g;
+    tl_program *p;
+    tl_exec e;
+    float *params;
+    tl_t loss, logits, product;
+} dfx;
+
+static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product)
+{
+    dfx f;
+    memset(&f, 0, sizeof f);
+    cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
+    cr_assert_eq(tl_graph_create(f.vars, TL_MODE_TRAIN, &f.g), TL_OK);
+    int64_t xs[2] = {B, F}, ls[1] = {B};
+    tl_t x = tl_graph_input(f.g, TL_F32, xs, 2), labels = tl_graph_input(f.g, TL_I32, ls, 1);
+    tl_t h = tl_dense(f.g, x, H1, TL_ACT_RELU, "dense");
+    h = tl_dense(f.g, h, H2, TL_ACT_TANH, "dense_1");
+    f.logits = tl_dense(f.g, h, 5, TL_ACT_NONE, "logits");
+    f.product = tl_graph_node(f.g, f.logits)->in[0]; /* the logits' matmul */
+    f.loss = tl_mean(f.g, tl_softmax_xent(f.g, f.logits, labels));
+    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
+    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
+    tl_t keep[2] = {f.logits, keep_product ? f.product : TL_T_INVALID};
+    tl_status st = fused ? tl_program_compile_fused(f.g, f.loss, true, keep, 2, &f.p)
+                         : tl_program_compile(f.g, f.loss, true, &f.p);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    f.params = calloc((size_t)f.vars->total, sizeof(float));
+    tl_vars_initialize(f.vars, 6, f.params);
+    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
+    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
+    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
+    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
+    f.e.params = f.params;
+    f.e.loss_scale = f.e.state_scale = 1.0f;
+    if (threads > 1)
+        cr_assert_eq(tl_team_create(threads, NULL, 0, &f.e.team), TL_OK, "%s", tl_last_error());
+    tl_rng r;
+    tl_rng_init(&r, 21, 22, 23, 24);
+    float *xv = tl_exec_value(f.p, &f.e, x);
+    for (int64_t i = 0; i < B * F; i++)
+        xv[i] = tl_rng_uniform(&r) - 0.5f;
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, labels);
+    for (int64_t i = 0; i < B; i++)
+        lv[i] = (int32_t)((i * 7) % 5);
+    return f;
+}
+
+static void dense_teardown(dfx *f)
+{
+    tl_team_destroy(f->e.team);
+    free(f->params);
+    free(f->e.act), free(f->e.grad), free(f->e.scratch), free(f->e.param_grad);
+    tl_program_destroy(f->p);
+    tl_graph_destroy(f->g);
+    tl_vars_destroy(f->vars);
+}
+
+static int dense_count(const dfx *f, tl_fuse kind)
+{
+    int n = 0;
+    for (int i = 0; i < f->g->n; i++)
+        n += f->p->fuse[i] == kind;
+    return n;
+}
+
+/* Two training steps op by op and fused: the same loss, logits and
+ * gradients of every variable. */
+static void dense_same_bits(dfx *op, dfx *fu, int64_t B)
+{
+    for (int step = 0; step < 2; step++) {
+        cr_assert_eq(tl_program_forward(op->p, &op->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_forward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(op->p, &op->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
+        same_bits(tl_exec_value(op->p, &op->e, op->loss), tl_exec_value(fu->p, &fu->e, fu->loss), 1, "loss");
+        same_bits(tl_exec_value(op->p, &op->e, op->logits), tl_exec_value(fu->p, &fu->e, fu->logits), B * 5,
+                  "logits");
+        same_bits(op->e.param_grad, fu->e.param_grad, op->vars->total, "param_grad");
+        for (int64_t i = 0; i < op->vars->total; i++) {
+            op->params[i] -= 0.5f * op->e.param_grad[i];
+            fu->params[i] -= 0.5f * fu->e.param_grad[i];
+        }
+    }
+}
+
+Test(graph_fusion, dense_layers_fuse_their_bias_and_relu_with_the_same_bits)
+{
+    dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
+    cr_assert_eq(dense_count(&op, TL_FUSE_BIAS) + dense_count(&op, TL_FUSE_BIAS_RELU), 0);
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 1, "the ReLU layer");
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 2, "the tanh layer's and the logits' biases");
+    cr_assert_eq(dense_count(&fu, TL_FUSE_INTO), 4, "3 bias adds and a ReLU run nothing");
+    cr_assert_lt(fu.p->act_floats, op.p->act_floats);
+    dense_same_bits(&op, &fu, 16);
+    dense_teardown(&op);
+    dense_teardown(&fu);
+}
+
+Test(graph_fusion, dense_layers_split_over_threads_with_the_same_bits)
+{
+    /* 128 x 600 → 512 → 256: GEMMs large enough for pieces, forward and
+     * backward, their epilogues on each piece, the bias gradients split by
+     * columns. */
+    dfx op = dense_setup(false, 1, 128, 600, 512, 256, false), fu = dense_setup(true, 3, 128, 600, 512, 256, false);
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 1);
+    dense_same_bits(&op, &fu, 128);
+    dense_teardown(&op);
+    dense_teardown(&fu);
+}
+
+Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
+{
+    dfx op = dense_setup(false, 1, 16, 12, 24, 20, true), fu = dense_setup(true, 1, 16, 12, 24, 20, true);
+    cr_assert_eq(fu.p->fuse[fu.product], TL_FUSE_NONE, "a caller reads the logits' matmul");
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 1, "the tanh layer's");
+    dense_same_bits(&op, &fu, 16);
+    same_bits(tl_exec_value(op.p, &op.e, op.product), tl_exec_value(fu.p, &fu.e, fu.product), 16 * 5,
+              "the kept product");
+    dense_teardown(&op);
+    dense_teardown(&fu);
 }

@@ -81,6 +81,30 @@ static void plan_fusion(tl_program *p, tl_t loss, bool backward, const tl_t *kee
             p->fuse[i] = TL_FUSE_INTO;
         }
     }
+    /* Dense layers: a float32 matmul read only by a bias add, whose bias
+     * nothing else reads (its gradient is written here alone), and whose
+     * product needs a gradient whenever the sum does (the matmul's
+     * backward does the bias add's); a ReLU that alone reads the sum
+     * joins them. */
+    for (int i = 0; i < g->n; i++) {
+        const tl_node *b = &g->nodes[i];
+        if (b->op != TL_OP_BIAS_ADD || b->dtype != TL_F32)
+            continue;
+        tl_t m = b->in[0];
+        const tl_node *mm = &g->nodes[m];
+        if (mm->op != TL_OP_MATMUL || mm->dtype != TL_F32 || uses[m] != 1 || uses[b->in[1]] != 1 ||
+            p->fuse[m] != TL_FUSE_NONE || (b->needs_grad && !mm->needs_grad))
+            continue;
+        tl_t relu = TL_T_INVALID;
+        for (int j = i + 1; j < g->n && uses[i] == 1 && relu == TL_T_INVALID; j++)
+            if (g->nodes[j].op == TL_OP_RELU && g->nodes[j].in[0] == i && p->fuse[j] == TL_FUSE_NONE)
+                relu = j;
+        p->fuse[m] = relu != TL_T_INVALID ? TL_FUSE_BIAS_RELU : TL_FUSE_BIAS;
+        p->bias_add[m] = i;
+        p->fuse[i] = TL_FUSE_INTO;
+        if (relu != TL_T_INVALID)
+            p->fuse[relu] = TL_FUSE_INTO;
+    }
     tl_free(uses);
 }
 
@@ -144,8 +168,9 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     p->mask_off = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->mask_off);
     p->fuse = tl_calloc((size_t)(n ? n : 1), sizeof *p->fuse);
     p->aux_floats = tl_calloc((size_t)(n ? n : 1), sizeof *p->aux_floats);
+    p->bias_add = tl_alloc_array((size_t)(n ? n : 1), sizeof *p->bias_add);
     if (reach == NULL || p->val_off == NULL || p->grad_off == NULL || p->mask_off == NULL || p->fuse == NULL ||
-        p->aux_floats == NULL) {
+        p->aux_floats == NULL || p->bias_add == NULL) {
         tl_free(reach);
         tl_program_destroy(p);
         return tl_error_oom();
@@ -153,6 +178,8 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     p->g = g;
     p->loss = loss;
     p->backward = backward;
+    for (int i = 0; i < n; i++)
+        p->bias_add[i] = TL_T_INVALID;
     if (nkeep >= 0)
         plan_fusion(p, backward ? loss : TL_T_INVALID, backward, keep, nkeep);
     p->remat = tl_calloc((size_t)(n ? n : 1), sizeof *p->remat);
@@ -236,11 +263,14 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     }
     for (int i = n - 1; backward && i >= 0; i--) {
         const tl_node *nd = &g->nodes[i];
-        if (p->grad_off[i] == TL_OFF_NONE ||
-            (aliases_input(p, i) && p->grad_off[i] == p->grad_off[nd->in[0]]))
-            continue; /* no gradient, or a view sharing its input's gradient */
+        /* A view shares its input's gradient, as does a fused bias add
+         * (whose bias's gradient its matmul writes, as the bias add's). */
+        bool shares = aliases_input(p, i) && p->grad_off[i] == p->grad_off[nd->in[0]];
+        bool fused_bias = shares && nd->op == TL_OP_BIAS_ADD;
+        if (p->grad_off[i] == TL_OFF_NONE || (shares && !fused_bias))
+            continue;
         int64_t later = op_scratch(g, i); /* the op's own, taken after the staged gradients */
-        for (int k = 0; k < nd->nin; k++) {
+        for (int k = shares ? 1 : 0; k < nd->nin; k++) {
             tl_t in = nd->in[k];
             if (p->grad_off[in] == TL_OFF_NONE)
                 continue;
@@ -289,6 +319,7 @@ void tl_program_destroy(tl_program *p)
     tl_free(p->fuse);
     tl_free(p->aux_floats);
     tl_free(p->remat);
+    tl_free(p->bias_add);
     tl_free(p);
 }
 

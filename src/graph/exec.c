@@ -17,31 +17,69 @@ static float *val(const tl_program *p, const tl_exec *e, tl_t t)
 }
 
 /* A GEMM on the device's intra-op threads, in as many pieces as keep the
- * bits of one call (tl_k_gemm_parts); alone when it has none. */
+ * bits of one call (tl_k_gemm_parts); alone when it has none. A fused dense
+ * layer's piece then adds the bias to its block (and applies the ReLU). */
 typedef struct gemm_job {
     const tl_k_gemm *g;
     int nparts;
+    const float *bias; /* NULL: no epilogue */
+    bool relu;
 } gemm_job;
 
 static void gemm_piece(void *ctx, int part, int nparts)
 {
     (void)nparts;
     const gemm_job *j = ctx;
-    if (part < j->nparts)
-        tl_k_gemm_part(j->g, part, j->nparts);
+    if (part >= j->nparts)
+        return;
+    tl_k_gemm_part(j->g, part, j->nparts);
+    if (j->bias != NULL) {
+        int64_t r0, r1, c0, c1;
+        tl_k_gemm_piece(j->g, part, j->nparts, &r0, &r1, &c0, &c1);
+        tl_k_bias_relu_cols(r1 - r0, j->g->n, c0, c1, j->bias, j->relu, j->g->c + r0 * j->g->n);
+    }
 }
 
-static tl_status run_gemm(const tl_exec *e, const tl_k_gemm *g)
+static tl_status run_gemm(const tl_exec *e, const tl_k_gemm *g, const float *bias, bool relu)
 {
     tl_status st = tl_k_gemm_check(g);
     if (st != TL_OK)
         return st;
-    gemm_job j = {g, tl_k_gemm_parts(g, tl_team_size(e->team))};
+    gemm_job j = {g, tl_k_gemm_parts(g, tl_team_size(e->team)), bias, relu};
     if (j.nparts == 1)
-        tl_k_gemm_part(g, 0, 1);
+        gemm_piece(&j, 0, 1);
     else
         tl_team_run(e->team, gemm_piece, &j);
     return TL_OK;
+}
+
+/* A fused dense layer's backward before its GEMMs: dy (rows, cols) gated in
+ * place by the ReLU, and the bias's gradient, split by columns. */
+typedef struct bias_grad_job {
+    int64_t rows, cols;
+    const float *y;
+    bool relu;
+    float *dy, *dbias;
+} bias_grad_job;
+
+/* Fewer elements than this are done on one thread. */
+#define BIAS_GRAD_SPLIT_MIN 16384
+
+static void bias_grad_piece(void *ctx, int part, int nparts)
+{
+    const bias_grad_job *j = ctx;
+    int64_t c0, c1;
+    tl_team_range(j->cols, 16, part, nparts, &c0, &c1);
+    if (c1 > c0)
+        tl_k_bias_relu_grad_cols(j->rows, j->cols, c0, c1, j->y, j->relu, j->dy, j->dbias);
+}
+
+static void bias_grad(const tl_exec *e, const bias_grad_job *j)
+{
+    if (j->rows * j->cols < BIAS_GRAD_SPLIT_MIN)
+        bias_grad_piece((void *)j, 0, 1);
+    else
+        tl_team_run(e->team, bias_grad_piece, (void *)j);
 }
 
 float *tl_exec_grad(const tl_program *p, const tl_exec *e, tl_t t)
@@ -91,7 +129,9 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
             int64_t k = ta ? a->shape[0] : a->shape[1];
             tl_k_gemm mm = {ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]), val(p, e, nd->in[1]),
                             0.0f, y};
-            st = run_gemm(e, &mm);
+            tl_t b = p->bias_add[i]; /* a fused dense layer (program.h) */
+            st = run_gemm(e, &mm, b != TL_T_INVALID ? val(p, e, g->nodes[b].in[1]) : NULL,
+                          p->fuse[i] == TL_FUSE_BIAS_RELU);
             break;
         }
         case TL_OP_BIAS_ADD: {
@@ -232,6 +272,14 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
             const tl_node *a = &g->nodes[nd->in[0]];
             bool ta = nd->iattr[0], tb = nd->iattr[1];
             int64_t k = ta ? a->shape[0] : a->shape[1];
+            tl_t b = p->bias_add[i];
+            if (b != TL_T_INVALID) { /* a fused dense layer: the ReLU's and the bias add's backward first */
+                bias_grad_job bj = {nd->shape[0], nd->shape[1], val(p, e, i), p->fuse[i] == TL_FUSE_BIAS_RELU,
+                                    tl_op_grad(p, e, i), tl_op_wants(p, b, 1) ? tl_op_dst(p, e, b, 1, &cur) : NULL};
+                bias_grad(e, &bj);
+                if (bj.dbias != NULL)
+                    tl_op_finish(p, e, b, 1, bj.dbias);
+            }
             /* matmul_grad accumulates with beta = 1: no scratch needed. */
             float *da = tl_op_wants(p, i, 0) ? tl_op_grad(p, e, nd->in[0]) : NULL;
             float *db = tl_op_wants(p, i, 1) ? tl_op_grad(p, e, nd->in[1]) : NULL;
@@ -243,9 +291,9 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
                                    val(p, e, nd->in[1]), dy, (p->first_write[i] & 2u) ? 0.0f : 1.0f, NULL, db, NULL,
                                    &gdb);
             if (da != NULL)
-                st = run_gemm(e, &gda);
+                st = run_gemm(e, &gda, NULL, false);
             if (st == TL_OK && db != NULL)
-                st = run_gemm(e, &gdb);
+                st = run_gemm(e, &gdb, NULL, false);
             break;
         }
         case TL_OP_BIAS_ADD: {

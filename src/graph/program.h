@@ -31,6 +31,7 @@ typedef struct tl_program {
     uint8_t *fuse;            /* (n) tl_fuse: ops fused into their producer */
     int64_t *aux_floats;      /* (n) floats each op keeps beside its value (ops.h aux; tl_exec_aux) */
     uint8_t *remat;           /* (n) 1: a transient value, recomputed before its consumer's backward (below) */
+    tl_t *bias_add;           /* (n) a matmul's fused bias add (TL_FUSE_BIAS*, below), else TL_T_INVALID */
 } tl_program;
 
 /*
@@ -51,11 +52,23 @@ typedef struct tl_program {
  * gates its gradient as the ReLU would (norm.h, tl_k_add_relu), with the
  * same bits as the two ops apart; the ReLU's value and gradient are the
  * producer's buffers, as a reshape's are its input's, and it runs nothing.
+ *
+ * A dense layer, matmul → bias add (→ ReLU), where only the bias add reads
+ * the product and only the ReLU reads the sum, is one op: the matmul. Each
+ * piece of its GEMM (a device's intra-op threads run them at once,
+ * kernels.h tl_k_gemm_parts) adds the bias and applies the ReLU to its own
+ * block of the output while the block is in cache, and in backward the
+ * gradient is gated and the bias's column sums taken in one pass, split by
+ * columns over the threads, before the two GEMMs of the matmul's gradients.
+ * The bits are those of the ops apart; the bias add and the ReLU share the
+ * matmul's value and gradient and run nothing.
  */
 typedef enum {
     TL_FUSE_NONE = 0,
-    TL_FUSE_RELU, /* this op applies the ReLU that consumes it */
-    TL_FUSE_INTO  /* this op's work is done by its input 0, whose value and gradient it shares */
+    TL_FUSE_RELU,      /* this op applies the ReLU that consumes it */
+    TL_FUSE_INTO,      /* this op's work is done by its input 0, whose value and gradient it shares */
+    TL_FUSE_BIAS,      /* this matmul adds the bias of its bias add (p->bias_add) */
+    TL_FUSE_BIAS_RELU  /* ... and applies the ReLU after it */
 } tl_fuse;
 
 /*

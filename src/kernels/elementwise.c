@@ -106,6 +106,50 @@ TL_VECTOR_CLONES void tl_k_relu_grad(int64_t n, const float *restrict y, const f
         dx[i] = relu_grad1(y[i], dy[i]);
 }
 
+TL_VECTOR_CLONES void tl_k_bias_relu_cols(int64_t rows, int64_t ld, int64_t c0, int64_t c1,
+                                          const float *restrict bias, bool relu, float *y)
+{
+    TL_ASSERT(rows >= 0 && c0 >= 0 && c0 <= c1 && c1 <= ld);
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * ld;
+        if (relu)
+            for (int64_t c = c0; c < c1; c++)
+                yr[c] = relu1(yr[c] + bias[c]);
+        else
+            for (int64_t c = c0; c < c1; c++)
+                yr[c] = yr[c] + bias[c];
+    }
+}
+
+/* Columns per pass of the float64 sums (reduce.c's STRIDED_CHUNK). */
+#define BIAS_CHUNK 256
+
+TL_VECTOR_CLONES void tl_k_bias_relu_grad_cols(int64_t rows, int64_t ld, int64_t c0, int64_t c1,
+                                               const float *restrict y, bool relu, float *restrict dy,
+                                               float *restrict dbias)
+{
+    TL_ASSERT(rows >= 0 && c0 >= 0 && c0 <= c1 && c1 <= ld);
+    double acc[BIAS_CHUNK];
+    for (int64_t j0 = c0; j0 < c1; j0 += BIAS_CHUNK) {
+        int64_t w = c1 - j0 < BIAS_CHUNK ? c1 - j0 : BIAS_CHUNK;
+        for (int64_t c = 0; c < w; c++)
+            acc[c] = 0.0;
+        for (int64_t r = 0; r < rows; r++) {
+            float *restrict dr = dy + r * ld + j0;
+            if (relu) {
+                const float *restrict yr = y + r * ld + j0;
+                for (int64_t c = 0; c < w; c++)
+                    dr[c] = relu_grad1(yr[c], dr[c]);
+            }
+            for (int64_t c = 0; c < w; c++)
+                acc[c] += (double)dr[c];
+        }
+        if (dbias != NULL)
+            for (int64_t c = 0; c < w; c++)
+                dbias[j0 + c] = (float)acc[c];
+    }
+}
+
 TL_VECTOR_CLONES void tl_k_add_relu(int64_t n, const float *restrict a, const float *restrict b, float *restrict y)
 {
     TL_ASSERT(n >= 0);

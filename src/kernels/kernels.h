@@ -122,6 +122,8 @@ typedef struct tl_k_gemm {
 tl_status tl_k_gemm_check(const tl_k_gemm *g);
 int tl_k_gemm_parts(const tl_k_gemm *g, int max_parts);
 void tl_k_gemm_part(const tl_k_gemm *g, int part, int nparts);
+/* The rows [*r0, *r1) and columns [*c0, *c1) of C that piece `part` writes. */
+void tl_k_gemm_piece(const tl_k_gemm *g, int part, int nparts, int64_t *r0, int64_t *r1, int64_t *c0, int64_t *c1);
 void tl_k_matmul_grad_gemms(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                             const float *a, const float *b, const float *dc, float beta, float *da, float *db,
                             tl_k_gemm *gda, tl_k_gemm *gdb);
@@ -144,6 +146,21 @@ void tl_k_bias_add_ref(int64_t rows, int64_t cols, const double *restrict x, con
  * accumulator (tl_k_sum_axis(1, rows, cols)). The gradient of x is dy itself. */
 void tl_k_bias_add_grad(int64_t rows, int64_t cols, const float *restrict dy, float *restrict dbias);
 void tl_k_bias_add_grad_ref(int64_t rows, int64_t cols, const double *restrict dy, double *restrict dbias);
+
+/*
+ * A dense layer's epilogue on a block of its GEMM's output, for a caller
+ * that runs the GEMM in pieces (tl_k_gemm_parts) and finishes each piece
+ * while it is in cache: the columns [c0, c1) of every row of y (rows, ld),
+ * in place, become y + bias[c] and, with relu, relu of that: the bits of
+ * tl_k_bias_add then tl_k_relu. Its gradient on the same columns: dy, in
+ * place, gated by y > 0 when relu (tl_k_relu_grad's rule, y the output),
+ * and dbias[c] (when not NULL) its column sums, rows in order into float64
+ * accumulators: the bits of tl_k_bias_add_grad.
+ */
+void tl_k_bias_relu_cols(int64_t rows, int64_t ld, int64_t c0, int64_t c1, const float *restrict bias, bool relu,
+                         float *y);
+void tl_k_bias_relu_grad_cols(int64_t rows, int64_t ld, int64_t c0, int64_t c1, const float *restrict y, bool relu,
+                              float *restrict dy, float *restrict dbias);
 
 void tl_k_relu(int64_t n, const float *restrict x, float *restrict y);
 void tl_k_relu_ref(int64_t n, const double *restrict x, double *restrict y);

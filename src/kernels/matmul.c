@@ -101,6 +101,15 @@ int tl_k_gemm_parts(const tl_k_gemm *g, int max_parts)
     return 1;
 }
 
+void tl_k_gemm_piece(const tl_k_gemm *g, int part, int nparts, int64_t *r0, int64_t *r1, int64_t *c0, int64_t *c1)
+{
+    *r0 = *c0 = 0;
+    *r1 = g->m;
+    *c1 = g->n;
+    if (nparts > 1)
+        tl_team_range(split_dim(g), GEMM_PIECE_ALIGN, part, nparts, g->m > g->n ? r0 : c0, g->m > g->n ? r1 : c1);
+}
+
 void tl_k_gemm_part(const tl_k_gemm *g, int part, int nparts)
 {
     int64_t lo, hi;
