@@ -168,6 +168,22 @@ typedef struct dfx {
     tl_t loss, logits, product;
 } dfx;
 
+static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product);
+
+/* Layer 1 of the MLP below written out, its bias a reshape traced after the
+ * matmul (as a partitioner's slice of a bias may be): the matmul cannot add
+ * it, since it is computed after the matmul runs. */
+static tl_t late_bias_layer(tl_graph *g, tl_t x, int64_t H1)
+{
+    int64_t ks[2] = {tl_graph_node(g, x)->shape[1], H1}, bs[2] = {1, H1}, flat[1] = {H1};
+    tl_t w = tl_variable(g, "dense/kernel", ks, 2, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
+    tl_t z = tl_matmul(g, x, w, false, false);
+    tl_t b = tl_variable(g, "dense/bias", bs, 2, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
+    return tl_relu(g, tl_bias_add(g, z, tl_reshape(g, b, flat, 1)));
+}
+
+static bool late_bias;
+
 static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product)
 {
     dfx f;
@@ -176,7 +192,7 @@ static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1
     cr_assert_eq(tl_graph_create(f.vars, TL_MODE_TRAIN, &f.g), TL_OK);
     int64_t xs[2] = {B, F}, ls[1] = {B};
     tl_t x = tl_graph_input(f.g, TL_F32, xs, 2), labels = tl_graph_input(f.g, TL_I32, ls, 1);
-    tl_t h = tl_dense(f.g, x, H1, TL_ACT_RELU, "dense");
+    tl_t h = late_bias ? late_bias_layer(f.g, x, H1) : tl_dense(f.g, x, H1, TL_ACT_RELU, "dense");
     h = tl_dense(f.g, h, H2, TL_ACT_TANH, "dense_1");
     f.logits = tl_dense(f.g, h, 5, TL_ACT_NONE, "logits");
     f.product = tl_graph_node(f.g, f.logits)->in[0]; /* the logits' matmul */
@@ -279,6 +295,18 @@ Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
     dense_same_bits(&op, &fu, 16);
     same_bits(tl_exec_value(op.p, &op.e, op.product), tl_exec_value(fu.p, &fu.e, fu.product), 16 * 5,
               "the kept product");
+    dense_teardown(&op);
+    dense_teardown(&fu);
+}
+
+Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
+{
+    late_bias = true;
+    dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
+    late_bias = false;
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
+    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 2);
+    dense_same_bits(&op, &fu, 16);
     dense_teardown(&op);
     dense_teardown(&fu);
 }

@@ -100,4 +100,27 @@ _Noreturn void tl_assert_fail(const char *expr, const char *file, int line);
 #define TL_VECTOR_CLONES
 #endif
 
+/*
+ * The floating-point environment a step program runs in: TensorFlow's.
+ * TensorFlow's kernel threads and XLA's CPU executables flush denormal
+ * floats to zero (results, FTZ, and operands, DAZ) and round to nearest
+ * (tsl::port::ScopedFlushDenormal and ScopedSetRound around every kernel),
+ * so tpuloop's device threads do too: the same results as theirs where a
+ * value underflows, and no microcode assist per denormal operand (an Adam
+ * update whose second moments decay into denormals ran at a third of its
+ * speed). tl_fp_set_kernel_env sets it on the calling thread for good (the
+ * runtime's own threads); tl_fp_enter / tl_fp_leave set it around work on a
+ * thread that is not the runtime's (a caller's) and restore the caller's.
+ * Elsewhere than x86-64 and AArch64 only the rounding is set.
+ */
+typedef struct tl_fp_env {
+    unsigned long saved;
+} tl_fp_env;
+
+void tl_fp_set_kernel_env(void);
+void tl_fp_enter(tl_fp_env *env);
+void tl_fp_leave(const tl_fp_env *env);
+/* Whether the calling thread flushes denormals now. */
+bool tl_fp_flushes_denormals(void);
+
 #endif /* TL_BASE_INT_H */

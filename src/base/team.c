@@ -25,6 +25,7 @@ static void *helper_main(void *arg)
     tl_team *t = h->team;
     if (h->cpu >= 0 && tl_thread_pin_self(h->cpu) != TL_OK)
         tl_log(TL_LOG_DEBUG, "intra-op thread %d runs unpinned: %s", h->part, tl_last_error());
+    tl_fp_set_kernel_env(); /* the owner's kernels' environment (base_int.h) */
     /* A broken start barrier is the team's end (tl_team_destroy). */
     while (tl_barrier_wait(&t->start) == TL_WAIT_OK) {
         t->fn(t->ctx, h->part, t->n);

@@ -253,6 +253,7 @@ static void *follower_main(void *arg)
         tl_devices_get(tl_topology_devices(est->topo), tl_topology_device_of(est->topo, f->replica, f->core));
     if (dev != NULL && dev->cpu >= 0 && tl_thread_pin_self(dev->cpu) != TL_OK)
         tl_log(TL_LOG_DEBUG, "replica %d core %d runs unpinned: %s", f->replica, f->core, tl_last_error());
+    tl_fp_set_kernel_env();
     for (;;) {
         if (tl_barrier_wait(&est->go) != TL_WAIT_OK || est->cmd == CMD_STOP)
             return NULL;
@@ -468,6 +469,7 @@ static void *worker_main(void *arg)
     const tl_device *dev = tl_devices_get(tl_topology_devices(est->topo), tl_topology_device_of(est->topo, w->rank, 0));
     if (dev != NULL && dev->cpu >= 0 && tl_thread_pin_self(dev->cpu) != TL_OK)
         tl_log(TL_LOG_DEBUG, "replica %d runs unpinned: %s", w->rank, tl_last_error());
+    tl_fp_set_kernel_env(); /* TensorFlow's: denormals flushed (base_int.h) */
     for (;;) {
         if (tl_barrier_wait(&est->go) != TL_WAIT_OK)
             return NULL;
@@ -881,10 +883,16 @@ tl_status tl_est_eval_partial(tl_estimator *est, int64_t step)
     memcpy(tl_exec_value(m->p, x, m->features), est->part_features, (size_t)(r * est->D) * sizeof(float));
     memcpy(tl_exec_value(m->p, x, m->labels), est->part_labels, (size_t)r * sizeof(int32_t));
     x->step = step;
-    if ((st = tl_outfeed_reserve(est, m->out.record)) != TL_OK || (st = tl_program_forward(m->p, x)) != TL_OK)
+    if ((st = tl_outfeed_reserve(est, m->out.record)) != TL_OK)
         return st;
-    eval_score(w, m, x, est->outfeed);
-    return TL_OK;
+    /* On the caller's thread: the kernels' environment, then the caller's. */
+    tl_fp_env fp;
+    tl_fp_enter(&fp);
+    st = tl_program_forward(m->p, x);
+    if (st == TL_OK)
+        eval_score(w, m, x, est->outfeed);
+    tl_fp_leave(&fp);
+    return st;
 }
 
 /* The engine of options.embedding_config, sized as TPUEstimator sizes
