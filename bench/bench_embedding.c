@@ -84,6 +84,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/base_int.h"
 #include "base/thread.h"
 #include "tpuloop/embedding.h"
 #include "tpuloop/tpuloop.h"
@@ -368,6 +369,7 @@ static tl_status core_step(cores *k, int c)
 static void *core_main(void *p)
 {
     core_arg *a = p;
+    tl_fp_set_kernel_env(); /* as the estimator's device threads run the engine */
     while (tl_barrier_wait(&a->k->bar) == TL_WAIT_OK) { /* the step's inputs are set, the last step applied */
         if (core_step(a->k, a->c) != TL_OK) {
             fprintf(stderr, "bench_embedding: core %d: %s\n", a->c, tl_last_error());
@@ -393,6 +395,7 @@ static tl_status step(cores *k, const tl_emb_input *const *in)
 static tl_status cores_start(cores *k)
 {
     k->started = 0;
+    tl_fp_set_kernel_env(); /* core 0 is this thread */
     if (k->C == 1)
         return TL_OK;
     tl_status st = tl_barrier_init(&k->bar, k->C, 20000);
