@@ -70,11 +70,13 @@ skip() {
 }
 
 # peer TORCH_THREADS BLAS_THREADS SCRIPT ARGS... — runs one peer script in its
-# own Python process; with RSS=1 also prints that process's ru_maxrss.
+# own Python process; with RSS=1 also prints that process's ru_maxrss. Under a
+# timeout of 30 minutes for the process and what it spawned (torch_ddp.py's
+# rank 1 once spun for good after the run's figures were out).
 peer() {
     tt=$1 bt=$2 script=$3
     shift 3
-    OPENBLAS_NUM_THREADS=$bt OMP_NUM_THREADS=$bt RSS=${RSS:-0} TT=$tt "$PY" -c '
+    OPENBLAS_NUM_THREADS=$bt OMP_NUM_THREADS=$bt RSS=${RSS:-0} TT=$tt timeout -k 30 1800 "$PY" -c '
 import json, os, resource, runpy, sys
 script = sys.argv[1]
 sys.argv = sys.argv[1:]
@@ -179,8 +181,9 @@ venv_peers() {
     # The MLP, the step overhead and the DLRM beside their strongest modern
     # peers, in alternating rounds (summary.py's vs_best_peer): tpuloop's MLP
     # (bench_models mlp: one epoch per call, global batch 128) at 1 and 2
-    # cores (2 as 2 replicas and as 1 replica on 2 intra-op threads), then JAX (jit of lax.scan), Keras 3 (steps_per_execution) and
-    # PyTorch 2.x (torch.compile) at 1 and 2 threads; bench_overhead and JAX's
+    # cores (2 as 2 replicas and as 1 replica on 2 intra-op threads), then
+    # JAX (jit of lax.scan), Keras 3 (steps_per_execution) and PyTorch 2.x
+    # (torch.compile) at 1 and 2 threads; bench_overhead and JAX's
     # scan of 1000 tiny steps; bench_dlrm at 2 devices and PyTorch 2.x's DLRM
     # with FBGEMM's fused TBE and with nn.EmbeddingBag at 2 threads.
     dir=$(dirname "${models:-.}")
