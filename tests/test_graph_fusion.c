@@ -14,6 +14,39 @@
 #include "tpuloop/models.h"
 #include "tpuloop/rng.h"
 
+/* Memory for a compiled program p of vars: initialized parameters (seed)
+ * and the exec's slabs. */
+static float *exec_memory(const tl_program *p, tl_vars *vars, uint64_t seed, tl_exec *e)
+{
+    float *params = calloc((size_t)vars->total, sizeof(float));
+    tl_vars_initialize(vars, seed, params);
+    e->act = calloc((size_t)p->act_floats + 1, sizeof(float));
+    e->grad = calloc((size_t)p->grad_floats + 1, sizeof(float));
+    e->scratch = calloc((size_t)p->scratch_floats + 1, sizeof(float));
+    e->param_grad = calloc((size_t)vars->total, sizeof(float));
+    e->params = params;
+    e->loss_scale = e->state_scale = 1.0f;
+    return params;
+}
+
+static void free_compiled(float *params, tl_exec *e, tl_program *p, tl_graph *g, tl_vars *vars)
+{
+    free(params);
+    free(e->act), free(e->grad), free(e->scratch), free(e->param_grad);
+    tl_program_destroy(p);
+    tl_graph_destroy(g);
+    tl_vars_destroy(vars);
+}
+
+/* Nodes of p fused as kind. */
+static int fused(const tl_program *p, tl_fuse kind)
+{
+    int n = 0;
+    for (int i = 0; i < p->g->n; i++)
+        n += p->fuse[i] == kind;
+    return n;
+}
+
 /* One traced cnn (batch 4 of 10x10 images, filters 4, 8) on memory of its
  * own, compiled op by op (fused false) or with the fusions. */
 typedef struct fx {
@@ -44,14 +77,7 @@ static fx setup(tl_mode mode, bool fused, const tl_t *extra_keep)
     tl_status st = fused ? tl_program_compile_fused(f.g, f.spec.loss, train, keep, 2, &f.p)
                          : tl_program_compile(f.g, f.spec.loss, train, &f.p);
     cr_assert_eq(st, TL_OK, "%s", tl_last_error());
-    f.params = calloc((size_t)f.vars->total, sizeof(float));
-    tl_vars_initialize(f.vars, 5, f.params);
-    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
-    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
-    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
-    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
-    f.e.params = f.params;
-    f.e.loss_scale = f.e.state_scale = 1.0f;
+    f.params = exec_memory(f.p, f.vars, 5, &f.e);
     tl_rng r;
     tl_rng_init(&r, 11, 12, 13, 14);
     float *xv = tl_exec_value(f.p, &f.e, f.x);
@@ -65,19 +91,7 @@ static fx setup(tl_mode mode, bool fused, const tl_t *extra_keep)
 
 static void teardown(fx *f)
 {
-    free(f->params);
-    free(f->e.act), free(f->e.grad), free(f->e.scratch), free(f->e.param_grad);
-    tl_program_destroy(f->p);
-    tl_graph_destroy(f->g);
-    tl_vars_destroy(f->vars);
-}
-
-static int count(const fx *f, tl_fuse kind)
-{
-    int n = 0;
-    for (int i = 0; i < f->g->n; i++)
-        n += f->p->fuse[i] == kind;
-    return n;
+    free_compiled(f->params, &f->e, f->p, f->g, f->vars);
 }
 
 static void same_bits(const float *a, const float *b, int64_t n, const char *what)
@@ -88,12 +102,12 @@ static void same_bits(const float *a, const float *b, int64_t n, const char *wha
 Test(graph_fusion, cnn_training_step_has_the_same_bits_fused)
 {
     fx op = setup(TL_MODE_TRAIN, false, NULL), fu = setup(TL_MODE_TRAIN, true, NULL);
-    cr_assert_eq(count(&op, TL_FUSE_RELU), 0, "tl_program_compile fuses nothing");
+    cr_assert_eq(fused(op.p, TL_FUSE_RELU), 0, "tl_program_compile fuses nothing");
     /* The stem's and each block's first conv → BN → ReLU, and each block's
      * relu(main + shortcut); the second BN of a block feeds the sum. */
-    cr_assert_eq(count(&fu, TL_FUSE_RELU), 5, "fused %d", count(&fu, TL_FUSE_RELU));
-    cr_assert_eq(count(&fu, TL_FUSE_BIAS), 1, "the logits' dense layer adds its bias in its matmul");
-    cr_assert_eq(count(&fu, TL_FUSE_INTO), 6);
+    cr_assert_eq(fused(fu.p, TL_FUSE_RELU), 5, "fused %d", fused(fu.p, TL_FUSE_RELU));
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 1, "the logits' dense layer adds its bias in its matmul");
+    cr_assert_eq(fused(fu.p, TL_FUSE_INTO), 6);
     cr_assert_lt(fu.p->act_floats, op.p->act_floats, "a fused ReLU has no buffer of its own");
     for (int step = 0; step < 2; step++) { /* the second step from the first's parameters */
         cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
@@ -117,7 +131,7 @@ Test(graph_fusion, cnn_training_step_has_the_same_bits_fused)
 Test(graph_fusion, cnn_evaluation_has_the_same_bits_fused)
 {
     fx op = setup(TL_MODE_EVAL, false, NULL), fu = setup(TL_MODE_EVAL, true, NULL);
-    cr_assert_eq(count(&fu, TL_FUSE_RELU), 5, "a frozen batch norm fuses where nothing runs backward");
+    cr_assert_eq(fused(fu.p, TL_FUSE_RELU), 5, "a frozen batch norm fuses where nothing runs backward");
     cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_program_forward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
     same_bits(tl_exec_value(op.p, &op.e, op.spec.logits), tl_exec_value(fu.p, &fu.e, fu.spec.logits), 40, "logits");
@@ -139,7 +153,7 @@ Test(graph_fusion, a_kept_value_is_not_fused_away)
     cr_assert_neq(stem_bn, TL_T_INVALID);
     fx op = setup(TL_MODE_TRAIN, false, NULL), fu = setup(TL_MODE_TRAIN, true, &stem_bn);
     cr_assert_eq(fu.p->fuse[stem_bn], TL_FUSE_NONE);
-    cr_assert_eq(count(&fu, TL_FUSE_RELU), 4);
+    cr_assert_eq(fused(fu.p, TL_FUSE_RELU), 4);
     cr_assert_eq(tl_program_forward(op.p, &op.e), TL_OK, "%s", tl_last_error());
     cr_assert_eq(tl_program_forward(fu.p, &fu.e), TL_OK, "%s", tl_last_error());
     int64_t n = op.g->nodes[stem_bn].size;
@@ -203,14 +217,7 @@ static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1
     tl_status st = fused ? tl_program_compile_fused(f.g, f.loss, true, keep, 2, &f.p)
                          : tl_program_compile(f.g, f.loss, true, &f.p);
     cr_assert_eq(st, TL_OK, "%s", tl_last_error());
-    f.params = calloc((size_t)f.vars->total, sizeof(float));
-    tl_vars_initialize(f.vars, 6, f.params);
-    f.e.act = calloc((size_t)f.p->act_floats + 1, sizeof(float));
-    f.e.grad = calloc((size_t)f.p->grad_floats + 1, sizeof(float));
-    f.e.scratch = calloc((size_t)f.p->scratch_floats + 1, sizeof(float));
-    f.e.param_grad = calloc((size_t)f.vars->total, sizeof(float));
-    f.e.params = f.params;
-    f.e.loss_scale = f.e.state_scale = 1.0f;
+    f.params = exec_memory(f.p, f.vars, 6, &f.e);
     if (threads > 1)
         cr_assert_eq(tl_team_create(threads, NULL, 0, &f.e.team), TL_OK, "%s", tl_last_error());
     tl_rng r;
@@ -227,19 +234,7 @@ static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1
 static void dense_teardown(dfx *f)
 {
     tl_team_destroy(f->e.team);
-    free(f->params);
-    free(f->e.act), free(f->e.grad), free(f->e.scratch), free(f->e.param_grad);
-    tl_program_destroy(f->p);
-    tl_graph_destroy(f->g);
-    tl_vars_destroy(f->vars);
-}
-
-static int dense_count(const dfx *f, tl_fuse kind)
-{
-    int n = 0;
-    for (int i = 0; i < f->g->n; i++)
-        n += f->p->fuse[i] == kind;
-    return n;
+    free_compiled(f->params, &f->e, f->p, f->g, f->vars);
 }
 
 /* Two training steps op by op and fused: the same loss, logits and
@@ -265,10 +260,10 @@ static void dense_same_bits(dfx *op, dfx *fu, int64_t B)
 Test(graph_fusion, dense_layers_fuse_their_bias_and_relu_with_the_same_bits)
 {
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
-    cr_assert_eq(dense_count(&op, TL_FUSE_BIAS) + dense_count(&op, TL_FUSE_BIAS_RELU), 0);
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 1, "the ReLU layer");
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 2, "the tanh layer's and the logits' biases");
-    cr_assert_eq(dense_count(&fu, TL_FUSE_INTO), 4, "3 bias adds and a ReLU run nothing");
+    cr_assert_eq(fused(op.p, TL_FUSE_BIAS) + fused(op.p, TL_FUSE_BIAS_RELU), 0);
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1, "the ReLU layer");
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2, "the tanh layer's and the logits' biases");
+    cr_assert_eq(fused(fu.p, TL_FUSE_INTO), 4, "3 bias adds and a ReLU run nothing");
     cr_assert_lt(fu.p->act_floats, op.p->act_floats);
     dense_same_bits(&op, &fu, 16);
     dense_teardown(&op);
@@ -281,7 +276,7 @@ Test(graph_fusion, dense_layers_split_over_threads_with_the_same_bits)
      * backward, their epilogues on each piece, the bias gradients split by
      * columns. */
     dfx op = dense_setup(false, 1, 128, 600, 512, 256, false), fu = dense_setup(true, 3, 128, 600, 512, 256, false);
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 1);
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1);
     dense_same_bits(&op, &fu, 128);
     dense_teardown(&op);
     dense_teardown(&fu);
@@ -291,7 +286,7 @@ Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
 {
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, true), fu = dense_setup(true, 1, 16, 12, 24, 20, true);
     cr_assert_eq(fu.p->fuse[fu.product], TL_FUSE_NONE, "a caller reads the logits' matmul");
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 1, "the tanh layer's");
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 1, "the tanh layer's");
     dense_same_bits(&op, &fu, 16);
     same_bits(tl_exec_value(op.p, &op.e, op.product), tl_exec_value(fu.p, &fu.e, fu.product), 16 * 5,
               "the kept product");
@@ -304,8 +299,8 @@ Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
     late_bias = true;
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
     late_bias = false;
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
-    cr_assert_eq(dense_count(&fu, TL_FUSE_BIAS), 2);
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
     dense_same_bits(&op, &fu, 16);
     dense_teardown(&op);
     dense_teardown(&fu);

@@ -182,16 +182,23 @@ Test(mt_intra_op, threads_train_the_bits_of_one_thread_at_every_iterations_per_l
     }
 }
 
+/* devices devices (and the extra flag) on 2 threads each train the bits of
+ * one thread each, and evaluate the same loss. */
+static void two_threads_as_one(const char *devices, const char *extra)
+{
+    char one[65], two[65];
+    double l1, l2;
+    train_digest(devices, "1", "6", extra, one, &l1);
+    train_digest(devices, "2", "6", extra, two, &l2);
+    cr_assert_str_eq(two, one);
+    cr_assert(l1 == l2, "evaluation loss %.9g on 2 threads, %.9g on one", l2, l1);
+}
+
 Test(mt_intra_op, replicas_of_several_threads_train_the_bits_of_one_thread_each)
 {
     /* 2 replicas x 2 threads: more threads than this machine's cores when
      * it has fewer than 4 (the helpers then sleep instead of spinning). */
-    char one[65], two[65];
-    double l1, l2;
-    train_digest("2", "1", "6", NULL, one, &l1);
-    train_digest("2", "2", "6", NULL, two, &l2);
-    cr_assert_str_eq(two, one);
-    cr_assert(l1 == l2);
+    two_threads_as_one("2", NULL);
 }
 
 Test(mt_intra_op, cores_of_a_partitioned_replica_split_their_gemms_too)
@@ -201,10 +208,5 @@ Test(mt_intra_op, cores_of_a_partitioned_replica_split_their_gemms_too)
      * cores (Keras' ModelParallel), the second's by rows. */
     static const char *const layout = "--layout_map={\"dense/kernel\": [null, \"model\"], \"dense/bias\": "
                                       "[\"model\"], \"dense_1/kernel\": [\"model\", null]}";
-    char one[65], two[65];
-    double l1, l2;
-    train_digest("2", "1", "6", layout, one, &l1);
-    train_digest("2", "2", "6", layout, two, &l2);
-    cr_assert_str_eq(two, one);
-    cr_assert(l1 == l2);
+    two_threads_as_one("2", layout);
 }
