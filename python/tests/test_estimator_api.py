@@ -72,6 +72,24 @@ def test_params_are_a_deep_copy_and_runconfig_replace(tmp_path):
         tf.estimator.tpu.TPUEstimator(model_fn=model_fn, model_dir=str(tmp_path / "other"), config=config)
 
 
+def test_session_config_threads_each_device(tmp_path):
+    """RunConfig(session_config=ConfigProto(intra_op_parallelism_threads=2)): TensorFlow's way to thread a
+    device's kernels; the run trains the bits of one thread and writes the option to its config.json."""
+    import json
+    import types
+    runs = {}
+    for name, session in (("one", None), ("two", types.SimpleNamespace(intra_op_parallelism_threads=2))):
+        config = tf.estimator.tpu.RunConfig(model_dir=str(tmp_path / name), devices=1, tf_random_seed=3,
+                                            session_config=session)
+        est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, config=config, train_batch_size=32,
+                                            params={"width": 4}, progress_bar=False)
+        est.train(input_fn, steps=5)
+        with open(tmp_path / name / "config.json") as f:
+            runs[name] = (json.load(f)["intra_op_parallelism_threads"], est.get_variable_value("dense/kernel"))
+    assert runs["one"][0] == 1 and runs["two"][0] == 2
+    assert runs["one"][1].tobytes() == runs["two"][1].tobytes()
+
+
 def test_an_estimator_without_model_dir_uses_a_temporary_one():
     est = tf.estimator.tpu.TPUEstimator(model_fn=model_fn, params={"width": 4}, train_batch_size=16,
                                         config=tf.estimator.tpu.RunConfig(devices=2), progress_bar=False)

@@ -56,6 +56,11 @@ class RunConfig:
         # (save_checkpoints_steps vs _secs) stay TensorFlow's.
         self._options = {k: v for k, v in given.items() if v is not None and defaults.get(k, None) != v}
         self._options.update(options)
+        # A ConfigProto's intra_op_parallelism_threads (0: the system picks,
+        # as tpuloop's 0 does) threads each device's kernels.
+        intra = getattr(session_config, "intra_op_parallelism_threads", None)
+        if intra is not None and "intra_op_parallelism_threads" not in options:
+            self._options["intra_op_parallelism_threads"] = intra
         self.session_config = session_config
         for k, v in given.items():
             setattr(self, k, v)
