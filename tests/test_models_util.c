@@ -59,6 +59,7 @@ float *tm_compile(traced *t, tl_program **p)
 
 void tm_exec_alloc(tl_exec *e, const tl_program *p, const tl_vars *vars, float *params)
 {
+    memset(e, 0, sizeof *e); /* no team, no SPMD core: what is not set here is zero */
     e->act = calloc((size_t)p->act_floats + 1, sizeof(float));
     e->grad = calloc((size_t)p->grad_floats + 1, sizeof(float));
     e->mask = calloc((size_t)p->mask_bytes + 1, 1);
