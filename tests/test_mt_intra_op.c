@@ -6,7 +6,9 @@
  * bits as one thread, for every iterations_per_loop, whether the threads
  * have cores of their own or not, on one core of a replica or on several.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,20 +97,34 @@ Test(mt_intra_op, team_arguments_are_checked)
     cr_assert(strstr(tl_last_error(), "spin must be >= 0 ns, got -1") != NULL, "%s", tl_last_error());
 }
 
+/* Each part records the cpu it ran on. */
+static void where(void *ctx, int part, int nparts)
+{
+    (void)nparts;
+    ((int *)ctx)[part] = sched_getcpu();
+}
+
 Test(mt_intra_op, helpers_pin_to_the_cpus_given)
 {
-    /* A cpu outside the mask is no error: the helper runs unpinned. */
-    int cpus[2] = {0, 100000};
+    /* Helper 1 on the last cpu of the mask; helper 2's cpu is outside it,
+     * which is no error: that helper runs unpinned. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            last = c;
+    cr_assert_geq(last, 0);
+    int cpus[2] = {last, 100000};
     tl_team *t;
     cr_assert_eq(tl_team_create(3, cpus, 0, &t), TL_OK, "%s", tl_last_error());
-    int64_t cells[64] = {0};
-    job j = {.cells = cells, .n = 64};
-    for (int p = 0; p < 8; p++)
-        atomic_init(&j.calls[p], 0);
-    tl_team_run(t, add_round, &j);
+    int ran_on[3] = {-1, -1, -1};
+    for (int round = 0; round < 20; round++)
+        tl_team_run(t, where, ran_on);
     tl_team_destroy(t);
-    for (int p = 0; p < 3; p++)
-        cr_assert_eq(atomic_load(&j.calls[p]), 1);
+    cr_assert_eq(ran_on[1], last, "helper 1 pinned to cpu %d ran on %d", last, ran_on[1]);
+    cr_assert(ran_on[0] >= 0 && ran_on[2] >= 0, "every part ran");
 }
 
 /* ---- a device on several threads ------------------------------------------ */
