@@ -107,7 +107,7 @@ static void rig_open(rig *g, tl_config *cfg, tl_mode mode, int frank, const int6
     cr_assert_eq(tl_feed_create(&spec, &g->feed), TL_OK, "%s", tl_last_error());
     for (int i = 0; i < g->plan->input_fn_calls; i++) {
         g->srcs[i] = (src){.index = i, .limit = limit, .D = g->D};
-        g->sources[i] = (tl_feed_source){src_next, &g->srcs[i]};
+        g->sources[i] = (tl_feed_source){src_next, &g->srcs[i], false};
     }
 }
 
@@ -144,7 +144,7 @@ static void run_and_check(rig *g, int64_t steps, expect_fn expect)
         for (int r = 0; r < g->R; r++)
             for (int c = 0; c < g->cores; c++) {
                 tl_feed_batch *b;
-                cr_assert_eq(tl_feed_pop(g->feed, r, c, s, &b, NULL), TL_OK, "%s", tl_last_error());
+                cr_assert_eq(tl_feed_pop(g->feed, r, c, s, NULL, &b, NULL), TL_OK, "%s", tl_last_error());
                 cr_assert_eq(b->step, s);
                 cr_assert_eq(b->rows, g->b);
                 cr_assert_eq(b->real_rows, g->b);
@@ -355,7 +355,7 @@ static void check_tiles(rig *g, const int64_t *fshape, int frank, const tl_tenso
         for (int r = 0; r < g->R; r++)
             for (int c = 0; c < g->cores; c++) {
                 tl_feed_batch *b;
-                cr_assert_eq(tl_feed_pop(g->feed, r, c, s, &b, NULL), TL_OK);
+                cr_assert_eq(tl_feed_pop(g->feed, r, c, s, NULL, &b, NULL), TL_OK);
                 int64_t off[TL_MAX_RANK + 1] = {0}, size[TL_MAX_RANK + 1];
                 memcpy(size, shape, sizeof size);
                 bool has = true;
@@ -457,7 +457,7 @@ Test(mt_feed, tiled_labels)
         for (int r = 0; r < g.R; r++)
             for (int c = 0; c < 2; c++) {
                 tl_feed_batch *b;
-                cr_assert_eq(tl_feed_pop(g.feed, r, c, s, &b, NULL), TL_OK);
+                cr_assert_eq(tl_feed_pop(g.feed, r, c, s, NULL, &b, NULL), TL_OK);
                 cr_assert_eq(b->l_offset, c * 2);
                 cr_assert_eq(b->l_size, 1 + (c == 0)); /* b = 3: rows 0-1, then 2 */
                 for (int64_t i = 0; i < b->l_size; i++)
@@ -483,7 +483,7 @@ Test(mt_feed, predict_pads_then_stops_with_a_copy_of_the_first_batch)
     for (int64_t s = 0; s < 4; s++)
         for (int r = 0; r < 2; r++) {
             tl_feed_batch *b;
-            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, &b, NULL), TL_OK, "%s", tl_last_error());
+            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, NULL, &b, NULL), TL_OK, "%s", tl_last_error());
             cr_assert_eq(b->stopping, s == 3);
             int64_t s0 = s == 3 ? 0 : s; /* the stop batch repeats batch 0 */
             cr_assert_eq(b->real_rows, real[s0][r]);
@@ -518,7 +518,7 @@ Test(mt_feed, predict_with_tiles_and_no_input_stops_with_zero_ids)
     for (int r = 0; r < g.R; r++)
         for (int c = 0; c < 2; c++) {
             tl_feed_batch *b;
-            cr_assert_eq(tl_feed_pop(g.feed, r, c, 0, &b, NULL), TL_OK, "%s", tl_last_error());
+            cr_assert_eq(tl_feed_pop(g.feed, r, c, 0, NULL, &b, NULL), TL_OK, "%s", tl_last_error());
             cr_assert(b->stopping, "replica %d core %d", r, c);
             cr_assert_eq(b->real_rows, 0);
             cr_assert_eq(b->has_ids, c == 0);
@@ -548,10 +548,10 @@ Test(mt_feed, a_short_batch_in_training_is_an_error)
     cr_assert_eq(tl_feed_start(g.feed, g.sources, 0, 3, INT64_MAX), TL_OK);
     tl_feed_batch *b;
     for (int r = 0; r < 2; r++) {
-        cr_assert_eq(tl_feed_pop(g.feed, r, 0, 0, &b, NULL), TL_OK);
+        cr_assert_eq(tl_feed_pop(g.feed, r, 0, 0, NULL, &b, NULL), TL_OK);
         tl_feed_release(g.feed, r, 0, b);
     }
-    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 1, &b, NULL), TL_ERUNTIME);
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 1, NULL, &b, NULL), TL_ERUNTIME);
     const char *msg;
     cr_assert_eq(tl_feed_error(g.feed, &msg), TL_EINVAL);
     cr_assert(strstr(msg, "gave a batch of 7 rows at step 1") != NULL, "%s", msg);
@@ -571,10 +571,10 @@ Test(mt_feed, running_out_in_training_is_an_error)
     tl_feed_batch *b;
     for (int64_t s = 0; s < 2; s++)
         for (int r = 0; r < 2; r++) {
-            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, &b, NULL), TL_OK);
+            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, NULL, &b, NULL), TL_OK);
             tl_feed_release(g.feed, r, 0, b);
         }
-    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 2, &b, NULL), TL_ERUNTIME);
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 2, NULL, &b, NULL), TL_ERUNTIME);
     const char *msg;
     cr_assert_eq(tl_feed_error(g.feed, &msg), TL_EINVAL);
     cr_assert(strstr(msg, "ran out of data at step 2") != NULL, "%s", msg);
@@ -593,7 +593,7 @@ Test(mt_feed, a_hold_stops_the_thread_at_the_limit)
     tl_feed_batch *b;
     for (int64_t s = 0; s < 2; s++)
         for (int r = 0; r < 2; r++) {
-            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, &b, NULL), TL_OK);
+            cr_assert_eq(tl_feed_pop(g.feed, r, 0, s, NULL, &b, NULL), TL_OK);
             tl_feed_release(g.feed, r, 0, b);
         }
     tl_feed_wait_produced(g.feed, 2);
@@ -624,5 +624,137 @@ Test(mt_feed, tiles_from_the_configured_input_partition_dims)
     rig g;
     rig_open(&g, cfg, TL_MODE_TRAIN, 2, shape, &fp, &lp, -1);
     check_tiles(&g, shape, 2, &fp, &lp, 2);
+    rig_close(&g);
+}
+
+/* ---- pulled: the consumer makes the steps ------------------------------------ */
+
+static void make_pure(rig *g)
+{
+    for (int i = 0; i < g->plan->input_fn_calls; i++)
+        g->sources[i].pure = true;
+}
+
+Test(mt_feed, one_consumer_with_pure_sources_pulls_the_same_batches)
+{
+    rig g;
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
+    make_pure(&g);
+    cr_assert_not(tl_feed_pulled(g.feed));
+    run_and_check(&g, 5, per_host);
+    cr_assert(tl_feed_pulled(g.feed));
+    /* Nothing runs ahead of the consumer: 5 steps, 5 get_next. */
+    cr_assert_eq(g.srcs[0].calls, 5);
+    rig_close(&g);
+    cr_assert_not(tl_feed_pulled(g.feed));
+
+    /* A source that is not pure, or two consumers, keep the thread. */
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
+    run_and_check(&g, 3, per_host);
+    cr_assert_not(tl_feed_pulled(g.feed));
+    rig_close(&g);
+    rig_open(&g, CFG("--devices=2", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
+    make_pure(&g);
+    run_and_check(&g, 3, per_host);
+    cr_assert_not(tl_feed_pulled(g.feed));
+    rig_close(&g);
+}
+
+Test(mt_feed, a_large_input_keeps_its_thread_where_it_has_a_core)
+{
+    /* 8 rows of 1024 floats (32 KiB a step): a thread copies them beside the
+     * device's, where a core is spare; where the device's threads take every
+     * core, the consumer pulls. */
+    static const int64_t wide[] = {1024};
+    int cpus = tl_available_cpus();
+    char threads[64];
+    snprintf(threads, sizeof threads, "--intra_op_parallelism_threads=%d", cpus);
+    rig g;
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, wide, NULL, NULL, -1);
+    make_pure(&g);
+    run_and_check(&g, 3, per_host);
+    cr_assert_eq(tl_feed_pulled(g.feed), cpus < 2, "%d cpus", cpus);
+    rig_close(&g);
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8", threads), TL_MODE_TRAIN, 1, wide, NULL, NULL, -1);
+    make_pure(&g);
+    run_and_check(&g, 3, per_host);
+    cr_assert(tl_feed_pulled(g.feed), "%d cpus, %s", cpus, threads);
+    rig_close(&g);
+}
+
+Test(mt_feed, a_pulled_feed_pads_stops_and_then_says_so)
+{
+    /* 5 examples, batch 2: 2, 2, 1 + 1 padding, the stop batch (a copy of
+     * the first), then no batch: an error, not a wait for a thread. */
+    rig g;
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=2", "--predict_batch_size=2"), TL_MODE_PREDICT, 1, D3, NULL,
+             NULL, 5);
+    make_pure(&g);
+    cr_assert_eq(tl_feed_start(g.feed, g.sources, 0, -1, INT64_MAX), TL_OK);
+    cr_assert(tl_feed_pulled(g.feed));
+    static const int64_t real[] = {2, 2, 1, 2};
+    tl_feed_batch *b;
+    for (int64_t s = 0; s < 4; s++) {
+        cr_assert_eq(tl_feed_pop(g.feed, 0, 0, s, NULL, &b, NULL), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(b->stopping, s == 3);
+        cr_assert_eq(b->real_rows, real[s]);
+        int64_t s0 = s == 3 ? 0 : s;
+        for (int64_t i = 0; i < 2; i++) {
+            bool is_real = i < real[s];
+            cr_assert_eq(b->padding_mask[i], !is_real);
+            cr_assert_eq(b->features[i * 3], is_real ? (float)((s0 * 2 + i) * 10) : 0.0f, "step %lld row %lld",
+                         (long long)s, (long long)i);
+        }
+        tl_feed_release(g.feed, 0, 0, b);
+    }
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 4, NULL, &b, NULL), TL_ERUNTIME);
+    cr_assert(strstr(tl_last_error(), "infeed closed before step 4") != NULL, "%s", tl_last_error());
+    cr_assert_eq(g.srcs[0].calls, 4);
+    rig_close(&g);
+}
+
+Test(mt_feed, a_pulled_feed_returns_its_sources_error_and_keeps_it)
+{
+    rig g;
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
+    make_pure(&g);
+    g.sources[0].next = short_next;
+    cr_assert_eq(tl_feed_start(g.feed, g.sources, 0, 3, INT64_MAX), TL_OK);
+    cr_assert(tl_feed_pulled(g.feed));
+    tl_feed_batch *b;
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 0, NULL, &b, NULL), TL_OK);
+    tl_feed_release(g.feed, 0, 0, b);
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 1, NULL, &b, NULL), TL_EINVAL);
+    cr_assert(strstr(tl_last_error(), "gave a batch of 7 rows at step 1") != NULL, "%s", tl_last_error());
+    const char *msg;
+    cr_assert_eq(tl_feed_error(g.feed, &msg), TL_EINVAL);
+    cr_assert(strstr(msg, "drop_remainder") != NULL, "%s", msg);
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 2, NULL, &b, NULL), TL_ERUNTIME); /* closed by the error */
+    cr_assert_eq(tl_feed_stop(g.feed), TL_EINVAL);
+    tl_feed_destroy(g.feed);
+    tl_input_plan_destroy(g.plan);
+    tl_topology_destroy(g.topo);
+    tl_config_destroy(g.cfg);
+}
+
+Test(mt_feed, an_abort_ends_a_pulled_feed)
+{
+    rig g;
+    rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
+    make_pure(&g);
+    cr_assert_eq(tl_feed_start(g.feed, g.sources, 0, 10, INT64_MAX), TL_OK);
+    tl_feed_batch *b;
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 0, NULL, &b, NULL), TL_OK);
+    tl_feed_release(g.feed, 0, 0, b);
+    tl_feed_abort(g.feed);
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 1, NULL, &b, NULL), TL_ERUNTIME);
+    cr_assert(strstr(tl_last_error(), "infeed closed before step 1") != NULL, "%s", tl_last_error());
+    cr_assert_eq(tl_feed_stop(g.feed), TL_OK);
+    /* It starts again, pulled, where it is told. */
+    cr_assert_eq(tl_feed_start(g.feed, g.sources, 4, 2, INT64_MAX), TL_OK);
+    cr_assert(tl_feed_pulled(g.feed));
+    cr_assert_eq(tl_feed_pop(g.feed, 0, 0, 4, NULL, &b, NULL), TL_OK, "%s", tl_last_error());
+    cr_assert_eq(b->step, 4);
+    tl_feed_release(g.feed, 0, 0, b);
     rig_close(&g);
 }

@@ -557,21 +557,24 @@ void tl_infeed_abort(tl_estimator *est);
 void tl_infeed_free(tl_estimator *est);
 
 /* The worker side: the next batch of rank, which must be for step; the
- * buffer stays the caller's until tl_infeed_release. *waited_ns grows by
- * the time spent waiting. Errors: TL_ERUNTIME "infeed closed". */
-tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns);
+ * buffer stays the caller's until tl_infeed_release. team: the caller's
+ * intra-op threads, which an infeed pulled on the caller's thread copies on
+ * (feed.h). *waited_ns grows by the time spent waiting. Errors: TL_ERUNTIME
+ * "infeed closed"; a pulled in-memory feed's own. */
+tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, struct tl_team *team, tl_feed_batch **out,
+                        int64_t *waited_ns);
 void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b);
 /* The same for core `core` of replica `replica` (a replica of several
  * cores: the features' tile of that core). */
+tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, struct tl_team *team,
+                             tl_feed_batch **out, int64_t *waited_ns);
+void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b);
+
 /* tensor_parallel.c: options.distribution's mesh against R replicas of C
  * cores (sets est->dist and ->model_axis; a DataParallel or NULL: none),
  * and each variable's split dimension from its layout (est->var_split). */
 tl_status tl_est_tp_check(tl_estimator *est, const tl_distribution *d);
 tl_status tl_est_tp_splits(tl_estimator *est, const int8_t **out);
-
-tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_feed_batch **out,
-                             int64_t *waited_ns);
-void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b);
 
 /* ---- host_call.c --------------------------------------------------------- */
 

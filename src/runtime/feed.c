@@ -43,6 +43,11 @@ struct tl_feed {
     int64_t limit;                   /* produce steps below this */
     int64_t produced;                /* every step below this is in the queues */
     bool ended, closed;
+    /* Pulled (tl_feed_start): no thread; the consumer makes step `next`
+     * when it pops it. Both are the consumer's alone. */
+    bool pulled;
+    int64_t next, last;
+    tl_team *team;                   /* the consumer's, during its pop */
     tl_status err;
     char errmsg[512];
 };
@@ -315,6 +320,14 @@ static void copy_batch(const tl_feed *f, const tl_feed_batch *src, tl_feed_batch
         memcpy(ids, src->ids, (size_t)(f->b * f->W) * sizeof *ids);
 }
 
+/* A free buffer of queue q. A pulled feed's consumer has given every
+ * buffer back before it pops the next step, so it never waits: a wait
+ * there could only be for itself. */
+static tl_wait_result take_free(tl_feed *f, int q, tl_feed_batch **b)
+{
+    return f->pulled ? tl_queue_pop_until(f->free_list[q], b, 0) : tl_queue_pop(f->free_list[q], b);
+}
+
 /* Hands (r, c) its batch of step s: takes a free buffer, fills it (from
  * rows, or as the stop batch when stop), pushes it. False when closed. */
 static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, const int32_t *lab, const int64_t *ids,
@@ -322,7 +335,7 @@ static bool deliver(tl_feed *f, int r, int c, int64_t s, const float *feat, cons
 {
     int q = r * f->cores + c;
     tl_feed_batch *b;
-    if (tl_queue_pop(f->free_list[q], &b) != TL_WAIT_OK)
+    if (take_free(f, q, &b) != TL_WAIT_OK)
         return false;
     if (stop) {
         if (s > f->first) {
@@ -399,7 +412,7 @@ static tl_status read_step(tl_feed *f, int64_t s, bool *all_empty, bool *any_emp
             float *fe = f->stage_f + (int64_t)slot * f->cap * f->D;
             int32_t *la = f->stage_l + (int64_t)slot * f->cap;
             int64_t *ii = f->stage_i + (int64_t)slot * f->cap * f->W;
-            tl_feed_dest dst = {&fe, f->spec.labels ? &la : NULL, f->W > 0 ? &ii : NULL, f->cap};
+            tl_feed_dest dst = {&fe, f->spec.labels ? &la : NULL, f->W > 0 ? &ii : NULL, f->cap, NULL};
             int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
             int64_t rows = -1;
             tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);
@@ -505,7 +518,7 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
     *stop = false;
     *end = false;
     for (int r = f->r_lo; r < f->r_hi; r++)
-        if (tl_queue_pop(f->free_list[r], &f->cur[r]) != TL_WAIT_OK)
+        if (take_free(f, r, &f->cur[r]) != TL_WAIT_OK)
             return TL_OK;
     bool any = false, empty = false;
     for (int i = 0; i < p->input_fn_calls; i++) {
@@ -519,7 +532,8 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
                 f->dst_l[j] = b->labels;
                 f->dst_i[j] = b->ids;
             }
-            tl_feed_dest dst = {f->dst_f, f->spec.labels ? f->dst_l : NULL, f->W > 0 ? f->dst_i : NULL, f->b};
+            tl_feed_dest dst = {f->dst_f, f->spec.labels ? f->dst_l : NULL, f->W > 0 ? f->dst_i : NULL, f->b,
+                                f->pulled ? f->team : NULL};
             int64_t row0 = f->broadcast ? 0 : (int64_t)replica_of(f, call, k, 0) * f->b;
             int64_t rows = -1;
             tl_status st = f->sources[i].next(f->sources[i].ud, s, row0, f->cap, &dst, &rows);
@@ -567,6 +581,26 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
     return TL_OK;
 }
 
+/* Makes step s: every (replica, core) of this process gets its batch. *ok
+ * false when the queues closed first; *done when the input stops (the
+ * prediction's stop batch) or ends there. A source's error is returned. */
+static tl_status make_step(tl_feed *f, int64_t s, bool *ok, bool *done)
+{
+    bool stop = false, end = false;
+    tl_status st;
+    if (f->cores == 1) {
+        st = direct_step(f, s, ok, &stop, &end);
+    } else {
+        bool empty, any_empty;
+        st = read_step(f, s, &empty, &any_empty);
+        stop = f->spec.predict && empty;
+        end = f->spec.may_end && any_empty;
+        *ok = st == TL_OK && route_step(f, s, stop, end);
+    }
+    *done = stop || end;
+    return st;
+}
+
 static void *feed_main(void *arg)
 {
     tl_feed *f = arg;
@@ -597,32 +631,21 @@ static void *feed_main(void *arg)
             if (closed)
                 return NULL;
         }
-        bool stop = false, end = false;
-        tl_status st = TL_OK;
-        if (f->cores == 1) {
-            bool ok;
-            st = direct_step(f, s, &ok, &stop, &end);
-            if (st == TL_OK && !ok)
-                return NULL;
-        } else {
-            bool empty, any_empty;
-            st = read_step(f, s, &empty, &any_empty);
-            stop = f->spec.predict && empty;
-            end = f->spec.may_end && any_empty;
-            if (st == TL_OK && !route_step(f, s, stop, end))
-                return NULL;
-        }
+        bool ok, done;
+        tl_status st = make_step(f, s, &ok, &done);
         if (st != TL_OK) {
             fail(f, st);
             return NULL;
         }
+        if (!ok)
+            return NULL;
         if (f->holdable) {
             pthread_mutex_lock(&f->mu);
             f->produced = s + 1;
             pthread_cond_broadcast(&f->cv);
             pthread_mutex_unlock(&f->mu);
         }
-        if (stop || end)
+        if (done)
             break;
     }
     pthread_mutex_lock(&f->mu);
@@ -633,6 +656,27 @@ static void *feed_main(void *arg)
 }
 
 /* ---- the consumers' side ------------------------------------------------- */
+
+/* A step's input under this many bytes costs less to copy on the consumer's
+ * thread than to hand over from another: a hand-off is a few cache-line
+ * transfers and a wake-up, ~0.2-0.5 us here, the time of copying ~16 KiB. */
+#define PULL_ALWAYS_BYTES 16384
+
+/* Whether the consumer makes the steps itself: it is this process's only
+ * one, nothing holds or delays the feed, every source it runs is pure, and
+ * a thread would not pay: it would have no core of its own beside the
+ * device's threads, or the step's input is small. */
+static bool pullable(const tl_feed *f)
+{
+    if (f->cores != 1 || f->r_hi - f->r_lo != 1 || f->holdable || f->sleep_ns > 0)
+        return false;
+    for (int i = 0; i < f->plan.input_fn_calls; i++)
+        if (mine(f, &f->plan.calls[i]) && !f->sources[i].pure)
+            return false;
+    int device_threads = tl_topology_devices_per_host(f->spec.topo) * tl_topology_intra_op_threads(f->spec.topo);
+    int64_t bytes = f->b * (f->D * (int64_t)sizeof(float) + (int64_t)sizeof(int32_t) + f->W * (int64_t)sizeof(int64_t));
+    return device_threads + 1 > tl_available_cpus() || bytes < PULL_ALWAYS_BYTES;
+}
 
 tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first, int64_t count, int64_t limit)
 {
@@ -669,12 +713,24 @@ tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first
     f->ended = f->closed = false;
     f->err = TL_OK;
     f->errmsg[0] = '\0';
+    f->pulled = pullable(f);
+    f->next = first;
+    f->last = count < 0 ? INT64_MAX : first + count;
+    if (f->pulled) {
+        f->running = true;
+        return TL_OK;
+    }
     if ((st = tl_thread_start(&f->thread, feed_main, f)) != TL_OK) {
         destroy_queues(f);
         return st;
     }
     f->running = true;
     return TL_OK;
+}
+
+bool tl_feed_pulled(const tl_feed *f)
+{
+    return f->running && f->pulled;
 }
 
 void tl_feed_set_sleep(tl_feed *f, int64_t ns)
@@ -699,11 +755,45 @@ void tl_feed_wait_produced(tl_feed *f, int64_t step)
     pthread_mutex_unlock(&f->mu);
 }
 
-tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_feed_batch **out, int64_t *waited_ns)
+static tl_status closed_before(int64_t step, int replica, int core)
+{
+    return tl_error(TL_ERUNTIME, "infeed closed before step %lld reached replica %d core %d", (long long)step,
+                    replica, core);
+}
+
+/* A pulled feed's pop: makes step (the next one) and takes its batch. */
+static tl_status pull(tl_feed *f, int replica, int core, int64_t step, tl_team *team, tl_feed_batch **out)
+{
+    tl_queue *q = f->full[replica * f->cores + core];
+    if (step == f->next && step < f->last) {
+        bool ok, done;
+        f->next++;
+        f->team = team;
+        tl_status st = make_step(f, step, &ok, &done);
+        f->team = NULL;
+        if (st != TL_OK) {
+            fail(f, st); /* keeps tl_last_error(), the source's message */
+            return st;
+        }
+        if (done)
+            f->last = f->next;
+    }
+    /* Past the last step, after an abort, or a step out of order: no batch
+     * is coming, and no thread that could bring one. */
+    if (tl_queue_pop_until(q, out, 0) != TL_WAIT_OK)
+        return closed_before(step, replica, core);
+    TL_ASSERT((*out)->step == step);
+    return TL_OK;
+}
+
+tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_team *team, tl_feed_batch **out,
+                      int64_t *waited_ns)
 {
     tl_queue *q = f->full[replica * f->cores + core];
     tl_wait_result w;
-    if (waited_ns != NULL) {
+    if (f->pulled) {
+        return pull(f, replica, core, step, team, out);
+    } else if (waited_ns != NULL) {
         /* Only a wait is timed: a ready batch costs no clock read. */
         w = tl_queue_pop_until(q, out, 0);
         if (w == TL_WAIT_TIMEOUT) {
@@ -715,8 +805,7 @@ tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_feed_b
         w = tl_queue_pop(q, out);
     }
     if (w != TL_WAIT_OK)
-        return tl_error(TL_ERUNTIME, "infeed closed before step %lld reached replica %d core %d", (long long)step,
-                        replica, core);
+        return closed_before(step, replica, core);
     TL_ASSERT((*out)->step == step);
     return TL_OK;
 }
@@ -742,7 +831,8 @@ tl_status tl_feed_stop(tl_feed *f)
         return TL_OK;
     close_queues(f);
     set_closed(f);
-    tl_thread_join(&f->thread, NULL);
+    if (!f->pulled)
+        tl_thread_join(&f->thread, NULL);
     f->running = false;
     if (f->err != TL_OK)
         return tl_error(f->err, "%s", f->errmsg);

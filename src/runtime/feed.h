@@ -95,6 +95,7 @@ typedef struct tl_feed_dest {
     int32_t *const *labels;  /* (ceil(cap / chunk)); NULL when the mode has no labels */
     int64_t *const *ids;     /* (ceil(cap / chunk)); NULL when the examples have no ids (W 0) */
     int64_t chunk;           /* rows per destination */
+    tl_team *team;           /* threads the source may copy its rows on (NULL: the caller's alone) */
 } tl_feed_dest;
 
 /* Row i's features (D values), label and ids (W) in d. */
@@ -126,6 +127,9 @@ static inline int64_t *tl_feed_dest_ids(const tl_feed_dest *d, int64_t i, int64_
 typedef struct tl_feed_source {
     tl_status (*next)(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows);
     void *ud;
+    /* next is a function of its arguments over data that does not change,
+     * and cheap: it may run on the consumer's thread (see tl_feed_start). */
+    bool pure;
 } tl_feed_source;
 
 typedef struct tl_feed_spec {
@@ -165,8 +169,18 @@ void tl_feed_destroy(tl_feed *f);
  * end of the input, prediction), reading sources[i] for invocation i of the
  * plan (borrowed until tl_feed_stop). limit: the thread produces steps below
  * it only, until tl_feed_allow raises it; INT64_MAX for no hold.
+ *
+ * A feed with one consumer queue in this process, pure sources, no hold and
+ * no start sleep is pulled instead: no thread starts, and tl_feed_pop makes
+ * each step on the consumer's thread, in order, as the thread would. That
+ * saves the thread's hand-off of every batch (a device loop over in-memory
+ * data is then a loop over a resident array, as a lax.scan is), and a third
+ * busy thread on cores the device's threads use. tl_feed_pulled says which.
  * Errors: TL_ENOMEM, a thread that cannot start. */
 tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first, int64_t count, int64_t limit);
+
+/* Whether the running feed is pulled (see tl_feed_start). */
+bool tl_feed_pulled(const tl_feed *f);
 
 /* Makes the next start wait ns nanoseconds before its first step
  * (initial_infeed_sleep_secs); a stop ends the wait. */
@@ -179,10 +193,14 @@ void tl_feed_allow(tl_feed *f, int64_t limit);
  * below `step` (or ended): after it, the sources are at that step's end. */
 void tl_feed_wait_produced(tl_feed *f, int64_t step);
 
-/* The next batch of (replica, core), which must be for step. *waited_ns gets
- * the time spent blocked (NULL: not measured). Errors: TL_ERUNTIME when the
- * feed closed first (its error, if it had one, is tl_feed_error's). */
-tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_feed_batch **out, int64_t *waited_ns);
+/* The next batch of (replica, core), which must be for step. team: the
+ * caller's threads (NULL: its own alone), over which a pulled feed's sources
+ * may split their copies. *waited_ns gets the time spent blocked (NULL: not
+ * measured; a pulled feed never blocks).
+ * Errors: TL_ERUNTIME when the feed closed first (its error, if it had one,
+ * is tl_feed_error's); a pulled feed returns its source's error itself. */
+tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_team *team, tl_feed_batch **out,
+                      int64_t *waited_ns);
 
 /* Gives a popped buffer back. */
 void tl_feed_release(tl_feed *f, int replica, int core, tl_feed_batch *b);

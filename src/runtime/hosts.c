@@ -338,13 +338,13 @@ tl_status tl_est_relay_pop(tl_worker *w, tl_mode mode, int64_t step, tl_feed_bat
     tl_status st = TL_OK;
     bool mine = source_host(p, w->rank) == est->host;
     if (mine)
-        st = tl_infeed_pop(est, w->rank, step, out, waited_ns);
+        st = tl_infeed_pop(est, w->rank, step, w->team, out, waited_ns);
     int64_t at = 0;
     for (int q = 0; q < R && st == TL_OK; q++) {
         if (tl_est_local_replica(est, q) || source_host(p, q) != est->host || q % est->Rl != j)
             continue;
         tl_feed_batch *b;
-        if ((st = tl_infeed_pop(est, q, step, &b, waited_ns)) != TL_OK)
+        if ((st = tl_infeed_pop(est, q, step, w->team, &b, waited_ns)) != TL_OK)
             break;
         pack(est, b, w->relay_send + at);
         tl_infeed_release(est, q, b);

@@ -55,15 +55,44 @@ struct tl_mem_source {
     int64_t G; /* rows of a global batch */
 };
 
+/* One copy of in-memory rows: rows [0, n) of the destination are examples
+ * at positions pos0 + i, of the epoch's permutation when training. */
+typedef struct mem_copy {
+    const tl_mem_source *m;
+    const tl_feed_dest *dst;
+    int64_t n, pos0, epoch;
+} mem_copy;
+
+static void mem_rows(void *ctx, int part, int nparts)
+{
+    const mem_copy *c = ctx;
+    const tl_labeled_data *d = c->m->data;
+    const tl_feed_dest *dst = c->dst;
+    int64_t D = d->num_features, W = c->m->est->emb_width;
+    uint64_t seed = c->m->est->rc.tf_random_seed.set ? (uint64_t)c->m->est->rc.tf_random_seed.value : 0;
+    int64_t lo, hi;
+    tl_team_range(c->n, 1, part, nparts, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t pos = c->pos0 + i;
+        int64_t ex = c->m->cmd == CMD_TRAIN ? shuffled(seed, c->epoch, pos, d->num_examples) : pos;
+        memcpy(tl_feed_dest_row(dst, i, D), d->features + ex * D, (size_t)D * sizeof(float));
+        if (dst->labels != NULL)
+            *tl_feed_dest_label(dst, i) = d->labels[ex];
+        if (dst->ids != NULL)
+            memcpy(tl_feed_dest_ids(dst, i, W), d->ids + ex * W, (size_t)W * sizeof(int64_t));
+    }
+}
+
 /* Rows [row0, row0 + cap) of global batch `step`: training draws positions
  * of the epoch's permutation, evaluation takes the data in order,
- * prediction too, ending where the data does. */
+ * prediction too, ending where the data does. A batch of 64 KiB or more is
+ * copied on the destination's team, when it has one (the rows are gathered
+ * from anywhere in the data: the copy waits on memory, which two cores
+ * wait on in parallel). */
 static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     const tl_mem_source *m = ud;
     const tl_labeled_data *d = m->data;
-    int64_t D = d->num_features, W = m->est->emb_width;
-    uint64_t seed = m->est->rc.tf_random_seed.set ? (uint64_t)m->est->rc.tf_random_seed.value : 0;
     int64_t n = cap, epoch = 0, in_epoch = step;
     if (m->cmd == CMD_TRAIN) {
         epoch = step / m->est->steps_per_epoch;
@@ -74,15 +103,9 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
         int64_t left = d->num_examples - (step * m->G + row0);
         n = left < 0 ? 0 : left < cap ? left : cap;
     }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t pos = in_epoch * m->G + row0 + i;
-        int64_t ex = m->cmd == CMD_TRAIN ? shuffled(seed, epoch, pos, d->num_examples) : pos;
-        memcpy(tl_feed_dest_row(dst, i, D), d->features + ex * D, (size_t)D * sizeof(float));
-        if (dst->labels != NULL)
-            *tl_feed_dest_label(dst, i) = d->labels[ex];
-        if (dst->ids != NULL)
-            memcpy(tl_feed_dest_ids(dst, i, W), d->ids + ex * W, (size_t)W * sizeof(int64_t));
-    }
+    mem_copy c = {m, dst, n, in_epoch * m->G + row0, epoch};
+    int64_t bytes = n * (d->num_features * (int64_t)sizeof(float) + m->est->emb_width * (int64_t)sizeof(int64_t));
+    tl_team_run(bytes >= 65536 ? dst->team : NULL, mem_rows, &c);
     *rows = n;
     return TL_OK;
 }
@@ -821,10 +844,10 @@ tl_status tl_infeed_start(tl_estimator *est, tl_cmd_kind cmd, const tl_labeled_d
     TL_ASSERT(p != NULL && (f->cur == NULL || (f->outer == NULL && mode == TL_MODE_EVAL && f->cur_mode != mode)));
     for (int i = 0; i < p->input_fn_calls; i++) {
         if (c->ds != NULL) {
-            c->sources[i] = (tl_feed_source){ds_next, &c->ds[i]};
+            c->sources[i] = (tl_feed_source){ds_next, &c->ds[i], false};
         } else {
             c->mem[i] = (tl_mem_source){est, data, cmd, p->global_batch_size};
-            c->sources[i] = (tl_feed_source){mem_next, &c->mem[i]};
+            c->sources[i] = (tl_feed_source){mem_next, &c->mem[i], true};
         }
     }
     /* A dataset's position is only known where the feed stands: training
@@ -899,9 +922,10 @@ void tl_infeed_free(tl_estimator *est)
     }
 }
 
-tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_feed_batch **out, int64_t *waited_ns)
+tl_status tl_infeed_pop(tl_estimator *est, int rank, int64_t step, tl_team *team, tl_feed_batch **out,
+                        int64_t *waited_ns)
 {
-    return tl_feed_pop(est->infeed.cur, rank, 0, step, out, waited_ns);
+    return tl_feed_pop(est->infeed.cur, rank, 0, step, team, out, waited_ns);
 }
 
 void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b)
@@ -909,10 +933,10 @@ void tl_infeed_release(tl_estimator *est, int rank, tl_feed_batch *b)
     tl_feed_release(est->infeed.cur, rank, 0, b);
 }
 
-tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_feed_batch **out,
-                             int64_t *waited_ns)
+tl_status tl_infeed_pop_core(tl_estimator *est, int replica, int core, int64_t step, tl_team *team,
+                             tl_feed_batch **out, int64_t *waited_ns)
 {
-    return tl_feed_pop(est->infeed.cur, replica, core, step, out, waited_ns);
+    return tl_feed_pop(est->infeed.cur, replica, core, step, team, out, waited_ns);
 }
 
 void tl_infeed_release_core(tl_estimator *est, int replica, int core, tl_feed_batch *b)

@@ -64,7 +64,7 @@ static tl_status feed(tl_worker *w, const tl_mode_prog *m, tl_exec *x, int64_t s
      * fell behind. Counted apart. */
     int64_t *waited = step == est->infeed.first ? &w->start_wait_ns : &w->wait_ns;
     tl_status st = est->relay[mode] ? tl_est_relay_pop(w, mode, step, &b, waited)
-                                    : tl_infeed_pop(est, w->rank, step, &b, waited);
+                                    : tl_infeed_pop(est, w->rank, step, w->team, &b, waited);
     if (st != TL_OK)
         return st;
     info->end = b->end;
@@ -221,7 +221,7 @@ static tl_status follower_loop(tl_follower *f)
     for (int64_t i = 0; i < est->loop_n; i++) {
         int64_t step = est->loop_start + i, waited = 0;
         tl_feed_batch *b;
-        tl_status st = tl_infeed_pop_core(est, f->replica, f->core, step, &b, &waited);
+        tl_status st = tl_infeed_pop_core(est, f->replica, f->core, step, f->team, &b, &waited);
         if (st != TL_OK)
             return st;
         bool end = b->end, stop = b->stopping;
