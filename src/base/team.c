@@ -118,6 +118,11 @@ void tl_team_run(tl_team *t, tl_team_fn fn, void *ctx)
 void tl_team_range(int64_t n, int64_t align, int part, int nparts, int64_t *lo, int64_t *hi)
 {
     TL_ASSERT(align >= 1 && nparts >= 1 && part >= 0 && part < nparts && n >= 0);
+    if (nparts == 1) { /* a team of one, every kernel of a step: no divisions */
+        *lo = 0;
+        *hi = n;
+        return;
+    }
     int64_t per = (n + nparts - 1) / nparts;
     per = (per + align - 1) / align * align;
     int64_t a = per * part, b = a + per;

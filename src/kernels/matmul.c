@@ -112,15 +112,17 @@ void tl_k_gemm_piece(const tl_k_gemm *g, int part, int nparts, int64_t *r0, int6
 
 void tl_k_gemm_part(const tl_k_gemm *g, int part, int nparts)
 {
+    if (nparts == 1) {
+        gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->b, g->beta, g->c);
+        return;
+    }
     int64_t lo, hi;
     tl_team_range(split_dim(g), GEMM_PIECE_ALIGN, part, nparts, &lo, &hi);
     if (hi <= lo)
         return;
     blasint lda = (blasint)(g->ta ? g->m : g->k), ldb = (blasint)(g->tb ? g->k : g->n);
     CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
-    if (nparts == 1) {
-        gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->b, g->beta, g->c);
-    } else if (g->m > g->n) { /* rows lo..hi of C: rows of op(A) */
+    if (g->m > g->n) { /* rows lo..hi of C: rows of op(A) */
         const float *a = g->ta ? g->a + lo : g->a + lo * g->k;
         cblas_sgemm(CblasRowMajor, ta, tb, (blasint)(hi - lo), (blasint)g->n, (blasint)g->k, g->alpha, a, lda, g->b,
                     ldb, g->beta, g->c + lo * g->n, (blasint)g->n);

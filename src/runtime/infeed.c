@@ -56,12 +56,33 @@ struct tl_mem_source {
 };
 
 /* One copy of in-memory rows: rows [0, n) of the destination are examples
- * at positions pos0 + i, of the epoch's permutation when training. */
+ * at positions pos0 + i, of the epoch's permutation when training. The next
+ * global batch's rows are at next_pos0 + i of next_epoch's. */
 typedef struct mem_copy {
     const tl_mem_source *m;
     const tl_feed_dest *dst;
     int64_t n, pos0, epoch;
+    int64_t next_pos0, next_epoch;
 } mem_copy;
+
+/* Asks for the first lines of the examples the next step's rows
+ * [lo, hi) will read. A training batch gathers examples from anywhere in
+ * the data, so each row's first touch misses the caches: a batch of one
+ * row waits ~0.1 us on it every step, longer than a small step computes.
+ * Fetched a step ahead, the wait overlaps this step's work. */
+static void prefetch_next(const mem_copy *c, uint64_t seed, int64_t lo, int64_t hi)
+{
+    const tl_labeled_data *d = c->m->data;
+    int64_t D = d->num_features;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t ex = shuffled(seed, c->next_epoch, c->next_pos0 + i, d->num_examples);
+        const float *row = d->features + ex * D;
+        __builtin_prefetch(row, 0, 3);
+        __builtin_prefetch(row + D - 1, 0, 3); /* the line it ends on, for a row across two */
+        if (d->labels != NULL)
+            __builtin_prefetch(d->labels + ex, 0, 3);
+    }
+}
 
 static void mem_rows(void *ctx, int part, int nparts)
 {
@@ -81,6 +102,8 @@ static void mem_rows(void *ctx, int part, int nparts)
         if (dst->ids != NULL)
             memcpy(tl_feed_dest_ids(dst, i, W), d->ids + ex * W, (size_t)W * sizeof(int64_t));
     }
+    if (c->m->cmd == CMD_TRAIN)
+        prefetch_next(c, seed, lo, hi);
 }
 
 /* Rows [row0, row0 + cap) of global batch `step`: training draws positions
@@ -103,7 +126,11 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
         int64_t left = d->num_examples - (step * m->G + row0);
         n = left < 0 ? 0 : left < cap ? left : cap;
     }
-    mem_copy c = {m, dst, n, in_epoch * m->G + row0, epoch};
+    mem_copy c = {m, dst, n, in_epoch * m->G + row0, epoch, 0, 0};
+    if (m->cmd == CMD_TRAIN) {
+        c.next_epoch = (step + 1) / m->est->steps_per_epoch;
+        c.next_pos0 = (step + 1) % m->est->steps_per_epoch * m->G + row0;
+    }
     int64_t bytes = n * (d->num_features * (int64_t)sizeof(float) + m->est->emb_width * (int64_t)sizeof(int64_t));
     tl_team_run(bytes >= 65536 ? dst->team : NULL, mem_rows, &c);
     *rows = n;
