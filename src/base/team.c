@@ -1,5 +1,7 @@
 /* team.c — a fork-join team of threads (thread.h): two barriers per job,
  * the owner taking part 0. */
+#include <string.h>
+
 #include "base_int.h"
 #include "thread.h"
 
@@ -113,6 +115,27 @@ void tl_team_run(tl_team *t, tl_team_fn fn, void *ctx)
     fn(ctx, 0, t->n);
     r = tl_barrier_wait(&t->end);
     TL_ASSERT(r == TL_WAIT_OK);
+}
+
+typedef struct team_copy {
+    char *dst;
+    const char *src;
+    size_t bytes;
+} team_copy;
+
+static void copy_piece(void *ctx, int part, int nparts)
+{
+    const team_copy *c = ctx;
+    int64_t lo, hi;
+    tl_team_range((int64_t)c->bytes, 64, part, nparts, &lo, &hi);
+    if (hi > lo)
+        memcpy(c->dst + lo, c->src + lo, (size_t)(hi - lo));
+}
+
+void tl_team_copy(tl_team *t, void *dst, const void *src, size_t bytes)
+{
+    team_copy c = {dst, src, bytes};
+    tl_team_run(bytes >= 65536 ? t : NULL, copy_piece, &c);
 }
 
 void tl_team_range(int64_t n, int64_t align, int part, int nparts, int64_t *lo, int64_t *hi)

@@ -53,6 +53,67 @@ static tl_status run_gemm(const tl_exec *e, const tl_k_gemm *g, const float *bia
     return TL_OK;
 }
 
+/* The float range [p, p + n). */
+typedef struct span {
+    const float *lo, *hi;
+} span;
+
+static bool overlap(span x, span y)
+{
+    return x.lo < y.hi && y.lo < x.hi;
+}
+
+static span c_of(const tl_k_gemm *g)
+{
+    return (span){g->c, g->c + g->m * g->n};
+}
+
+/* Whether g reads or writes anything h writes. */
+static bool touches(const tl_k_gemm *g, const tl_k_gemm *h)
+{
+    span a = {g->a, g->a + g->m * g->k}, b = {g->b, g->b + g->k * g->n};
+    return overlap(a, c_of(h)) || overlap(b, c_of(h)) || overlap(c_of(g), c_of(h));
+}
+
+/* A matmul's two gradient GEMMs in one team job: piece i of g on part i,
+ * piece j of h on part nparts - ph + j, so two GEMMs too small to split
+ * run at once, one on each thread, and two split ones share a join. Each
+ * piece is the call it is alone: the bits of running them in turn. */
+typedef struct pair_job {
+    gemm_job g, h;
+} pair_job;
+
+static void pair_piece(void *ctx, int part, int nparts)
+{
+    pair_job *j = ctx;
+    if (part < j->g.nparts)
+        gemm_piece(&j->g, part, nparts);
+    int hp = part - (nparts - j->h.nparts);
+    if (hp >= 0)
+        gemm_piece(&j->h, hp, nparts);
+}
+
+/* g then h, or both at once on the team when neither touches what the
+ * other writes (distinct gradients; always, unless a matmul multiplies a
+ * tensor by itself). */
+static tl_status run_gemm_pair(const tl_exec *e, const tl_k_gemm *g, const tl_k_gemm *h)
+{
+    tl_status st = tl_k_gemm_check(g);
+    if (st == TL_OK)
+        st = tl_k_gemm_check(h);
+    if (st != TL_OK)
+        return st;
+    int threads = tl_team_size(e->team);
+    if (threads == 1 || touches(g, h) || touches(h, g)) {
+        if ((st = run_gemm(e, g, NULL, false)) == TL_OK)
+            st = run_gemm(e, h, NULL, false);
+        return st;
+    }
+    pair_job j = {{g, tl_k_gemm_parts(g, threads), NULL, false}, {h, tl_k_gemm_parts(h, threads), NULL, false}};
+    tl_team_run(e->team, pair_piece, &j);
+    return TL_OK;
+}
+
 /* A fused dense layer's backward before its GEMMs: dy (rows, cols) gated in
  * place by the ReLU, and the bias's gradient, split by columns. */
 typedef struct bias_grad_job {
@@ -290,9 +351,11 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
             tl_k_matmul_grad_gemms(ta, tb, nd->shape[0], nd->shape[1], k, 1.0f, val(p, e, nd->in[0]),
                                    val(p, e, nd->in[1]), dy, (p->first_write[i] & 2u) ? 0.0f : 1.0f, NULL, db, NULL,
                                    &gdb);
-            if (da != NULL)
+            if (da != NULL && db != NULL)
+                st = run_gemm_pair(e, &gda, &gdb);
+            else if (da != NULL)
                 st = run_gemm(e, &gda, NULL, false);
-            if (st == TL_OK && db != NULL)
+            else if (db != NULL)
                 st = run_gemm(e, &gdb, NULL, false);
             break;
         }

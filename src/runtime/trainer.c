@@ -47,7 +47,8 @@ typedef struct tl_batch_info {
 static void fill_inputs(const tl_program *p, tl_t features, tl_t labels, tl_exec *x, const tl_feed_batch *b)
 {
     /* The replica's batch, or with several cores this core's tile of it. */
-    memcpy(tl_exec_value(p, x, features), b->features, (size_t)p->g->nodes[features].size * sizeof(float));
+    tl_team_copy(x->team, tl_exec_value(p, x, features), b->features,
+                 (size_t)p->g->nodes[features].size * sizeof(float));
     if (labels != TL_T_INVALID)
         memcpy(tl_exec_value(p, x, labels), b->labels, (size_t)p->g->nodes[labels].size * sizeof(int32_t));
 }
