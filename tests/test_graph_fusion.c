@@ -274,12 +274,16 @@ Test(graph_fusion, dense_layers_split_over_threads_with_the_same_bits)
 {
     /* 128 x 600 → 512 → 256: GEMMs large enough for pieces, forward and
      * backward, their epilogues on each piece, the bias gradients split by
-     * columns. */
-    dfx op = dense_setup(false, 1, 128, 600, 512, 256, false), fu = dense_setup(true, 3, 128, 600, 512, 256, false);
-    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1);
-    dense_same_bits(&op, &fu, 128);
-    dense_teardown(&op);
-    dense_teardown(&fu);
+     * columns, a layer's two alike gradient GEMMs side by side (whole on 2
+     * threads; one in pieces beside the other on 3). */
+    for (int threads = 2; threads <= 3; threads++) {
+        dfx op = dense_setup(false, 1, 128, 600, 512, 256, false);
+        dfx fu = dense_setup(true, threads, 128, 600, 512, 256, false);
+        cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1);
+        dense_same_bits(&op, &fu, 128);
+        dense_teardown(&op);
+        dense_teardown(&fu);
+    }
 }
 
 Test(graph_fusion, a_kept_product_keeps_its_bias_apart)

@@ -76,11 +76,11 @@ static bool touches(const tl_k_gemm *g, const tl_k_gemm *h)
 }
 
 /* A matmul's two gradient GEMMs in one team job: piece i of g on part i,
- * piece j of h on part nparts - ph + j, so two GEMMs too small to split
- * run at once, one on each thread, and two split ones share a join. Each
- * piece is the call it is alone: the bits of running them in turn. */
+ * piece j of h on part h_first + j. Each piece is the call it is alone: the
+ * bits of running them in turn. */
 typedef struct pair_job {
     gemm_job g, h;
+    int h_first;
 } pair_job;
 
 static void pair_piece(void *ctx, int part, int nparts)
@@ -88,9 +88,14 @@ static void pair_piece(void *ctx, int part, int nparts)
     pair_job *j = ctx;
     if (part < j->g.nparts)
         gemm_piece(&j->g, part, nparts);
-    int hp = part - (nparts - j->h.nparts);
-    if (hp >= 0)
+    int hp = part - j->h_first;
+    if (hp >= 0 && hp < j->h.nparts)
         gemm_piece(&j->h, hp, nparts);
+}
+
+static int64_t macs(const tl_k_gemm *g)
+{
+    return g->m * g->n * g->k;
 }
 
 /* g then h, or both at once on the team when neither touches what the
@@ -109,7 +114,21 @@ static tl_status run_gemm_pair(const tl_exec *e, const tl_k_gemm *g, const tl_k_
             st = run_gemm(e, h, NULL, false);
         return st;
     }
-    pair_job j = {{g, tl_k_gemm_parts(g, threads), NULL, false}, {h, tl_k_gemm_parts(h, threads), NULL, false}};
+    /* Side by side, g on the first half of the team and h on the rest, when
+     * their work is alike (within 1.5x) or either is too small to split:
+     * pieces of a GEMM pack its shared operand again each, and two whole
+     * GEMMs pack nothing twice. Otherwise each in pieces over all of it, h's
+     * on the last parts, so that two split ones share a join. */
+    int gp = tl_k_gemm_parts(g, threads), hp = tl_k_gemm_parts(h, threads);
+    int64_t small = macs(g) < macs(h) ? macs(g) : macs(h), large = macs(g) < macs(h) ? macs(h) : macs(g);
+    pair_job j;
+    if (gp == 1 || hp == 1 || 2 * large <= 3 * small) {
+        int half = (threads + 1) / 2;
+        j = (pair_job){{g, tl_k_gemm_parts(g, half), NULL, false}, {h, tl_k_gemm_parts(h, threads - half), NULL, false},
+                       half};
+    } else {
+        j = (pair_job){{g, gp, NULL, false}, {h, hp, NULL, false}, threads - hp};
+    }
     tl_team_run(e->team, pair_piece, &j);
     return TL_OK;
 }
