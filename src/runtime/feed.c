@@ -2,6 +2,7 @@
  * replicas and cores (feed.h; spec tpu_estimator.md §4.1, §4.3, §8). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -43,11 +44,14 @@ struct tl_feed {
     int64_t limit;                   /* produce steps below this */
     int64_t produced;                /* every step below this is in the queues */
     bool ended, closed;
-    /* Pulled (tl_feed_start): no thread; the consumer makes step `next`
-     * when it pops it. Both are the consumer's alone. */
+    /* Pulled (tl_feed_start): no thread and no queue; the consumer makes
+     * step `next` when it pops it, into its queue's first buffer, which it
+     * gives back before its next pop. All but `shut` are the consumer's. */
     bool pulled;
     int64_t next, last;
     tl_team *team;                   /* the consumer's, during its pop */
+    tl_feed_batch *ready;            /* the step made, not yet popped */
+    atomic_bool shut;                /* aborted or stopped (the host's) */
     tl_status err;
     char errmsg[512];
 };
@@ -201,6 +205,7 @@ void tl_feed_destroy(tl_feed *f)
 
 static void close_queues(tl_feed *f)
 {
+    atomic_store_explicit(&f->shut, true, memory_order_relaxed);
     for (int q = 0; q < f->R * f->cores; q++) {
         if (f->full[q] != NULL)
             tl_queue_close(f->full[q]);
@@ -320,12 +325,15 @@ static void copy_batch(const tl_feed *f, const tl_feed_batch *src, tl_feed_batch
         memcpy(ids, src->ids, (size_t)(f->b * f->W) * sizeof *ids);
 }
 
-/* A free buffer of queue q. A pulled feed's consumer has given every
- * buffer back before it pops the next step, so it never waits: a wait
- * there could only be for itself. */
+/* A free buffer of queue q; a pulled feed's is always its first. */
 static tl_wait_result take_free(tl_feed *f, int q, tl_feed_batch **b)
 {
-    return f->pulled ? tl_queue_pop_until(f->free_list[q], b, 0) : tl_queue_pop(f->free_list[q], b);
+    if (!f->pulled)
+        return tl_queue_pop(f->free_list[q], b);
+    if (atomic_load_explicit(&f->shut, memory_order_relaxed))
+        return TL_WAIT_CLOSED;
+    *b = &f->bufs[q * f->spec.depth];
+    return TL_WAIT_OK;
 }
 
 /* Hands (r, c) its batch of step s: takes a free buffer, fills it (from
@@ -574,7 +582,9 @@ static tl_status direct_step(tl_feed *f, int64_t s, bool *ok, bool *stop, bool *
             copy_batch(f, b, &f->firsts[r]);
         }
         b->end = *end;
-        if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
+        if (f->pulled)
+            f->ready = b;
+        else if (tl_queue_push(f->full[r], &b) != TL_WAIT_OK)
             return TL_OK;
     }
     *ok = true;
@@ -714,6 +724,8 @@ tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first
     f->err = TL_OK;
     f->errmsg[0] = '\0';
     f->pulled = pullable(f);
+    f->ready = NULL;
+    atomic_store_explicit(&f->shut, false, memory_order_relaxed);
     f->next = first;
     f->last = count < 0 ? INT64_MAX : first + count;
     if (f->pulled) {
@@ -764,7 +776,6 @@ static tl_status closed_before(int64_t step, int replica, int core)
 /* A pulled feed's pop: makes step (the next one) and takes its batch. */
 static tl_status pull(tl_feed *f, int replica, int core, int64_t step, tl_team *team, tl_feed_batch **out)
 {
-    tl_queue *q = f->full[replica * f->cores + core];
     if (step == f->next && step < f->last) {
         bool ok, done;
         f->next++;
@@ -780,9 +791,10 @@ static tl_status pull(tl_feed *f, int replica, int core, int64_t step, tl_team *
     }
     /* Past the last step, after an abort, or a step out of order: no batch
      * is coming, and no thread that could bring one. */
-    if (tl_queue_pop_until(q, out, 0) != TL_WAIT_OK)
+    if (f->ready == NULL || f->ready->step != step)
         return closed_before(step, replica, core);
-    TL_ASSERT((*out)->step == step);
+    *out = f->ready;
+    f->ready = NULL;
     return TL_OK;
 }
 
@@ -814,7 +826,8 @@ void tl_feed_release(tl_feed *f, int replica, int core, tl_feed_batch *b)
 {
     /* Never full: the consumer holds one of the depth buffers of its queue.
      * A closed list means the feed is ending; the buffer is not needed. */
-    (void)tl_queue_push(f->free_list[replica * f->cores + core], &b);
+    if (!f->pulled)
+        (void)tl_queue_push(f->free_list[replica * f->cores + core], &b);
 }
 
 void tl_feed_abort(tl_feed *f)
