@@ -645,8 +645,9 @@ Test(mt_feed, one_consumer_with_pure_sources_pulls_the_same_batches)
     cr_assert(tl_feed_pulled(g.feed));
     /* Nothing runs ahead of the consumer: 5 steps, 5 get_next. */
     cr_assert_eq(g.srcs[0].calls, 5);
-    rig_close(&g);
+    cr_assert_eq(tl_feed_stop(g.feed), TL_OK);
     cr_assert_not(tl_feed_pulled(g.feed));
+    rig_close(&g);
 
     /* A source that is not pure, or two consumers, keep the thread. */
     rig_open(&g, CFG("--devices=1", "--train_batch_size=8"), TL_MODE_TRAIN, 1, D3, NULL, NULL, -1);
