@@ -696,24 +696,6 @@ tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first
     tl_status st = TL_OK;
     /* A closed queue stays closed: fresh queues every start. */
     destroy_queues(f);
-    int64_t spin = nq + 1 <= tl_available_cpus() ? 20000 : 0;
-    for (int q = 0; q < nq && st == TL_OK; q++) {
-        if ((st = tl_queue_create((size_t)depth, sizeof(tl_feed_batch *), &f->full[q])) == TL_OK)
-            st = tl_queue_create((size_t)depth, sizeof(tl_feed_batch *), &f->free_list[q]);
-        if (st != TL_OK)
-            break;
-        (void)tl_queue_set_spin(f->full[q], spin);
-        (void)tl_queue_set_spin(f->free_list[q], spin);
-        for (int k = 0; k < depth; k++) {
-            tl_feed_batch *b = &f->bufs[q * depth + k];
-            tl_wait_result w = tl_queue_push(f->free_list[q], &b);
-            TL_ASSERT(w == TL_WAIT_OK);
-        }
-    }
-    if (st != TL_OK) {
-        destroy_queues(f);
-        return st;
-    }
     f->sources = sources;
     f->first = first;
     f->count = count;
@@ -732,7 +714,23 @@ tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first
         f->running = true;
         return TL_OK;
     }
-    if ((st = tl_thread_start(&f->thread, feed_main, f)) != TL_OK) {
+    int64_t spin = nq + 1 <= tl_available_cpus() ? 20000 : 0;
+    for (int q = 0; q < nq && st == TL_OK; q++) {
+        if ((st = tl_queue_create((size_t)depth, sizeof(tl_feed_batch *), &f->full[q])) == TL_OK)
+            st = tl_queue_create((size_t)depth, sizeof(tl_feed_batch *), &f->free_list[q]);
+        if (st != TL_OK)
+            break;
+        (void)tl_queue_set_spin(f->full[q], spin);
+        (void)tl_queue_set_spin(f->free_list[q], spin);
+        for (int k = 0; k < depth; k++) {
+            tl_feed_batch *b = &f->bufs[q * depth + k];
+            tl_wait_result w = tl_queue_push(f->free_list[q], &b);
+            TL_ASSERT(w == TL_WAIT_OK);
+        }
+    }
+    if (st == TL_OK)
+        st = tl_thread_start(&f->thread, feed_main, f);
+    if (st != TL_OK) {
         destroy_queues(f);
         return st;
     }
@@ -801,11 +799,11 @@ static tl_status pull(tl_feed *f, int replica, int core, int64_t step, tl_team *
 tl_status tl_feed_pop(tl_feed *f, int replica, int core, int64_t step, tl_team *team, tl_feed_batch **out,
                       int64_t *waited_ns)
 {
+    if (f->pulled)
+        return pull(f, replica, core, step, team, out);
     tl_queue *q = f->full[replica * f->cores + core];
     tl_wait_result w;
-    if (f->pulled) {
-        return pull(f, replica, core, step, team, out);
-    } else if (waited_ns != NULL) {
+    if (waited_ns != NULL) {
         /* Only a wait is timed: a ready batch costs no clock read. */
         w = tl_queue_pop_until(q, out, 0);
         if (w == TL_WAIT_TIMEOUT) {

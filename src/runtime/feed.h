@@ -175,7 +175,9 @@ void tl_feed_destroy(tl_feed *f);
  * each step on the consumer's thread, in order, as the thread would. That
  * saves the thread's hand-off of every batch (a device loop over in-memory
  * data is then a loop over a resident array, as a lax.scan is), and a third
- * busy thread on cores the device's threads use. tl_feed_pulled says which.
+ * busy thread on cores the device's threads use. Its consumer gives each
+ * batch back before it pops the next (one buffer serves every step).
+ * tl_feed_pulled says which.
  * Errors: TL_ENOMEM, a thread that cannot start. */
 tl_status tl_feed_start(tl_feed *f, const tl_feed_source *sources, int64_t first, int64_t count, int64_t limit);
 
