@@ -135,7 +135,7 @@ static void copy_piece(void *ctx, int part, int nparts)
 void tl_team_copy(tl_team *t, void *dst, const void *src, size_t bytes)
 {
     team_copy c = {dst, src, bytes};
-    tl_team_run(bytes >= 65536 ? t : NULL, copy_piece, &c);
+    tl_team_run(bytes >= TL_TEAM_COPY_MIN_BYTES ? t : NULL, copy_piece, &c);
 }
 
 void tl_team_range(int64_t n, int64_t align, int part, int nparts, int64_t *lo, int64_t *hi)

@@ -281,8 +281,12 @@ void tl_team_run(tl_team *t, tl_team_fn fn, void *ctx);
  * may be empty). align >= 1. */
 void tl_team_range(int64_t n, int64_t align, int part, int nparts, int64_t *lo, int64_t *hi);
 
-/* memcpy(dst, src, bytes), in pieces on the team's members when the copy is
- * large enough (64 KiB) for two cores' memory requests to pay the join. */
+/* Copies of fewer bytes run on one thread: below this, a second core's
+ * memory requests do not pay the join. */
+#define TL_TEAM_COPY_MIN_BYTES 65536
+
+/* memcpy(dst, src, bytes), in pieces on the team's members when the copy
+ * has TL_TEAM_COPY_MIN_BYTES or more. */
 void tl_team_copy(tl_team *t, void *dst, const void *src, size_t bytes);
 
 #endif /* TL_BASE_THREAD_H */

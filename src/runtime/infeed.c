@@ -108,8 +108,9 @@ static void mem_rows(void *ctx, int part, int nparts)
 
 /* Rows [row0, row0 + cap) of global batch `step`: training draws positions
  * of the epoch's permutation, evaluation takes the data in order,
- * prediction too, ending where the data does. A batch of 64 KiB or more is
- * copied on the destination's team, when it has one (the rows are gathered
+ * prediction too, ending where the data does. A batch of
+ * TL_TEAM_COPY_MIN_BYTES or more is copied on the destination's team, when
+ * it has one (the rows are gathered
  * from anywhere in the data: the copy waits on memory, which two cores
  * wait on in parallel). */
 static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
@@ -132,7 +133,7 @@ static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, con
         c.next_pos0 = (step + 1) % m->est->steps_per_epoch * m->G + row0;
     }
     int64_t bytes = n * (d->num_features * (int64_t)sizeof(float) + m->est->emb_width * (int64_t)sizeof(int64_t));
-    tl_team_run(bytes >= 65536 ? dst->team : NULL, mem_rows, &c);
+    tl_team_run(bytes >= TL_TEAM_COPY_MIN_BYTES ? dst->team : NULL, mem_rows, &c);
     *rows = n;
     return TL_OK;
 }
