@@ -379,3 +379,115 @@ Test(graph_fusion, small_dense_layers_pair_their_gradients_with_the_same_bits)
     dense_teardown(&op);
     dense_teardown(&fu);
 }
+
+/* ---- DLRM's interaction: the stack a pairwise dot reads is never built ---- */
+
+/* B = 6 examples and a stack of 7 vectors of 4, concatenated from a ReLU
+ * layer of 8 over the raw features (2 vectors; the top concatenation reads
+ * it too, as DLRM's bottom MLP output), embedding activations of 4 and 12,
+ * and the raw features (4, no gradient); the pairwise dot beside the ReLU
+ * layer into logits of 5. d = 7 reshapes the same 28 columns into 4
+ * vectors that straddle the parts. */
+typedef struct sfx {
+    tl_vars *vars;
+    tl_graph *g;
+    tl_program *p;
+    tl_exec e;
+    float *params;
+    tl_t loss, logits, stack, e0, e1;
+} sfx;
+
+static sfx stack_setup(bool fused, int64_t d, bool keep_stack)
+{
+    enum { B = 6 };
+    sfx f;
+    memset(&f, 0, sizeof f);
+    cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
+    cr_assert_eq(tl_graph_create(f.vars, TL_MODE_TRAIN, &f.g), TL_OK);
+    int64_t xs[2] = {B, 4}, ls[1] = {B}, e0s[2] = {B, 4}, e1s[2] = {B, 12}, ss[3] = {B, 28 / d, d};
+    tl_t x = tl_graph_input(f.g, TL_F32, xs, 2), labels = tl_graph_input(f.g, TL_I32, ls, 1);
+    tl_t h = tl_dense(f.g, x, 8, TL_ACT_RELU, "bottom");
+    f.e0 = tl_embedding_activations(f.g, 0, e0s, 2);
+    f.e1 = tl_embedding_activations(f.g, 1, e1s, 2);
+    f.stack = tl_concat(f.g, (tl_t[]){h, f.e0, x, f.e1}, 4, 1);
+    tl_t z = tl_pairwise_dot(f.g, tl_reshape(f.g, f.stack, ss, 3));
+    f.logits = tl_dense(f.g, tl_concat(f.g, (tl_t[]){h, z}, 2, 1), 5, TL_ACT_NONE, "top");
+    f.loss = tl_mean(f.g, tl_softmax_xent(f.g, f.logits, labels));
+    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
+    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
+    tl_t keep[2] = {f.logits, keep_stack ? f.stack : TL_T_INVALID};
+    tl_status st = fused ? tl_program_compile_fused(f.g, f.loss, true, keep, 2, &f.p)
+                         : tl_program_compile(f.g, f.loss, true, &f.p);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    f.params = exec_memory(f.p, f.vars, 8, &f.e);
+    tl_rng r;
+    tl_rng_init(&r, 41, 42, 43, 44);
+    float *xv = tl_exec_value(f.p, &f.e, x), *e0v = tl_exec_value(f.p, &f.e, f.e0);
+    float *e1v = tl_exec_value(f.p, &f.e, f.e1);
+    for (int64_t i = 0; i < B * 4; i++)
+        xv[i] = tl_rng_uniform(&r) - 0.5f, e0v[i] = tl_rng_uniform(&r) - 0.5f;
+    for (int64_t i = 0; i < B * 12; i++)
+        e1v[i] = tl_rng_uniform(&r) - 0.5f;
+    int32_t *lv = (int32_t *)tl_exec_value(f.p, &f.e, labels);
+    for (int64_t i = 0; i < B; i++)
+        lv[i] = (int32_t)((i * 3) % 5);
+    return f;
+}
+
+/* Two training steps op by op and fused: the same loss, logits and
+ * gradients of every variable and of both embedding activations. */
+static void stack_same_bits(sfx *op, sfx *fu)
+{
+    for (int step = 0; step < 2; step++) {
+        cr_assert_eq(tl_program_forward(op->p, &op->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_forward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(op->p, &op->e), TL_OK, "%s", tl_last_error());
+        cr_assert_eq(tl_program_backward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
+        same_bits(tl_exec_value(op->p, &op->e, op->loss), tl_exec_value(fu->p, &fu->e, fu->loss), 1, "loss");
+        same_bits(tl_exec_value(op->p, &op->e, op->logits), tl_exec_value(fu->p, &fu->e, fu->logits), 6 * 5,
+                  "logits");
+        same_bits(op->e.param_grad, fu->e.param_grad, op->vars->total, "param_grad");
+        same_bits(tl_exec_grad(op->p, &op->e, op->e0), tl_exec_grad(fu->p, &fu->e, fu->e0), 6 * 4, "e0's gradient");
+        same_bits(tl_exec_grad(op->p, &op->e, op->e1), tl_exec_grad(fu->p, &fu->e, fu->e1), 6 * 12,
+                  "e1's gradient");
+        for (int64_t i = 0; i < op->vars->total; i++) {
+            op->params[i] -= 0.5f * op->e.param_grad[i];
+            fu->params[i] -= 0.5f * fu->e.param_grad[i];
+        }
+    }
+}
+
+static void stack_teardown(sfx *f)
+{
+    free_compiled(f->params, &f->e, f->p, f->g, f->vars);
+}
+
+Test(graph_fusion, a_pairwise_dot_reads_its_stack_from_the_parts_with_the_same_bits)
+{
+    sfx op = stack_setup(false, 4, false), fu = stack_setup(true, 4, false);
+    cr_assert_eq(fused(op.p, TL_FUSE_STACK) + fused(op.p, TL_FUSE_ELIDED), 0);
+    cr_assert_eq(fused(fu.p, TL_FUSE_STACK), 1);
+    cr_assert_eq(fused(fu.p, TL_FUSE_ELIDED), 2, "the concatenation and the reshape run nothing");
+    cr_assert_eq(fu.p->fuse[fu.stack], TL_FUSE_ELIDED);
+    cr_assert_leq(fu.p->act_floats + 6 * 28, op.p->act_floats, "the stack has no buffer");
+    cr_assert_leq(fu.p->grad_floats + 6 * 28, op.p->grad_floats, "nor a gradient");
+    stack_same_bits(&op, &fu);
+    stack_teardown(&op);
+    stack_teardown(&fu);
+}
+
+Test(graph_fusion, a_stack_that_is_kept_or_straddles_its_parts_is_built)
+{
+    for (int c = 0; c < 2; c++) {
+        int64_t d = c == 0 ? 4 : 7;
+        sfx op = stack_setup(false, d, c == 0), fu = stack_setup(true, d, c == 0);
+        cr_assert_eq(fused(fu.p, TL_FUSE_STACK) + fused(fu.p, TL_FUSE_ELIDED), 0, "%s",
+                     c == 0 ? "a caller reads the stack" : "vectors of 7 straddle the parts");
+        stack_same_bits(&op, &fu);
+        if (c == 0)
+            same_bits(tl_exec_value(op.p, &op.e, op.stack), tl_exec_value(fu.p, &fu.e, fu.stack), 6 * 28,
+                      "the kept stack");
+        stack_teardown(&op);
+        stack_teardown(&fu);
+    }
+}

@@ -286,3 +286,96 @@ Test(k_interaction, same_inputs_same_bits)
     tk_free(&g1);
     tk_free(&g2);
 }
+
+/* The stack given as its parts (widths 64, 0, 3·64, 64 and 22·64 of d = 64:
+ * DLRM's 27 vectors with an empty part): the bits of the built stack, the
+ * gradient written into each part, and a part whose dx is NULL left alone. */
+Test(k_interaction, parts_give_the_bits_of_the_stack)
+{
+    const int64_t batch = 5, f = 27, d = 64, nz = batch * f * (f - 1) / 2;
+    const int64_t width[5] = {64, 0, 192, 64, 1408};
+    tk_buf t = tk_rand(batch * f * d, 1, -1, 1), dz = tk_rand(nz, 2, -1, 1);
+    tk_buf z1 = tk_zeros(nz), z2 = tk_zeros(nz), g1 = tk_zeros(batch * f * d);
+    float *part[5], *grad[5];
+    for (int k = 0; k < 5; k++) {
+        part[k] = tk_alloc((size_t)(batch * width[k] + 1) * sizeof(float));
+        grad[k] = tk_alloc((size_t)(batch * width[k] + 1) * sizeof(float));
+    }
+    /* Row b of the stack is the parts' rows b side by side. */
+    for (int64_t b = 0, o; b < batch; b++) {
+        o = 0;
+        for (int k = 0; k < 5; o += width[k], k++)
+            memcpy(part[k] + b * width[k], t.f + b * f * d + o, (size_t)width[k] * sizeof(float));
+    }
+    tl_k_pairwise_dot_tril(batch, f, d, t.f, z1.f);
+    tl_k_pairwise_dot_tril_parts(batch, f, d, 5, (const float *const *)part, width, z2.f);
+    tk_assert_same_bits(nz, z1.f, z2.f, "the interaction of the parts");
+    tl_k_pairwise_dot_tril_grad(batch, f, d, t.f, dz.f, g1.f);
+    for (int64_t i = 0; i < batch * width[2]; i++)
+        grad[2][i] = 7.0f;
+    float *dx[5] = {grad[0], grad[1], NULL, grad[3], grad[4]};
+    tl_k_pairwise_dot_tril_parts_grad(batch, f, d, 5, (const float *const *)part, width, dz.f, dx);
+    for (int64_t b = 0, o; b < batch; b++) {
+        o = 0;
+        for (int k = 0; k < 5; o += width[k], k++)
+            if (k != 2)
+                tk_assert_same_bits(width[k], g1.f + b * f * d + o, grad[k] + b * width[k], "a part's gradient");
+    }
+    for (int64_t i = 0; i < batch * width[2]; i++)
+        cr_assert_eq(grad[2][i], 7.0f, "a part without a gradient is not written");
+    for (int k = 0; k < 5; k++) {
+        free(part[k]);
+        free(grad[k]);
+    }
+    tk_free(&t);
+    tk_free(&dz);
+    tk_free(&z1);
+    tk_free(&z2);
+    tk_free(&g1);
+}
+
+/* The documented sums, written out in float: each dot product's partials
+ * (component c into partial c mod TL_K_LANES) added from 0 in order, and
+ * each gradient component from 0 over j in increasing order. The kernels
+ * must give exactly these bits, at d of 64, 16 and the rest of each. */
+Test(k_interaction, triangle_sums_in_the_documented_order)
+{
+    const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3}, {1, 30, 72}};
+    for (int s = 0; s < 6; s++) {
+        int64_t batch = shapes[s][0], f = shapes[s][1], d = shapes[s][2], pairs = f * (f - 1) / 2;
+        tk_buf t = tk_rand(batch * f * d, 3, -1, 1), dz = tk_rand(batch * pairs, 4, -1, 1);
+        tk_buf z = tk_zeros(batch * pairs), dt = tk_zeros(batch * f * d);
+        float *want_z = tk_alloc((size_t)(batch * pairs) * sizeof(float));
+        float *want_dt = tk_alloc((size_t)(batch * f * d) * sizeof(float));
+        for (int64_t b = 0, p = 0; b < batch; b++)
+            for (int64_t i = 1; i < f; i++)
+                for (int64_t j = 0; j < i; j++, p++) {
+                    float part[TL_K_LANES] = {0}, sum = 0.0f;
+                    for (int64_t c = 0; c < d; c++)
+                        part[c % TL_K_LANES] += t.f[(b * f + i) * d + c] * t.f[(b * f + j) * d + c];
+                    for (int l = 0; l < TL_K_LANES; l++)
+                        sum += part[l];
+                    want_z[p] = sum;
+                }
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t i = 0; i < f; i++)
+                for (int64_t c = 0; c < d; c++) {
+                    float acc = 0.0f;
+                    for (int64_t j = 0; j < f; j++)
+                        if (j != i)
+                            acc += dz.f[b * pairs + (j < i ? i * (i - 1) / 2 + j : j * (j - 1) / 2 + i)] *
+                                   t.f[(b * f + j) * d + c];
+                    want_dt[(b * f + i) * d + c] = acc;
+                }
+        tl_k_pairwise_dot_tril(batch, f, d, t.f, z.f);
+        tl_k_pairwise_dot_tril_grad(batch, f, d, t.f, dz.f, dt.f);
+        tk_assert_same_bits(batch * pairs, z.f, want_z, "the dots, in the documented order");
+        tk_assert_same_bits(batch * f * d, dt.f, want_dt, "the gradient, in the documented order");
+        free(want_z);
+        free(want_dt);
+        tk_free(&t);
+        tk_free(&dz);
+        tk_free(&z);
+        tk_free(&dt);
+    }
+}

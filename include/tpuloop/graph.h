@@ -483,7 +483,7 @@ TL_API tl_status tl_split(tl_graph *g, tl_t x, int num, int axis, tl_t *out);
 TL_API tl_status tl_split_sizes(tl_graph *g, tl_t x, const int64_t *sizes, int num, int axis, tl_t *out);
 
 /*
- * tf.stack: n float32 tensors of one shape (1 <= n <= 16) joined along a new
+ * tf.stack: n float32 tensors of one shape (1 <= n <= 32) joined along a new
  * axis, in [-rank - 1, rank]: y has rank + 1 dims, n at axis. Traced as
  * tl_expand_dims of each and tl_concat; the gradient is dy's slices.
  * Errors: n out of range, "stack: xs[2] has shape (2, 4), not (2, 3) as

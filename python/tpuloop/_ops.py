@@ -100,7 +100,7 @@ def concat(values, axis, name=None):
         return np.concatenate([np.asarray(v) for v in values], axis=axis)
     xs = [convert_to_tensor(v) for v in values]
     g = _graph_of(*xs)
-    # An op takes at most 16 inputs: longer lists are joined in groups first
+    # An op takes at most 32 inputs: longer lists are joined in groups first
     # (the same values; the built-in models join theirs the same way).
     while len(xs) > _CONCAT_FANIN:
         xs = [xs[i] if len(xs[i:i + _CONCAT_FANIN]) == 1 else concat(xs[i:i + _CONCAT_FANIN], axis)
@@ -111,7 +111,7 @@ def concat(values, axis, name=None):
     return record(g, "concat", lib.tl_concat(g.ptr, a, n, int(axis)), xs[0].dtype)
 
 
-_CONCAT_FANIN = 16
+_CONCAT_FANIN = 32
 
 
 def stack(values, axis=0, name=None):

@@ -106,7 +106,37 @@ static void plan_fusion(tl_program *p, tl_t loss, bool backward, const tl_t *kee
         if (relu != TL_T_INVALID)
             p->fuse[relu] = TL_FUSE_INTO;
     }
+    /* DLRM's interaction: a pairwise dot of the reshape of a concatenation
+     * along axis 1 of rank-2 parts, each a whole number of the dot's
+     * vectors, where only the dot reads the reshape and only the reshape
+     * the concatenation. */
+    for (int i = 0; i < g->n; i++) {
+        const tl_node *dot = &g->nodes[i];
+        if (dot->op != TL_OP_PAIRWISE_DOT || p->fuse[i] != TL_FUSE_NONE)
+            continue;
+        tl_t r = dot->in[0], c = g->nodes[r].in[0];
+        if (g->nodes[r].op != TL_OP_RESHAPE || uses[r] != 1 || p->fuse[r] != TL_FUSE_NONE)
+            continue;
+        const tl_node *cat = &g->nodes[c];
+        if (cat->op != TL_OP_CONCAT || uses[c] != 1 || cat->rank != 2 || cat->iattr[0] != 1 ||
+            p->fuse[c] != TL_FUSE_NONE)
+            continue;
+        int64_t d = g->nodes[r].shape[2];
+        bool whole = d > 0;
+        for (int k = 0; k < cat->nin && whole; k++)
+            whole = g->nodes[cat->in[k]].shape[1] % d == 0 && g->nodes[cat->in[k]].op != TL_OP_SPMD_HALO;
+        if (!whole)
+            continue;
+        p->fuse[i] = TL_FUSE_STACK;
+        p->fuse[r] = p->fuse[c] = TL_FUSE_ELIDED;
+    }
     tl_free(uses);
+}
+
+tl_t tl_program_stack_of(const tl_program *p, int i)
+{
+    TL_ASSERT(p->fuse[i] == TL_FUSE_STACK);
+    return p->g->nodes[p->g->nodes[i].in[0]].in[0];
 }
 
 /* Marks the transient values (program.h): halo gathers read only by the
@@ -133,6 +163,27 @@ static int64_t plan_transient(tl_program *p, tl_t loss, const tl_t *keep, int nk
         }
     tl_free(uses);
     return most;
+}
+
+/* Counts the backward write of node i's input k's gradient, walking the
+ * nodes in backward order: the first write overwrites (first_write's bit),
+ * a later one adds through scratch. Returns the scratch floats it needs. */
+static int64_t plan_write(tl_program *p, bool *seen, bool *var_seen, int i, int k)
+{
+    const tl_graph *g = p->g;
+    tl_t in = g->nodes[i].in[k];
+    if (p->grad_off[in] == TL_OFF_NONE)
+        return 0;
+    /* A reshape shares its input's gradient buffer: count writes there. */
+    tl_t owner = in;
+    while (aliases_input(p, owner) && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
+        owner = g->nodes[owner].in[0];
+    bool *flag = g->nodes[owner].op == TL_OP_VARIABLE ? &var_seen[g->nodes[owner].var] : &seen[owner];
+    if (*flag)
+        return g->nodes[in].size;
+    *flag = true;
+    p->first_write[i] |= 1u << k;
+    return 0;
 }
 
 /* Floats of scratch a family op asks for (ops.h). */
@@ -203,6 +254,10 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
     int64_t act = 0, grad = 0, mask = 0, scratch = 0;
     for (int i = 0; i < n; i++) {
         const tl_node *nd = &g->nodes[i];
+        if (p->fuse[i] == TL_FUSE_ELIDED) {
+            p->val_off[i] = p->grad_off[i] = p->mask_off[i] = TL_OFF_NONE; /* never built (program.h) */
+            continue;
+        }
         if (nd->op == TL_OP_VARIABLE) {
             p->val_off[i] = TL_OFF_PARAM;
         } else if (aliases_input(p, i) && p->val_off[nd->in[0]] >= 0) {
@@ -271,22 +326,12 @@ tl_status tl_program_compile_fused(const tl_graph *g, tl_t loss, bool backward, 
         if (p->grad_off[i] == TL_OFF_NONE || (shares && !fused_bias))
             continue;
         int64_t later = op_scratch(g, i); /* the op's own, taken after the staged gradients */
-        for (int k = shares ? 1 : 0; k < nd->nin; k++) {
-            tl_t in = nd->in[k];
-            if (p->grad_off[in] == TL_OFF_NONE)
-                continue;
-            /* A reshape shares its input's gradient buffer: count writes there. */
-            tl_t owner = in;
-            while (aliases_input(p, owner) && p->grad_off[owner] == p->grad_off[g->nodes[owner].in[0]])
-                owner = g->nodes[owner].in[0];
-            bool *flag = g->nodes[owner].op == TL_OP_VARIABLE ? &var_seen[g->nodes[owner].var] : &seen[owner];
-            if (!*flag) {
-                *flag = true;
-                p->first_write[i] |= 1u << k;
-            } else {
-                later += g->nodes[in].size;
-            }
-        }
+        for (int k = shares ? 1 : 0; k < nd->nin; k++)
+            later += plan_write(p, seen, var_seen, i, k);
+        /* A stacked dot writes its concatenation's inputs' gradients, as the
+         * concatenation would, here. */
+        for (int k = 0; p->fuse[i] == TL_FUSE_STACK && k < g->nodes[tl_program_stack_of(p, i)].nin; k++)
+            later += plan_write(p, seen, var_seen, tl_program_stack_of(p, i), k);
         /* concat's backward writes every input's slice somewhere, even one
          * without a gradient. */
         for (int k = 0; nd->op == TL_OP_CONCAT && k < nd->nin; k++)
@@ -327,6 +372,7 @@ void tl_program_destroy(tl_program *p)
 float *tl_exec_value(const tl_program *p, const tl_exec *e, tl_t t)
 {
     const tl_node *nd = &p->g->nodes[t];
+    TL_ASSERT(p->val_off[t] != TL_OFF_NONE); /* an elided stack has no value */
     if (p->val_off[t] == TL_OFF_PARAM)
         return (float *)e->params + p->g->vars->v[nd->var].offset;
     return e->act + p->val_off[t];

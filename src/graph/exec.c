@@ -189,13 +189,53 @@ void tl_op_around(const tl_node *nd, int axis, int64_t *outer, int64_t *inner)
         *inner *= nd->shape[d];
 }
 
+/* The inputs of the concatenation a stacked pairwise dot, node i, reads
+ * (program.h): their values and widths. */
+typedef struct stack_parts {
+    int n;
+    const float *x[TL_MAX_OP_INPUTS];
+    int64_t width[TL_MAX_OP_INPUTS];
+} stack_parts;
+
+static void stack_parts_of(const tl_program *p, const tl_exec *e, int i, stack_parts *sp)
+{
+    const tl_node *cat = &p->g->nodes[tl_program_stack_of(p, i)];
+    sp->n = cat->nin;
+    for (int k = 0; k < cat->nin; k++) {
+        sp->x[k] = val(p, e, cat->in[k]);
+        sp->width[k] = p->g->nodes[cat->in[k]].shape[1];
+    }
+}
+
+/* A stacked dot's backward: the gradients of the concatenation's inputs,
+ * written as the concatenation's backward would write them. */
+static void stacked_dot_backward(const tl_program *p, const tl_exec *e, int i, const float *dy, int64_t *cur)
+{
+    tl_t c = tl_program_stack_of(p, i);
+    const tl_node *cat = &p->g->nodes[c], *x = &p->g->nodes[p->g->nodes[i].in[0]];
+    stack_parts sp;
+    stack_parts_of(p, e, i, &sp);
+    float *dx[TL_MAX_OP_INPUTS];
+    bool any = false;
+    for (int k = 0; k < cat->nin; k++) {
+        dx[k] = tl_op_wants(p, c, k) ? tl_op_dst(p, e, c, k, cur) : NULL;
+        any = any || dx[k] != NULL;
+    }
+    if (!any)
+        return;
+    tl_k_pairwise_dot_tril_parts_grad(x->shape[0], x->shape[1], x->shape[2], sp.n, sp.x, sp.width, dy, dx);
+    for (int k = 0; k < cat->nin; k++)
+        if (dx[k] != NULL)
+            tl_op_finish(p, e, c, k, dx[k]);
+}
+
 tl_status tl_program_forward(const tl_program *p, tl_exec *e)
 {
     const tl_graph *g = p->g;
     for (int i = 0; i < g->n; i++) {
         const tl_node *nd = &g->nodes[i];
-        if (p->fuse[i] == TL_FUSE_INTO)
-            continue; /* its producer wrote its value */
+        if (p->fuse[i] == TL_FUSE_INTO || p->fuse[i] == TL_FUSE_ELIDED)
+            continue; /* its producer wrote its value, or it has none */
         float *y = val(p, e, i);
         tl_status st = TL_OK;
         switch (nd->op) {
@@ -270,7 +310,13 @@ tl_status tl_program_forward(const tl_program *p, tl_exec *e)
         }
         case TL_OP_PAIRWISE_DOT: {
             const tl_node *x = &g->nodes[nd->in[0]];
-            tl_k_pairwise_dot_tril(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), y);
+            if (p->fuse[i] == TL_FUSE_STACK) { /* the stack's parts, where they are (program.h) */
+                stack_parts sp;
+                stack_parts_of(p, e, i, &sp);
+                tl_k_pairwise_dot_tril_parts(x->shape[0], x->shape[1], x->shape[2], sp.n, sp.x, sp.width, y);
+            } else {
+                tl_k_pairwise_dot_tril(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), y);
+            }
             break;
         }
         default:
@@ -495,7 +541,9 @@ tl_status tl_program_backward(const tl_program *p, tl_exec *e)
             }
             break;
         case TL_OP_PAIRWISE_DOT:
-            if (tl_op_wants(p, i, 0)) {
+            if (p->fuse[i] == TL_FUSE_STACK) {
+                stacked_dot_backward(p, e, i, dy, &cur);
+            } else if (tl_op_wants(p, i, 0)) {
                 const tl_node *x = &g->nodes[nd->in[0]];
                 d0 = tl_op_dst(p, e, i, 0, &cur);
                 tl_k_pairwise_dot_tril_grad(x->shape[0], x->shape[1], x->shape[2], val(p, e, nd->in[0]), dy, d0);

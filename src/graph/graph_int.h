@@ -17,7 +17,7 @@
 #include "../base/base_int.h"
 #include "tpuloop/graph.h"
 
-#define TL_MAX_OP_INPUTS 16
+#define TL_MAX_OP_INPUTS 32 /* program.h first_write holds a bit per input */
 #define TL_GRAPH_MAX_NODES (1 << 20)
 #define TL_NODE_IATTRS (2 * TL_MAX_RANK + 4) /* room for pad's (before, after) per axis */
 #define TL_SPMD_MAX_CORES 128 /* the cores of a partitioned replica: num_cores_per_replica's largest value */

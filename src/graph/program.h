@@ -62,14 +62,28 @@ typedef struct tl_program {
  * columns over the threads, before the two GEMMs of the matmul's gradients.
  * The bits are those of the ops apart; the bias add and the ReLU share the
  * matmul's value and gradient and run nothing.
+ *
+ * DLRM's interaction stacks its vectors (a concatenation along axis 1,
+ * reshaped to (batch, vectors, d)) only for the pairwise dot to read them.
+ * Where nothing else reads the stack, it is never built: the dot reads each
+ * vector in the concatenation's inputs and, in backward, writes their
+ * gradients there, as the concatenation's backward would (its first_write
+ * bits, planned at the dot's place in backward order). The concatenation
+ * and the reshape run nothing and have no value or gradient. The bits are
+ * those of the ops apart.
  */
 typedef enum {
     TL_FUSE_NONE = 0,
     TL_FUSE_RELU,      /* this op applies the ReLU that consumes it */
     TL_FUSE_INTO,      /* this op's work is done by its input 0, whose value and gradient it shares */
     TL_FUSE_BIAS,      /* this matmul adds the bias of its bias add (p->bias_add) */
-    TL_FUSE_BIAS_RELU  /* ... and applies the ReLU after it */
+    TL_FUSE_BIAS_RELU, /* ... and applies the ReLU after it */
+    TL_FUSE_STACK,     /* this pairwise dot reads the inputs of the concatenation it reads (tl_program_stack_of) */
+    TL_FUSE_ELIDED     /* this concatenation or reshape is never built: a TL_FUSE_STACK dot reads its inputs */
 } tl_fuse;
+
+/* The concatenation whose inputs a TL_FUSE_STACK pairwise dot, node i, reads. */
+tl_t tl_program_stack_of(const tl_program *p, int i);
 
 /*
  * Plans the program of graph g. With loss valid and backward true it also

@@ -65,20 +65,6 @@ void tl_k_pairwise_dot(int64_t batch, int64_t f, int64_t d, const float *restric
     }
 }
 
-void tl_k_pairwise_dot_tril(int64_t batch, int64_t f, int64_t d, const float *restrict t, float *restrict z)
-{
-    TL_ASSERT(batch >= 0 && f >= 0 && d >= 0);
-    const int64_t pairs = f * (f - 1) / 2;
-    for (int64_t b = 0; b < batch; b++) {
-        const float *restrict tb = t + b * f * d;
-        float *restrict zb = z + b * pairs;
-        int64_t p = 0;
-        for (int64_t i = 1; i < f; i++)
-            for (int64_t j = 0; j < i; j++)
-                zb[p++] = dot_lanes(d, tb + i * d, tb + j * d);
-    }
-}
-
 void tl_k_pairwise_dot_grad(int64_t batch, int64_t f, int64_t d, const float *restrict t,
                             const float *restrict dz, float *restrict dt)
 {
@@ -95,24 +81,170 @@ void tl_k_pairwise_dot_grad(int64_t batch, int64_t f, int64_t d, const float *re
     }
 }
 
+/* A walk over the stacked vectors of one example b, part by part: the
+ * vectors of part k are its row b, x[k][b·width[k] .. + width[k]), d floats
+ * at a time. Parts of width 0 hold none. */
+typedef struct vec_walk {
+    const float *const *x;
+    const int64_t *width;
+    int nparts, k;
+    int64_t b, d;
+    const float *at, *end; /* this vector; the end of part k's row */
+} vec_walk;
+
+/* From the start of part k on, to the first part that holds a vector. */
+static inline void walk_part(vec_walk *w, int k)
+{
+    for (w->k = k; w->k < w->nparts && w->width[w->k] == 0; w->k++) {
+    }
+    if (w->k < w->nparts) {
+        w->at = w->x[w->k] + w->b * w->width[w->k];
+        w->end = w->at + w->width[w->k];
+    }
+}
+
+static inline vec_walk walk_first(int nparts, const float *const *x, const int64_t *width, int64_t b, int64_t d)
+{
+    vec_walk w = {x, width, nparts, 0, b, d, NULL, NULL};
+    walk_part(&w, 0);
+    return w;
+}
+
+static inline void walk_next(vec_walk *w)
+{
+    w->at += w->d;
+    if (w->at == w->end)
+        walk_part(w, w->k + 1);
+}
+
+static void check_parts(int64_t batch, int64_t f, int64_t d, int nparts, const int64_t *width)
+{
+    TL_ASSERT(batch >= 0 && f >= 0 && d >= 0 && nparts >= 1);
+    int64_t total = 0;
+    for (int k = 0; k < nparts; k++) {
+        TL_ASSERT(width[k] >= 0 && (d == 0 ? width[k] == 0 : width[k] % d == 0));
+        total += width[k];
+    }
+    TL_ASSERT(total == f * d);
+    (void)total;
+}
+
+/* One example's pairs in row order. */
+static void tril_example(int64_t f, int64_t d, vec_walk first, float *restrict zb)
+{
+    int64_t p = 0;
+    vec_walk wi = first;
+    for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
+        vec_walk wj = first;
+        for (int64_t j = 0; j < i; j++, walk_next(&wj))
+            zb[p++] = dot_lanes(d, wi.at, wj.at);
+    }
+}
+
+void tl_k_pairwise_dot_tril_parts(int64_t batch, int64_t f, int64_t d, int nparts, const float *const *x,
+                                  const int64_t *width, float *restrict z)
+{
+    check_parts(batch, f, d, nparts, width);
+    const int64_t pairs = f * (f - 1) / 2;
+    if (d == 0) { /* no vectors to walk: every dot is the empty sum */
+        for (int64_t p = 0; p < batch * pairs; p++)
+            z[p] = 0.0f;
+        return;
+    }
+    for (int64_t b = 0; b < batch; b++)
+        tril_example(f, d, walk_first(nparts, x, width, b, d), z + b * pairs);
+}
+
+void tl_k_pairwise_dot_tril(int64_t batch, int64_t f, int64_t d, const float *restrict t, float *restrict z)
+{
+    const float *parts[1] = {t};
+    int64_t width = f * d;
+    tl_k_pairwise_dot_tril_parts(batch, f, d, 1, parts, &width, z);
+}
+
+/* 16 floats, read and written unaligned through a float pointer (may_alias:
+ * they are floats). */
+typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
+
+/* Columns [c, c + n) of one example's dt_i, n 64, 16 or below 16: the sum
+ * over j != i in increasing order of dz(pair i, j) · t_j, from 0, each
+ * column's terms added one by one as axpy would add them, but in registers
+ * rather than through memory. */
+static inline __attribute__((always_inline)) void grad_cols(vec_walk first, int64_t f, int64_t i,
+                                                            const float *restrict dzb, int64_t c, int64_t n,
+                                                            float *restrict out)
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    float r[16] = {0};
+    vec_walk w = first;
+    for (int64_t j = 0; j < f; j++, walk_next(&w)) {
+        if (j == i)
+            continue; /* no pair (i, i) */
+        /* j < i: the pair (i, j); j > i: the pair (j, i). */
+        float s = dzb[j < i ? tril_index(i, j) : tril_index(j, i)];
+        const float *t = w.at + c;
+        if (n == 64) {
+            a0 = a0 + s * *(const v16 *)t;
+            a1 = a1 + s * *(const v16 *)(t + 16);
+            a2 = a2 + s * *(const v16 *)(t + 32);
+            a3 = a3 + s * *(const v16 *)(t + 48);
+        } else if (n == 16) {
+            a0 = a0 + s * *(const v16 *)t;
+        } else {
+            for (int64_t l = 0; l < n; l++)
+                r[l] += s * t[l];
+        }
+    }
+    if (n == 64) {
+        *(v16 *)(out + c) = a0;
+        *(v16 *)(out + c + 16) = a1;
+        *(v16 *)(out + c + 32) = a2;
+        *(v16 *)(out + c + 48) = a3;
+    } else if (n == 16) {
+        *(v16 *)(out + c) = a0;
+    } else {
+        for (int64_t l = 0; l < n; l++)
+            out[c + l] = r[l];
+    }
+}
+
+/* One example's gradients. */
+TL_VECTOR_CLONES static void tril_grad_example(int64_t f, int64_t d, vec_walk first, const float *restrict dzb,
+                                               float *const *dx)
+{
+    vec_walk wi = first;
+    for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
+        if (dx[wi.k] == NULL)
+            continue; /* no gradient wanted for this part */
+        float *restrict dti = dx[wi.k] + (wi.at - wi.x[wi.k]); /* the same place in part k's gradient */
+        int64_t c = 0;
+        for (; c + 64 <= d; c += 64)
+            grad_cols(first, f, i, dzb, c, 64, dti);
+        for (; c + 16 <= d; c += 16)
+            grad_cols(first, f, i, dzb, c, 16, dti);
+        if (c < d)
+            grad_cols(first, f, i, dzb, c, d - c, dti);
+    }
+}
+
+void tl_k_pairwise_dot_tril_parts_grad(int64_t batch, int64_t f, int64_t d, int nparts, const float *const *x,
+                                       const int64_t *width, const float *restrict dz, float *const *dx)
+{
+    check_parts(batch, f, d, nparts, width);
+    if (d == 0)
+        return;
+    const int64_t pairs = f * (f - 1) / 2;
+    for (int64_t b = 0; b < batch; b++)
+        tril_grad_example(f, d, walk_first(nparts, x, width, b, d), dz + b * pairs, dx);
+}
+
 void tl_k_pairwise_dot_tril_grad(int64_t batch, int64_t f, int64_t d, const float *restrict t,
                                  const float *restrict dz, float *restrict dt)
 {
-    TL_ASSERT(batch >= 0 && f >= 0 && d >= 0);
-    const int64_t pairs = f * (f - 1) / 2;
-    for (int64_t b = 0; b < batch; b++) {
-        const float *restrict tb = t + b * f * d;
-        const float *restrict dzb = dz + b * pairs;
-        for (int64_t i = 0; i < f; i++) {
-            float *restrict dti = dt + (b * f + i) * d;
-            zero(d, dti);
-            /* j < i: the pair (i, j); j > i: the pair (j, i); no pair (i, i). */
-            for (int64_t j = 0; j < i; j++)
-                axpy(d, dzb[tril_index(i, j)], tb + j * d, dti);
-            for (int64_t j = i + 1; j < f; j++)
-                axpy(d, dzb[tril_index(j, i)], tb + j * d, dti);
-        }
-    }
+    const float *parts[1] = {t};
+    float *grads[1] = {dt};
+    int64_t width = f * d;
+    tl_k_pairwise_dot_tril_parts_grad(batch, f, d, 1, parts, &width, dz, grads);
 }
 
 /* ---- float64 twins: the definitions written out ------------------------------------- */

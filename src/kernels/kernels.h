@@ -390,6 +390,13 @@ tl_status tl_k_concat_grad_ref(int64_t outer, int64_t inner, int64_t count, cons
  * Backward: dt[b, i, :] = sum over j of (dz[b, i, j] + dz[b, j, i]) · t[b, j, :],
  * j in increasing order (for the triangle, dz of the pairs (i, j) and (j, i)
  * that exist). dt is overwritten.
+ *
+ * The _parts forms take the stack as the nparts tensors it concatenates,
+ * without building it: part k is (batch, width[k]), width[k] a multiple of d
+ * (0 allowed), the widths adding up to f·d; vector i of example b is the
+ * i-th run of d floats of the example's rows across the parts. The same
+ * sums in the same order: tl_k_pairwise_dot_tril is the one-part case. The
+ * gradient's dx[k] has part k's shape; dx[k] NULL skips that part.
  */
 void tl_k_pairwise_dot(int64_t batch, int64_t f, int64_t d, const float *restrict t, float *restrict z);
 void tl_k_pairwise_dot_ref(int64_t batch, int64_t f, int64_t d, const double *restrict t, double *restrict z);
@@ -404,5 +411,9 @@ void tl_k_pairwise_dot_tril_grad(int64_t batch, int64_t f, int64_t d, const floa
                                  const float *restrict dz, float *restrict dt);
 void tl_k_pairwise_dot_tril_grad_ref(int64_t batch, int64_t f, int64_t d, const double *restrict t,
                                      const double *restrict dz, double *restrict dt);
+void tl_k_pairwise_dot_tril_parts(int64_t batch, int64_t f, int64_t d, int nparts, const float *const *x,
+                                  const int64_t *width, float *restrict z);
+void tl_k_pairwise_dot_tril_parts_grad(int64_t batch, int64_t f, int64_t d, int nparts, const float *const *x,
+                                       const int64_t *width, const float *restrict dz, float *const *dx);
 
 #endif /* TL_KERNELS_H */

@@ -27,7 +27,7 @@ static inline tl_status tl_model_bad(tl_graph *g, const char *fmt, ...)
 /* xs[0..n) concatenated along axis 1. tl_concat takes at most
  * TL_MODEL_CONCAT_FANIN inputs, so longer lists are joined in groups first;
  * concatenation is associative, so the result is the same tensor. */
-#define TL_MODEL_CONCAT_FANIN 16
+#define TL_MODEL_CONCAT_FANIN 32
 static inline tl_t tl_model_concat_many(tl_graph *g, tl_t *xs, int n)
 {
     while (n > TL_MODEL_CONCAT_FANIN) {
