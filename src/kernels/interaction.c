@@ -12,7 +12,8 @@
 /* <a, b> with TL_K_LANES float partial sums (component c into partial
  * c mod TL_K_LANES), added in order: independent lanes vectorise without
  * reassociating anything. */
-static float dot_lanes(int64_t d, const float *restrict a, const float *restrict b)
+static inline __attribute__((always_inline)) float dot_lanes(int64_t d, const float *restrict a,
+                                                             const float *restrict b)
 {
     float part[TL_K_LANES] = {0};
     int64_t c = 0;
@@ -129,14 +130,86 @@ static void check_parts(int64_t batch, int64_t f, int64_t d, int nparts, const i
     (void)total;
 }
 
-/* One example's pairs in row order. */
-static void tril_example(int64_t f, int64_t d, vec_walk first, float *restrict zb)
+/* 8 floats, read unaligned through a float pointer (may_alias: they are
+ * floats): one lane per partial sum of dot_lanes. */
+typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+_Static_assert(TL_K_LANES == 8, "dot4 keeps the TL_K_LANES partial sums of a dot product in the lanes of a v8");
+
+/* Four dot products of a with b[0..3] at once, each as dot_lanes adds it:
+ * lane l of s_q is pair q's partial l. The transpose puts partial l of the
+ * four pairs side by side, so the partials are added 0..7 for the four at
+ * once (lanes 0..3 of the sum; the rest is not used). */
+static inline __attribute__((always_inline)) void dot4(int64_t d, const float *restrict a,
+                                                       const float *const *b, float *restrict out)
+{
+    const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+    v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    int64_t c = 0;
+    for (; c + TL_K_LANES <= d; c += TL_K_LANES) {
+        v8 x = *(const v8 *)(a + c);
+        s0 = s0 + x * *(const v8 *)(b0 + c);
+        s1 = s1 + x * *(const v8 *)(b1 + c);
+        s2 = s2 + x * *(const v8 *)(b2 + c);
+        s3 = s3 + x * *(const v8 *)(b3 + c);
+    }
+    if (c < d) {
+        /* The rest: component c + l into partial l, the other lanes adding
+         * 0·0, which leaves a partial as it is (a partial that starts at +0
+         * is never -0). */
+        float x[TL_K_LANES] = {0}, y[4][TL_K_LANES] = {{0}};
+        for (int64_t l = 0; c + l < d; l++) {
+            x[l] = a[c + l];
+            y[0][l] = b0[c + l];
+            y[1][l] = b1[c + l];
+            y[2][l] = b2[c + l];
+            y[3][l] = b3[c + l];
+        }
+        v8 xv = *(const v8 *)x;
+        s0 = s0 + xv * *(const v8 *)y[0];
+        s1 = s1 + xv * *(const v8 *)y[1];
+        s2 = s2 + xv * *(const v8 *)y[2];
+        s3 = s3 + xv * *(const v8 *)y[3];
+    }
+    /* u0 = partials 0 and 4 of pairs 0..3, u1 = 1 and 5, u2 = 2 and 6, u3 = 3 and 7. */
+    v8 t0 = __builtin_shuffle(s0, s1, (vi8){0, 8, 1, 9, 4, 12, 5, 13});
+    v8 t1 = __builtin_shuffle(s0, s1, (vi8){2, 10, 3, 11, 6, 14, 7, 15});
+    v8 t2 = __builtin_shuffle(s2, s3, (vi8){0, 8, 1, 9, 4, 12, 5, 13});
+    v8 t3 = __builtin_shuffle(s2, s3, (vi8){2, 10, 3, 11, 6, 14, 7, 15});
+    v8 u0 = __builtin_shuffle(t0, t2, (vi8){0, 1, 8, 9, 4, 5, 12, 13});
+    v8 u1 = __builtin_shuffle(t0, t2, (vi8){2, 3, 10, 11, 6, 7, 14, 15});
+    v8 u2 = __builtin_shuffle(t1, t3, (vi8){0, 1, 8, 9, 4, 5, 12, 13});
+    v8 u3 = __builtin_shuffle(t1, t3, (vi8){2, 3, 10, 11, 6, 7, 14, 15});
+    const vi8 high = {4, 5, 6, 7, 4, 5, 6, 7};
+    v8 sum = (v8){0} + u0;
+    sum = sum + u1;
+    sum = sum + u2;
+    sum = sum + u3;
+    sum = sum + __builtin_shuffle(u0, high);
+    sum = sum + __builtin_shuffle(u1, high);
+    sum = sum + __builtin_shuffle(u2, high);
+    sum = sum + __builtin_shuffle(u3, high);
+    out[0] = sum[0];
+    out[1] = sum[1];
+    out[2] = sum[2];
+    out[3] = sum[3];
+}
+
+/* One example's pairs in row order, four of a row at a time. */
+TL_VECTOR_CLONES static void tril_example(int64_t f, int64_t d, vec_walk first, float *restrict zb)
 {
     int64_t p = 0;
     vec_walk wi = first;
     for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
         vec_walk wj = first;
-        for (int64_t j = 0; j < i; j++, walk_next(&wj))
+        int64_t j = 0;
+        for (; j + 4 <= i; j += 4, p += 4) {
+            const float *b[4];
+            for (int q = 0; q < 4; q++, walk_next(&wj))
+                b[q] = wj.at;
+            dot4(d, wi.at, b, zb + p);
+        }
+        for (; j < i; j++, walk_next(&wj))
             zb[p++] = dot_lanes(d, wi.at, wj.at);
     }
 }
