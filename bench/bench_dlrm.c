@@ -39,10 +39,16 @@
  * around the call: examples/s = STEPS × 2048 / seconds, as the peer times
  * STEPS steps per rep. One JSON line per (optimizer, devices) with the
  * median of the reps, the median step_ms, the replicas' infeed wait as a
- * fraction of the rep, and maxrss_mib against tl_emb_table_bytes.
+ * fraction of the rep, and maxrss_mib against tl_emb_table_bytes. Then,
+ * where the 2-device runs ran, one line "what": "gemm_floor": the examples/s
+ * that the step's dense GEMMs alone allow on these cores (gemm_floor below),
+ * the ceiling no implementation of the step can pass.
  *
  * Runs in about a minute. */
+#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +57,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cblas.h>
 
 #include "tpuloop/tpuloop.h"
 #include "util/bench_util.h"
@@ -239,6 +247,91 @@ out:
     return rc;
 }
 
+/* ---- the GEMM-only ceiling ------------------------------------------------------------ */
+
+/* What the step's dense GEMMs alone allow at 2 devices: one thread per
+ * replica, each pinned to its CPU as the devices are, each running its
+ * replica's GEMMs (batch 1024) at the same time: per layer the forward
+ * x·W, dW = xᵀ·dy and dx = dy·Wᵀ (but for the first layer, whose input is
+ * the data). The interaction, the embedding, the element-wise work and the
+ * optimizers are left out, so no implementation of this step can beat it
+ * on these cores. */
+enum { FLOOR_B = BATCH / 2, FLOOR_REPEAT = 40 };
+static const int floor_layers[6][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {415, 512}, {512, 256}, {256, 1}};
+
+struct floor_arg {
+    int cpu;
+    pthread_barrier_t *start;
+    double seconds;
+};
+
+static void *floor_thread(void *p)
+{
+    struct floor_arg *a = p;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(a->cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort, as the devices' pinning */
+    /* Separate outputs, so that the inputs keep their small values. */
+    size_t most = (size_t)FLOOR_B * 512;
+    float *buf = calloc(5 * most, sizeof *buf);
+    a->seconds = -1;
+    pthread_barrier_wait(a->start);
+    if (buf == NULL)
+        return NULL;
+    float *x = buf, *w = buf + most, *y = buf + 2 * most, *dw = buf + 3 * most, *dx = buf + 4 * most;
+    for (size_t i = 0; i < most; i++) {
+        x[i] = (float)(i % 17) * 0.01f;
+        w[i] = (float)(i % 13) * 0.01f - 0.06f;
+        y[i] = (float)(i % 11) * 0.01f - 0.05f;
+    }
+    double t0 = bench_now();
+    for (int it = 0; it < FLOOR_REPEAT; it++)
+        for (int l = 0; l < 6; l++) {
+            int in = floor_layers[l][0], out = floor_layers[l][1], b = FLOOR_B;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, x, in, w, out, 0.0f, dx, out);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, b, 1.0f, x, in, y, out, 0.0f, dw, out);
+            if (l != 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, in, out, 1.0f, y, out, w, out, 0.0f, dx, in);
+        }
+    a->seconds = (bench_now() - t0) / FLOOR_REPEAT;
+    free(buf);
+    return NULL;
+}
+
+/* One JSON line: the median over 5 reps of the slower thread's step time. */
+static int gemm_floor(void)
+{
+    openblas_set_num_threads(1);
+    double t[5];
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, 2);
+        struct floor_arg a[2] = {{.cpu = 0, .start = &start}, {.cpu = 1, .start = &start}};
+        pthread_t th;
+        if (pthread_create(&th, NULL, floor_thread, &a[1]) != 0) {
+            fprintf(stderr, "bench_dlrm: cannot start the GEMM floor's second thread\n");
+            pthread_barrier_destroy(&start);
+            return 1;
+        }
+        floor_thread(&a[0]);
+        pthread_join(th, NULL);
+        pthread_barrier_destroy(&start);
+        if (a[0].seconds < 0 || a[1].seconds < 0) {
+            fprintf(stderr, "bench_dlrm: out of memory for the GEMM floor\n");
+            return 1;
+        }
+        t[rep] = a[0].seconds > a[1].seconds ? a[0].seconds : a[1].seconds;
+    }
+    double med = bench_median(t, 5);
+    printf("{\"bench\": \"tpuloop_dlrm\", \"what\": \"gemm_floor\", \"devices\": 2, \"batch\": %d, "
+           "\"bottom\": \"13-512-256-64\", \"top\": \"415-512-256-1\", \"gemms_per_step\": 17, "
+           "\"step_ms\": %.3f, \"unit\": \"examples/s\", \"median\": %.1f}\n",
+           BATCH, med * 1e3, BATCH / med);
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* --devices=1 or 2: only those runs (make bench's rounds against the
@@ -275,5 +368,5 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    return 0;
+    return only == 1 ? 0 : gemm_floor();
 }

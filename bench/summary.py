@@ -161,7 +161,10 @@ def best_peer_figures(recs):
                  (target 0.6)
       dlrm       bench_dlrm at 2 devices over the best of PyTorch 2.x's DLRM
                  with FBGEMM's TBE and with nn.EmbeddingBag at 2 threads, per
-                 optimizer (target 2)
+                 optimizer (target 2); beside it, the share of the same
+                 round's GEMM-only ceiling (bench_dlrm's gemm_floor: the
+                 step's dense GEMMs alone, one thread per replica) that
+                 tpuloop reaches and that twice the best peer would need
       mlp        bench_models mlp at its better layout of the cores
                  (replicas x intra-op threads; each layout's figures too)
                  over the best of JAX (lax.scan), Keras 3
@@ -201,13 +204,20 @@ def best_peer_figures(recs):
                                      "tpuloop_and_peer_per_round": names}
     dlrm = {}
     for o in ("adagrad", "sgd"):
-        rat, names = [], []
+        rat, names, ours_floor, twice_floor = [], [], [], []
         for k in rounds:
             mine = best(runs("tpuloop_dlrm", k, opt=o, devices=2))
             theirs = best(runs("dlrm_torch2", k, opt=o, threads=2))
+            floor = best(runs("tpuloop_dlrm", k, what="gemm_floor", devices=2))
             rat.append(ratio(mine and mine["median"], theirs and theirs["median"]))
             names.append(label(theirs, "emb", "compile"))
-        dlrm[o] = {"ratio": spread(rat), "best_peer_per_round": names}
+            # The step's GEMMs alone, same round: what share of that ceiling
+            # tpuloop reaches, and what share twice the best peer would need.
+            ours_floor.append(ratio(mine and mine["median"], floor and floor["median"]))
+            twice_floor.append(ratio(theirs and 2 * theirs["median"], floor and floor["median"]))
+        dlrm[o] = {"ratio": spread(rat), "best_peer_per_round": names,
+                   "tpuloop_share_of_gemm_floor": spread(ours_floor),
+                   "twice_best_peer_share_of_gemm_floor": spread(twice_floor)}
     mlp = {}
     for t in (1, 2):
         rat, names, tl, lay = [], [], [], {}
