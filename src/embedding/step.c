@@ -698,11 +698,19 @@ tl_status tl_emb_import_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, int hos
  * very order of occurrences, so a row's first occurrence is the one whose
  * number is the next new one: it writes, later ones add. Returns the next
  * new number. */
+/* Occurrences ahead whose row sums gradient_feature fetches early. */
+enum { GRAD_AHEAD = 16 };
+
 TL_VECTOR_CLONES static int64_t gradient_feature(float *restrict g, const int64_t *restrict goff,
                                                  const float *restrict dy, int D, const int32_t *restrict pair,
                                                  const float *restrict gain, int64_t from, int64_t to, int64_t next_new)
 {
     for (int64_t k = from; k < to; k++) {
+        if (k + GRAD_AHEAD < to) { /* a repeated row's sum is anywhere in g */
+            const float *ahead = g + goff[pair[2 * (k + GRAD_AHEAD) + 1]];
+            for (int i = 0; i < D; i += 16)
+                __builtin_prefetch(ahead + i, 1, 3);
+        }
         int32_t u = pair[2 * k + 1];
         float *restrict gu = g + goff[u];
         const float *restrict d = dy + (int64_t)pair[2 * k] * D;
