@@ -180,7 +180,22 @@ typedef struct dfx {
     tl_exec e;
     float *params;
     tl_t loss, logits, product;
+    int64_t nlogits;
+    tl_t stack, emb[2]; /* the stacked dot's graph (below); else TL_T_INVALID */
 } dfx;
+
+/* f's traced training step compiled fused (keeping the logits and `extra`)
+ * or op by op, on memory of its own with parameters from seed. */
+static void compile_training(dfx *f, bool fused, tl_t extra, uint64_t seed)
+{
+    cr_assert_eq(tl_graph_status(f->g), TL_OK, "%s", tl_graph_error(f->g));
+    cr_assert_eq(tl_vars_layout(f->vars), TL_OK);
+    tl_t keep[2] = {f->logits, extra};
+    tl_status st = fused ? tl_program_compile_fused(f->g, f->loss, true, keep, 2, &f->p)
+                         : tl_program_compile(f->g, f->loss, true, &f->p);
+    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
+    f->params = exec_memory(f->p, f->vars, seed, &f->e);
+}
 
 static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product);
 
@@ -211,13 +226,9 @@ static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1
     f.logits = tl_dense(f.g, h, 5, TL_ACT_NONE, "logits");
     f.product = tl_graph_node(f.g, f.logits)->in[0]; /* the logits' matmul */
     f.loss = tl_mean(f.g, tl_softmax_xent(f.g, f.logits, labels));
-    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
-    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
-    tl_t keep[2] = {f.logits, keep_product ? f.product : TL_T_INVALID};
-    tl_status st = fused ? tl_program_compile_fused(f.g, f.loss, true, keep, 2, &f.p)
-                         : tl_program_compile(f.g, f.loss, true, &f.p);
-    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
-    f.params = exec_memory(f.p, f.vars, 6, &f.e);
+    f.nlogits = B * 5;
+    f.stack = f.emb[0] = f.emb[1] = TL_T_INVALID;
+    compile_training(&f, fused, keep_product ? f.product : TL_T_INVALID, 6);
     if (threads > 1)
         cr_assert_eq(tl_team_create(threads, NULL, 0, &f.e.team), TL_OK, "%s", tl_last_error());
     tl_rng r;
@@ -238,8 +249,8 @@ static void dense_teardown(dfx *f)
 }
 
 /* Two training steps op by op and fused: the same loss, logits and
- * gradients of every variable. */
-static void dense_same_bits(dfx *op, dfx *fu, int64_t B)
+ * gradients of every variable (and of the embedding activations there are). */
+static void dense_same_bits(dfx *op, dfx *fu)
 {
     for (int step = 0; step < 2; step++) {
         cr_assert_eq(tl_program_forward(op->p, &op->e), TL_OK, "%s", tl_last_error());
@@ -247,9 +258,12 @@ static void dense_same_bits(dfx *op, dfx *fu, int64_t B)
         cr_assert_eq(tl_program_backward(op->p, &op->e), TL_OK, "%s", tl_last_error());
         cr_assert_eq(tl_program_backward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
         same_bits(tl_exec_value(op->p, &op->e, op->loss), tl_exec_value(fu->p, &fu->e, fu->loss), 1, "loss");
-        same_bits(tl_exec_value(op->p, &op->e, op->logits), tl_exec_value(fu->p, &fu->e, fu->logits), B * 5,
+        same_bits(tl_exec_value(op->p, &op->e, op->logits), tl_exec_value(fu->p, &fu->e, fu->logits), op->nlogits,
                   "logits");
         same_bits(op->e.param_grad, fu->e.param_grad, op->vars->total, "param_grad");
+        for (int k = 0; k < 2 && op->emb[k] != TL_T_INVALID; k++)
+            same_bits(tl_exec_grad(op->p, &op->e, op->emb[k]), tl_exec_grad(fu->p, &fu->e, fu->emb[k]),
+                      op->g->nodes[op->emb[k]].size, "an embedding activation's gradient");
         for (int64_t i = 0; i < op->vars->total; i++) {
             op->params[i] -= 0.5f * op->e.param_grad[i];
             fu->params[i] -= 0.5f * fu->e.param_grad[i];
@@ -265,7 +279,7 @@ Test(graph_fusion, dense_layers_fuse_their_bias_and_relu_with_the_same_bits)
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2, "the tanh layer's and the logits' biases");
     cr_assert_eq(fused(fu.p, TL_FUSE_INTO), 4, "3 bias adds and a ReLU run nothing");
     cr_assert_lt(fu.p->act_floats, op.p->act_floats);
-    dense_same_bits(&op, &fu, 16);
+    dense_same_bits(&op, &fu);
     dense_teardown(&op);
     dense_teardown(&fu);
 }
@@ -280,7 +294,7 @@ Test(graph_fusion, dense_layers_split_over_threads_with_the_same_bits)
         dfx op = dense_setup(false, 1, 128, 600, 512, 256, false);
         dfx fu = dense_setup(true, threads, 128, 600, 512, 256, false);
         cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1);
-        dense_same_bits(&op, &fu, 128);
+        dense_same_bits(&op, &fu);
         dense_teardown(&op);
         dense_teardown(&fu);
     }
@@ -291,7 +305,7 @@ Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, true), fu = dense_setup(true, 1, 16, 12, 24, 20, true);
     cr_assert_eq(fu.p->fuse[fu.product], TL_FUSE_NONE, "a caller reads the logits' matmul");
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 1, "the tanh layer's");
-    dense_same_bits(&op, &fu, 16);
+    dense_same_bits(&op, &fu);
     same_bits(tl_exec_value(op.p, &op.e, op.product), tl_exec_value(fu.p, &fu.e, fu.product), 16 * 5,
               "the kept product");
     dense_teardown(&op);
@@ -305,7 +319,7 @@ Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
     late_bias = false;
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
-    dense_same_bits(&op, &fu, 16);
+    dense_same_bits(&op, &fu);
     dense_teardown(&op);
     dense_teardown(&fu);
 }
@@ -375,7 +389,7 @@ Test(graph_fusion, small_dense_layers_pair_their_gradients_with_the_same_bits)
     /* No GEMM here is large enough to split: each matmul's two gradient
      * GEMMs run at once, one on each thread. */
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 2, 16, 12, 24, 20, false);
-    dense_same_bits(&op, &fu, 16);
+    dense_same_bits(&op, &fu);
     dense_teardown(&op);
     dense_teardown(&fu);
 }
@@ -388,42 +402,29 @@ Test(graph_fusion, small_dense_layers_pair_their_gradients_with_the_same_bits)
  * and the raw features (4, no gradient); the pairwise dot beside the ReLU
  * layer into logits of 5. d = 7 reshapes the same 28 columns into 4
  * vectors that straddle the parts. */
-typedef struct sfx {
-    tl_vars *vars;
-    tl_graph *g;
-    tl_program *p;
-    tl_exec e;
-    float *params;
-    tl_t loss, logits, stack, e0, e1;
-} sfx;
-
-static sfx stack_setup(bool fused, int64_t d, bool keep_stack)
+static dfx stack_setup(bool fused, int64_t d, bool keep_stack)
 {
     enum { B = 6 };
-    sfx f;
+    dfx f;
     memset(&f, 0, sizeof f);
     cr_assert_eq(tl_vars_create(&f.vars), TL_OK);
     cr_assert_eq(tl_graph_create(f.vars, TL_MODE_TRAIN, &f.g), TL_OK);
     int64_t xs[2] = {B, 4}, ls[1] = {B}, e0s[2] = {B, 4}, e1s[2] = {B, 12}, ss[3] = {B, 28 / d, d};
     tl_t x = tl_graph_input(f.g, TL_F32, xs, 2), labels = tl_graph_input(f.g, TL_I32, ls, 1);
     tl_t h = tl_dense(f.g, x, 8, TL_ACT_RELU, "bottom");
-    f.e0 = tl_embedding_activations(f.g, 0, e0s, 2);
-    f.e1 = tl_embedding_activations(f.g, 1, e1s, 2);
-    f.stack = tl_concat(f.g, (tl_t[]){h, f.e0, x, f.e1}, 4, 1);
+    f.emb[0] = tl_embedding_activations(f.g, 0, e0s, 2);
+    f.emb[1] = tl_embedding_activations(f.g, 1, e1s, 2);
+    f.stack = tl_concat(f.g, (tl_t[]){h, f.emb[0], x, f.emb[1]}, 4, 1);
     tl_t z = tl_pairwise_dot(f.g, tl_reshape(f.g, f.stack, ss, 3));
     f.logits = tl_dense(f.g, tl_concat(f.g, (tl_t[]){h, z}, 2, 1), 5, TL_ACT_NONE, "top");
     f.loss = tl_mean(f.g, tl_softmax_xent(f.g, f.logits, labels));
-    cr_assert_eq(tl_graph_status(f.g), TL_OK, "%s", tl_graph_error(f.g));
-    cr_assert_eq(tl_vars_layout(f.vars), TL_OK);
-    tl_t keep[2] = {f.logits, keep_stack ? f.stack : TL_T_INVALID};
-    tl_status st = fused ? tl_program_compile_fused(f.g, f.loss, true, keep, 2, &f.p)
-                         : tl_program_compile(f.g, f.loss, true, &f.p);
-    cr_assert_eq(st, TL_OK, "%s", tl_last_error());
-    f.params = exec_memory(f.p, f.vars, 8, &f.e);
+    f.nlogits = B * 5;
+    f.product = TL_T_INVALID;
+    compile_training(&f, fused, keep_stack ? f.stack : TL_T_INVALID, 8);
     tl_rng r;
     tl_rng_init(&r, 41, 42, 43, 44);
-    float *xv = tl_exec_value(f.p, &f.e, x), *e0v = tl_exec_value(f.p, &f.e, f.e0);
-    float *e1v = tl_exec_value(f.p, &f.e, f.e1);
+    float *xv = tl_exec_value(f.p, &f.e, x), *e0v = tl_exec_value(f.p, &f.e, f.emb[0]);
+    float *e1v = tl_exec_value(f.p, &f.e, f.emb[1]);
     for (int64_t i = 0; i < B * 4; i++)
         xv[i] = tl_rng_uniform(&r) - 0.5f, e0v[i] = tl_rng_uniform(&r) - 0.5f;
     for (int64_t i = 0; i < B * 12; i++)
@@ -434,60 +435,32 @@ static sfx stack_setup(bool fused, int64_t d, bool keep_stack)
     return f;
 }
 
-/* Two training steps op by op and fused: the same loss, logits and
- * gradients of every variable and of both embedding activations. */
-static void stack_same_bits(sfx *op, sfx *fu)
-{
-    for (int step = 0; step < 2; step++) {
-        cr_assert_eq(tl_program_forward(op->p, &op->e), TL_OK, "%s", tl_last_error());
-        cr_assert_eq(tl_program_forward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
-        cr_assert_eq(tl_program_backward(op->p, &op->e), TL_OK, "%s", tl_last_error());
-        cr_assert_eq(tl_program_backward(fu->p, &fu->e), TL_OK, "%s", tl_last_error());
-        same_bits(tl_exec_value(op->p, &op->e, op->loss), tl_exec_value(fu->p, &fu->e, fu->loss), 1, "loss");
-        same_bits(tl_exec_value(op->p, &op->e, op->logits), tl_exec_value(fu->p, &fu->e, fu->logits), 6 * 5,
-                  "logits");
-        same_bits(op->e.param_grad, fu->e.param_grad, op->vars->total, "param_grad");
-        same_bits(tl_exec_grad(op->p, &op->e, op->e0), tl_exec_grad(fu->p, &fu->e, fu->e0), 6 * 4, "e0's gradient");
-        same_bits(tl_exec_grad(op->p, &op->e, op->e1), tl_exec_grad(fu->p, &fu->e, fu->e1), 6 * 12,
-                  "e1's gradient");
-        for (int64_t i = 0; i < op->vars->total; i++) {
-            op->params[i] -= 0.5f * op->e.param_grad[i];
-            fu->params[i] -= 0.5f * fu->e.param_grad[i];
-        }
-    }
-}
-
-static void stack_teardown(sfx *f)
-{
-    free_compiled(f->params, &f->e, f->p, f->g, f->vars);
-}
-
 Test(graph_fusion, a_pairwise_dot_reads_its_stack_from_the_parts_with_the_same_bits)
 {
-    sfx op = stack_setup(false, 4, false), fu = stack_setup(true, 4, false);
+    dfx op = stack_setup(false, 4, false), fu = stack_setup(true, 4, false);
     cr_assert_eq(fused(op.p, TL_FUSE_STACK) + fused(op.p, TL_FUSE_ELIDED), 0);
     cr_assert_eq(fused(fu.p, TL_FUSE_STACK), 1);
     cr_assert_eq(fused(fu.p, TL_FUSE_ELIDED), 2, "the concatenation and the reshape run nothing");
     cr_assert_eq(fu.p->fuse[fu.stack], TL_FUSE_ELIDED);
     cr_assert_leq(fu.p->act_floats + 6 * 28, op.p->act_floats, "the stack has no buffer");
     cr_assert_leq(fu.p->grad_floats + 6 * 28, op.p->grad_floats, "nor a gradient");
-    stack_same_bits(&op, &fu);
-    stack_teardown(&op);
-    stack_teardown(&fu);
+    dense_same_bits(&op, &fu);
+    dense_teardown(&op);
+    dense_teardown(&fu);
 }
 
 Test(graph_fusion, a_stack_that_is_kept_or_straddles_its_parts_is_built)
 {
     for (int c = 0; c < 2; c++) {
         int64_t d = c == 0 ? 4 : 7;
-        sfx op = stack_setup(false, d, c == 0), fu = stack_setup(true, d, c == 0);
+        dfx op = stack_setup(false, d, c == 0), fu = stack_setup(true, d, c == 0);
         cr_assert_eq(fused(fu.p, TL_FUSE_STACK) + fused(fu.p, TL_FUSE_ELIDED), 0, "%s",
                      c == 0 ? "a caller reads the stack" : "vectors of 7 straddle the parts");
-        stack_same_bits(&op, &fu);
+        dense_same_bits(&op, &fu);
         if (c == 0)
             same_bits(tl_exec_value(op.p, &op.e, op.stack), tl_exec_value(fu.p, &fu.e, fu.stack), 6 * 28,
                       "the kept stack");
-        stack_teardown(&op);
-        stack_teardown(&fu);
+        dense_teardown(&op);
+        dense_teardown(&fu);
     }
 }
