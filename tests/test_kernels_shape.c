@@ -287,13 +287,15 @@ Test(k_interaction, same_inputs_same_bits)
     tk_free(&g2);
 }
 
-/* The stack given as its parts (widths 64, 0, 3·64, 64 and 22·64 of d = 64:
- * DLRM's 27 vectors with an empty part): the bits of the built stack, the
- * gradient written into each part, and a part whose dx is NULL left alone. */
-Test(k_interaction, parts_give_the_bits_of_the_stack)
+/* The stack given as its parts (widths d, 0, 3d, d and 22d: DLRM's 27
+ * vectors with an empty part): the bits of the built stack, the gradient
+ * written into each part, and a part whose dx is NULL left alone; at d = 64
+ * an example's vectors are copied side by side first, at d = 160 they are
+ * too many (27 x 160 floats) and are read in place. */
+static void parts_case(int64_t d)
 {
-    const int64_t batch = 5, f = 27, d = 64, nz = batch * f * (f - 1) / 2;
-    const int64_t width[5] = {64, 0, 192, 64, 1408};
+    const int64_t batch = 5, f = 27, nz = batch * f * (f - 1) / 2;
+    const int64_t width[5] = {d, 0, 3 * d, d, 22 * d};
     tk_buf t = tk_rand(batch * f * d, 1, -1, 1), dz = tk_rand(nz, 2, -1, 1);
     tk_buf z1 = tk_zeros(nz), z2 = tk_zeros(nz), g1 = tk_zeros(batch * f * d);
     float *part[5], *grad[5];
@@ -334,14 +336,22 @@ Test(k_interaction, parts_give_the_bits_of_the_stack)
     tk_free(&g1);
 }
 
+Test(k_interaction, parts_give_the_bits_of_the_stack)
+{
+    parts_case(64);
+    parts_case(160);
+}
+
 /* The documented sums, written out in float: each dot product's partials
  * (component c into partial c mod TL_K_LANES) added from 0 in order, and
  * each gradient component from 0 over j in increasing order. The kernels
  * must give exactly these bits, at d of 64, 16 and the rest of each. */
 Test(k_interaction, triangle_sums_in_the_documented_order)
 {
-    const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3}, {1, 30, 72}};
-    for (int s = 0; s < 6; s++) {
+    /* The last two: more than 4,096 floats an example, read in place. */
+    const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3}, {1, 30, 72}, {2, 33, 130},
+                                 {1, 70, 64}};
+    for (int s = 0; s < 8; s++) {
         int64_t batch = shapes[s][0], f = shapes[s][1], d = shapes[s][2], pairs = f * (f - 1) / 2;
         tk_buf t = tk_rand(batch * f * d, 3, -1, 1), dz = tk_rand(batch * pairs, 4, -1, 1);
         tk_buf z = tk_zeros(batch * pairs), dt = tk_zeros(batch * f * d);
