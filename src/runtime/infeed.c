@@ -110,9 +110,8 @@ static void mem_rows(void *ctx, int part, int nparts)
  * of the epoch's permutation, evaluation takes the data in order,
  * prediction too, ending where the data does. A batch of
  * TL_TEAM_COPY_MIN_BYTES or more is copied on the destination's team, when
- * it has one (the rows are gathered
- * from anywhere in the data: the copy waits on memory, which two cores
- * wait on in parallel). */
+ * it has one (the rows are gathered from anywhere in the data: the copy
+ * waits on memory, which two cores wait on in parallel). */
 static tl_status mem_next(void *ud, int64_t step, int64_t row0, int64_t cap, const tl_feed_dest *dst, int64_t *rows)
 {
     const tl_mem_source *m = ud;
