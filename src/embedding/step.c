@@ -693,14 +693,14 @@ tl_status tl_emb_import_rows(tl_emb_engine *eng, const tl_emb_dedup *dd, int hos
 
 /* ---- send --------------------------------------------------------------------------- */
 
+/* Occurrences ahead whose row sums gradient_feature fetches early. */
+enum { GRAD_AHEAD = 16 };
+
 /* Occurrences [from, to) of a feature of dim D, with dL/d(out) dy, into the
  * unique rows' sums g (row u at goff[u]). Unique rows were numbered in this
  * very order of occurrences, so a row's first occurrence is the one whose
  * number is the next new one: it writes, later ones add. Returns the next
  * new number. */
-/* Occurrences ahead whose row sums gradient_feature fetches early. */
-enum { GRAD_AHEAD = 16 };
-
 TL_VECTOR_CLONES static int64_t gradient_feature(float *restrict g, const int64_t *restrict goff,
                                                  const float *restrict dy, int D, const int32_t *restrict pair,
                                                  const float *restrict gain, int64_t from, int64_t to, int64_t next_new)

@@ -203,15 +203,15 @@ static inline __attribute__((always_inline)) void dot4(int64_t d, const float *r
  * crowd the same few cache sets; a copy is cheaper than the misses. */
 enum { TILE_FLOATS = 4096 };
 
-/* Example `parts`' vectors copied into tile when they fit: the walk over
- * the copy (its one part tile[0], *width floats), else `parts`. */
-static inline vec_walk tiled(vec_walk parts, int64_t f, int64_t d, const float *const *tile, int64_t *width)
+/* Example `parts`' vectors copied into buf when they fit: the walk over
+ * the copy (one part, tile[0] == buf, of *width floats), else `parts`. */
+static inline vec_walk tiled(vec_walk parts, int64_t f, int64_t d, float *buf, const float *const *tile,
+                             int64_t *width)
 {
     if (f * d > TILE_FLOATS)
         return parts;
-    float *to = (float *)tile[0];
     for (int64_t i = 0; i < f; i++, walk_next(&parts))
-        memcpy(to + i * d, parts.at, (size_t)d * sizeof *to);
+        memcpy(buf + i * d, parts.at, (size_t)d * sizeof *buf);
     *width = f * d;
     return walk_first(1, tile, width, 0, d);
 }
@@ -222,7 +222,7 @@ TL_VECTOR_CLONES static void tril_example(int64_t f, int64_t d, vec_walk parts, 
     float buf[TILE_FLOATS];
     const float *tile[1] = {buf};
     int64_t width;
-    vec_walk first = tiled(parts, f, d, tile, &width);
+    vec_walk first = tiled(parts, f, d, buf, tile, &width);
     int64_t p = 0;
     vec_walk wi = first;
     for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
@@ -314,7 +314,7 @@ TL_VECTOR_CLONES static void tril_grad_example(int64_t f, int64_t d, vec_walk pa
     float buf[TILE_FLOATS];
     const float *tile[1] = {buf};
     int64_t width;
-    vec_walk first = tiled(parts, f, d, tile, &width);
+    vec_walk first = tiled(parts, f, d, buf, tile, &width);
     vec_walk wi = parts;
     for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
         if (dx[wi.k] == NULL)
