@@ -254,10 +254,11 @@ out:
  * replica's GEMMs (batch 1024) at the same time: per layer the forward
  * x·W, dW = xᵀ·dy and dx = dy·Wᵀ (but for the first layer, whose input is
  * the data). The interaction, the embedding, the element-wise work and the
- * optimizers are left out, so no implementation of this step can beat it
- * on these cores. */
-enum { FLOOR_B = BATCH / 2, FLOOR_REPEAT = 40 };
-static const int floor_layers[6][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {415, 512}, {512, 256}, {256, 1}};
+ * optimizers are left out, so no implementation of this step on OpenBLAS
+ * can beat it on these cores. The top MLP's input is the bottom MLP's
+ * output beside the 27 vectors' (TABLES + 1)·TABLES/2 pairwise dots. */
+enum { FLOOR_B = BATCH / 2, FLOOR_REPEAT = 40, TOP_IN = DIM + (TABLES + 1) * TABLES / 2 };
+static const int floor_layers[6][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {TOP_IN, 512}, {512, 256}, {256, 1}};
 
 struct floor_arg {
     int cpu;
