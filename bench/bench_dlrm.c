@@ -41,8 +41,9 @@
  * median of the reps, the median step_ms, the replicas' infeed wait as a
  * fraction of the rep, and maxrss_mib against tl_emb_table_bytes. Then,
  * where the 2-device runs ran, one line "what": "gemm_floor": the examples/s
- * that the step's dense GEMMs alone allow on these cores (gemm_floor below),
- * the ceiling no implementation of the step can pass.
+ * that the step's dense GEMMs alone allow on these cores ("median"), and
+ * with the least traffic of its table rows added ("gemm_and_rows_median";
+ * step_floor below): ceilings no implementation of the step can pass.
  *
  * Runs in about a minute. */
 #define _GNU_SOURCE /* pthread_setaffinity_np */
@@ -53,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -247,7 +249,7 @@ out:
     return rc;
 }
 
-/* ---- the GEMM-only ceiling ------------------------------------------------------------ */
+/* ---- the ceilings: the GEMMs alone, and with the table rows ------------------------- */
 
 /* What the step's dense GEMMs alone allow at 2 devices: one thread per
  * replica, each pinned to its CPU as the devices are, each running its
@@ -256,15 +258,44 @@ out:
  * the data). The interaction, the embedding, the element-wise work and the
  * optimizers are left out, so no implementation of this step on OpenBLAS
  * can beat it on these cores. The top MLP's input is the bottom MLP's
- * output beside the 27 vectors' (TABLES + 1)·TABLES/2 pairwise dots. */
+ * output beside the 27 vectors' (TABLES + 1)·TABLES/2 pairwise dots.
+ *
+ * Then, in the same loop and timed apart, the least the step's tables
+ * must move: each replica reads its 1024 examples' 26 rows (the forward's
+ * lookups, into an activation buffer) and updates as SGD as many rows of
+ * its own (the owners' split: the ids of its parity, drawn afresh), each
+ * row read and written once, fetched 16 rows ahead. The tables are the
+ * run's, 26 × 100,000 × 64 floats, shared by both threads, on huge pages
+ * where the kernel gives them, as the engine asks; the ids are uniform, as
+ * the run's. No dedup, no sums of repeated rows, no slots. */
 enum { FLOOR_B = BATCH / 2, FLOOR_REPEAT = 40, TOP_IN = DIM + (TABLES + 1) * TABLES / 2 };
+enum { FLOOR_ROWS = FLOOR_B * TABLES, FLOOR_AHEAD = 16 };
 static const int floor_layers[6][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {TOP_IN, 512}, {512, 256}, {256, 1}};
 
 struct floor_arg {
     int cpu;
     pthread_barrier_t *start;
-    double seconds;
+    float *tables; /* TABLES × ROWS × DIM */
+    double gemm_s, rows_s; /* a step's, averaged; -1 when out of memory */
 };
+
+/* One step's lookups, then its updates: ids[FLOOR_ROWS] example-major as
+ * the data's, own[FLOOR_ROWS] the rows this replica updates, from g. */
+static void floor_rows(float *tables, const uint32_t *ids, const uint32_t *own, float *act, const float *g)
+{
+    for (int e = 0; e < FLOOR_ROWS; e++) {
+        if (e + FLOOR_AHEAD < FLOOR_ROWS)
+            __builtin_prefetch(tables + ((size_t)((e + FLOOR_AHEAD) % TABLES) * ROWS + ids[e + FLOOR_AHEAD]) * DIM);
+        memcpy(act + (size_t)e * DIM, tables + ((size_t)(e % TABLES) * ROWS + ids[e]) * DIM, DIM * sizeof *act);
+    }
+    for (int e = 0; e < FLOOR_ROWS; e++) {
+        if (e + FLOOR_AHEAD < FLOOR_ROWS)
+            __builtin_prefetch(tables + ((size_t)((e + FLOOR_AHEAD) % TABLES) * ROWS + own[e + FLOOR_AHEAD]) * DIM, 1);
+        float *row = tables + ((size_t)(e % TABLES) * ROWS + own[e]) * DIM;
+        for (int c = 0; c < DIM; c++)
+            row[c] -= 0.1f * g[(size_t)e * DIM + c];
+    }
+}
 
 static void *floor_thread(void *p)
 {
@@ -274,20 +305,33 @@ static void *floor_thread(void *p)
     CPU_SET(a->cpu, &set);
     (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort, as the devices' pinning */
     /* Separate outputs, so that the inputs keep their small values. */
-    size_t most = (size_t)FLOOR_B * 512;
-    float *buf = calloc(5 * most, sizeof *buf);
-    a->seconds = -1;
+    size_t most = (size_t)FLOOR_B * 512, nid = (size_t)FLOOR_REPEAT * FLOOR_ROWS;
+    float *buf = calloc(5 * most + 2 * (size_t)FLOOR_ROWS * DIM, sizeof *buf);
+    uint32_t *ids = malloc(2 * nid * sizeof *ids);
+    a->gemm_s = a->rows_s = -1;
     pthread_barrier_wait(a->start);
-    if (buf == NULL)
+    if (buf == NULL || ids == NULL) {
+        free(buf);
+        free(ids);
         return NULL;
+    }
     float *x = buf, *w = buf + most, *y = buf + 2 * most, *dw = buf + 3 * most, *dx = buf + 4 * most;
+    float *act = buf + 5 * most, *g = act + (size_t)FLOOR_ROWS * DIM;
     for (size_t i = 0; i < most; i++) {
         x[i] = (float)(i % 17) * 0.01f;
         w[i] = (float)(i % 13) * 0.01f - 0.06f;
         y[i] = (float)(i % 11) * 0.01f - 0.05f;
     }
-    double t0 = bench_now();
-    for (int it = 0; it < FLOOR_REPEAT; it++)
+    for (size_t i = 0; i < (size_t)FLOOR_ROWS * DIM; i++)
+        g[i] = (float)(i % 7) * 1e-4f;
+    uint64_t seed = 7 + (uint64_t)a->cpu;
+    for (size_t i = 0; i < nid; i++) {
+        ids[i] = (uint32_t)(splitmix64(&seed) % ROWS);
+        ids[nid + i] = (uint32_t)(splitmix64(&seed) % (ROWS / 2) * 2 + (uint64_t)a->cpu);
+    }
+    double gemm = 0, rows = 0;
+    for (int it = 0; it < FLOOR_REPEAT; it++) {
+        double t0 = bench_now();
         for (int l = 0; l < 6; l++) {
             int in = floor_layers[l][0], out = floor_layers[l][1], b = FLOOR_B;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, x, in, w, out, 0.0f, dx, out);
@@ -295,40 +339,68 @@ static void *floor_thread(void *p)
             if (l != 0)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, in, out, 1.0f, y, out, w, out, 0.0f, dx, in);
         }
-    a->seconds = (bench_now() - t0) / FLOOR_REPEAT;
+        double t1 = bench_now();
+        floor_rows(a->tables, ids + (size_t)it * FLOOR_ROWS, ids + nid + (size_t)it * FLOOR_ROWS, act, g);
+        gemm += t1 - t0;
+        rows += bench_now() - t1;
+    }
+    a->gemm_s = gemm / FLOOR_REPEAT;
+    a->rows_s = rows / FLOOR_REPEAT;
     free(buf);
+    free(ids);
     return NULL;
 }
 
-/* One JSON line: the median over 5 reps of the slower thread's step time. */
-static int gemm_floor(void)
+/* One JSON line: the medians over 5 reps of the slower thread's GEMM time
+ * and of its rows' time per step. */
+static int step_floor(void)
 {
     openblas_set_num_threads(1);
-    double t[5];
+    size_t n = (size_t)TABLES * ROWS * DIM;
+    float *tables = mmap(NULL, n * sizeof *tables, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (tables == MAP_FAILED) {
+        fprintf(stderr, "bench_dlrm: out of memory for the floor's tables\n");
+        return 1;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(tables, n * sizeof *tables, MADV_HUGEPAGE); /* a hint, as the engine's */
+#endif
+    for (size_t i = 0; i < n; i++) /* touched, so that no page is first faulted in a timed loop */
+        tables[i] = (float)(i % 251) * 1e-3f - 0.125f;
+    double t[5], r[5], both[5];
     for (int rep = 0; rep < 5; rep++) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, 2);
-        struct floor_arg a[2] = {{.cpu = 0, .start = &start}, {.cpu = 1, .start = &start}};
+        struct floor_arg a[2] = {{.cpu = 0, .start = &start, .tables = tables},
+                                 {.cpu = 1, .start = &start, .tables = tables}};
         pthread_t th;
         if (pthread_create(&th, NULL, floor_thread, &a[1]) != 0) {
-            fprintf(stderr, "bench_dlrm: cannot start the GEMM floor's second thread\n");
+            fprintf(stderr, "bench_dlrm: cannot start the floor's second thread\n");
             pthread_barrier_destroy(&start);
+            munmap(tables, n * sizeof *tables);
             return 1;
         }
         floor_thread(&a[0]);
         pthread_join(th, NULL);
         pthread_barrier_destroy(&start);
-        if (a[0].seconds < 0 || a[1].seconds < 0) {
-            fprintf(stderr, "bench_dlrm: out of memory for the GEMM floor\n");
+        if (a[0].gemm_s < 0 || a[1].gemm_s < 0) {
+            fprintf(stderr, "bench_dlrm: out of memory for the floor\n");
+            munmap(tables, n * sizeof *tables);
             return 1;
         }
-        t[rep] = a[0].seconds > a[1].seconds ? a[0].seconds : a[1].seconds;
+        t[rep] = a[0].gemm_s > a[1].gemm_s ? a[0].gemm_s : a[1].gemm_s;
+        r[rep] = a[0].rows_s > a[1].rows_s ? a[0].rows_s : a[1].rows_s;
+        double b0 = a[0].gemm_s + a[0].rows_s, b1 = a[1].gemm_s + a[1].rows_s;
+        both[rep] = b0 > b1 ? b0 : b1;
     }
-    double med = bench_median(t, 5);
+    munmap(tables, n * sizeof *tables);
+    double med = bench_median(t, 5), rmed = bench_median(r, 5), bmed = bench_median(both, 5);
     printf("{\"bench\": \"tpuloop_dlrm\", \"what\": \"gemm_floor\", \"devices\": 2, \"batch\": %d, "
            "\"bottom\": \"13-512-256-64\", \"top\": \"415-512-256-1\", \"gemms_per_step\": 17, "
-           "\"step_ms\": %.3f, \"unit\": \"examples/s\", \"median\": %.1f}\n",
-           BATCH, med * 1e3, BATCH / med);
+           "\"step_ms\": %.3f, \"unit\": \"examples/s\", \"median\": %.1f, "
+           "\"rows_per_replica\": %d, \"rows_ms\": %.3f, \"gemm_and_rows_step_ms\": %.3f, "
+           "\"gemm_and_rows_median\": %.1f}\n",
+           BATCH, med * 1e3, BATCH / med, FLOOR_ROWS, rmed * 1e3, bmed * 1e3, BATCH / bmed);
     fflush(stdout);
     return 0;
 }
@@ -369,5 +441,5 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    return only == 1 ? 0 : gemm_floor();
+    return only == 1 ? 0 : step_floor();
 }

@@ -164,7 +164,9 @@ def best_peer_figures(recs):
                  optimizer (target 2); beside it, the share of the same
                  round's GEMM-only ceiling (bench_dlrm's gemm_floor: the
                  step's dense GEMMs alone, one thread per replica) that
-                 tpuloop reaches and that twice the best peer would need
+                 tpuloop reaches and that twice the best peer would need,
+                 and the same of the ceiling with the least traffic of the
+                 step's table rows added (gemm_and_rows)
       mlp        bench_models mlp at its better layout of the cores
                  (replicas x intra-op threads; each layout's figures too)
                  over the best of JAX (lax.scan), Keras 3
@@ -204,7 +206,7 @@ def best_peer_figures(recs):
                                      "tpuloop_and_peer_per_round": names}
     dlrm = {}
     for o in ("adagrad", "sgd"):
-        rat, names, ours_floor, twice_floor = [], [], [], []
+        rat, names, ours_floor, twice_floor, ours_rows, twice_rows = [], [], [], [], [], []
         for k in rounds:
             mine = best(runs("tpuloop_dlrm", k, opt=o, devices=2))
             theirs = best(runs("dlrm_torch2", k, opt=o, threads=2))
@@ -215,9 +217,16 @@ def best_peer_figures(recs):
             # tpuloop reaches, and what share twice the best peer would need.
             ours_floor.append(ratio(mine and mine["median"], floor and floor["median"]))
             twice_floor.append(ratio(theirs and 2 * theirs["median"], floor and floor["median"]))
+            # The same with the least traffic of the step's table rows added
+            # (records before it have none).
+            rows = floor and floor.get("gemm_and_rows_median")
+            ours_rows.append(ratio(mine and mine["median"], rows))
+            twice_rows.append(ratio(theirs and 2 * theirs["median"], rows))
         dlrm[o] = {"ratio": spread(rat), "best_peer_per_round": names,
                    "tpuloop_share_of_gemm_floor": spread(ours_floor),
-                   "twice_best_peer_share_of_gemm_floor": spread(twice_floor)}
+                   "twice_best_peer_share_of_gemm_floor": spread(twice_floor),
+                   "tpuloop_share_of_gemm_and_rows_floor": spread(ours_rows),
+                   "twice_best_peer_share_of_gemm_and_rows_floor": spread(twice_rows)}
     mlp = {}
     for t in (1, 2):
         rat, names, tl, lay = [], [], [], {}
