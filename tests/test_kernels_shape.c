@@ -348,10 +348,13 @@ Test(k_interaction, parts_give_the_bits_of_the_stack)
  * must give exactly these bits, at d of 64, 16 and the rest of each. */
 Test(k_interaction, triangle_sums_in_the_documented_order)
 {
-    /* The last two: more than 4,096 floats an example, read in place. */
-    const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3}, {1, 30, 72}, {2, 33, 130},
-                                 {1, 70, 64}};
-    for (int s = 0; s < 8; s++) {
+    /* The forward's three ways: the first six in a tile of vector pairs
+     * (padded to multiples of 8 vectors and of 8 components, at most 4,096
+     * floats); 27 x 130 copied side by side (3,510 floats, 32 x 136 padded);
+     * the last two, more than 4,096 floats an example, read in place. */
+    const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3},
+                                 {1, 30, 72}, {2, 27, 130}, {2, 33, 130}, {1, 70, 64}};
+    for (int s = 0; s < 9; s++) {
         int64_t batch = shapes[s][0], f = shapes[s][1], d = shapes[s][2], pairs = f * (f - 1) / 2;
         tk_buf t = tk_rand(batch * f * d, 3, -1, 1), dz = tk_rand(batch * pairs, 4, -1, 1);
         tk_buf z = tk_zeros(batch * pairs), dt = tk_zeros(batch * f * d);

@@ -136,6 +136,10 @@ static void check_parts(int64_t batch, int64_t f, int64_t d, int nparts, const i
  * floats): one lane per partial sum of dot_lanes. */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int32_t vi8 __attribute__((vector_size(32)));
+/* 16 floats, read and written unaligned through a float pointer (may_alias:
+ * they are floats). */
+typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t vi16 __attribute__((vector_size(64)));
 _Static_assert(TL_K_LANES == 8, "dot4 keeps the TL_K_LANES partial sums of a dot product in the lanes of a v8");
 
 /* Four dot products of a with b[0..3] at once, each as dot_lanes adds it:
@@ -205,18 +209,122 @@ enum { TILE_FLOATS = 4096 };
 
 /* Example `parts`' vectors copied into buf when they fit: the walk over
  * the copy (one part, tile[0] == buf, of *width floats), else `parts`. */
-static inline vec_walk tiled(vec_walk parts, int64_t f, int64_t d, float *buf, const float *const *tile,
-                             int64_t *width)
+static inline __attribute__((always_inline)) vec_walk tiled(vec_walk parts, int64_t f, int64_t d, float *buf,
+                                                             const float *const *tile, int64_t *width)
 {
     if (f * d > TILE_FLOATS)
         return parts;
-    for (int64_t i = 0; i < f; i++, walk_next(&parts))
-        memcpy(buf + i * d, parts.at, (size_t)d * sizeof *buf);
+    for (int64_t i = 0; i < f; i++, walk_next(&parts)) {
+        float *restrict dst = buf + i * d;
+        int64_t c = 0;
+        for (; c + 16 <= d; c += 16)
+            *(v16 *)(dst + c) = *(const v16 *)(parts.at + c);
+        for (; c < d; c++)
+            dst[c] = parts.at[c];
+    }
     *width = f * d;
     return walk_first(1, tile, width, 0, d);
 }
 
-/* One example's pairs in row order, four of a row at a time. */
+/* ---- the forward from a tile of row pairs ---------------------------------------------- */
+
+/* An example's vectors, padded with zeros to K = ceil(d/8) chunks of 8 and
+ * to a multiple of 8 vectors, two by two: chunk k of vectors 2q and 2q + 1
+ * side by side in the 16 floats at (q·K + k)·16. A padded component adds
+ * 0·0 to its partial, which leaves it as it is (a partial that starts at +0
+ * is never -0), so the sums are dot_lanes'. The padding vectors are only
+ * read for sums that are not kept; zeros, so that nothing unset is read. */
+static inline int64_t pair_tile_floats(int64_t f, int64_t d)
+{
+    return ((f + 7) & ~(int64_t)7) * ((d + 7) & ~(int64_t)7);
+}
+
+static inline __attribute__((always_inline)) void pair_tile(vec_walk w, int64_t f, int64_t d, float *restrict tile)
+{
+    int64_t K = (d + 7) / 8, fp = (f + 7) & ~(int64_t)7;
+    for (int64_t r = 0; r < f; r++, walk_next(&w)) {
+        float *dst = tile + (r / 2) * K * 16 + (r % 2) * 8;
+        int64_t c = 0;
+        for (; c + 8 <= d; c += 8)
+            *(v8 *)(dst + c * 2) = *(const v8 *)(w.at + c);
+        if (c < d) {
+            v8 rest = {0};
+            for (int64_t l = 0; c + l < d; l++)
+                rest[l] = w.at[c + l];
+            *(v8 *)(dst + c * 2) = rest;
+        }
+    }
+    for (int64_t r = f; r < fp; r++)
+        for (int64_t k = 0; k < K; k++)
+            *(v8 *)(tile + (r / 2) * K * 16 + (r % 2) * 8 + k * 16) = (v8){0};
+}
+
+/* Pairs (i, j0 .. j0 + 7): each pair's 8 partials, as dot_lanes keeps them,
+ * in half a vector (pairs 2q and 2q + 1 in a_q), then the partials of the
+ * eight put side by side (partial l of pair p in lane p of the low half of
+ * z_(l mod 4), or of its high half for l >= 4) and added 0..7 in order. */
+static inline __attribute__((always_inline)) void dot8(int64_t K, const v16 *restrict xi, const v16 *restrict y,
+                                                       v8 *restrict out)
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int64_t k = 0; k < K; k++) {
+        v16 x = xi[k];
+        a0 = a0 + x * y[k];
+        a1 = a1 + x * y[K + k];
+        a2 = a2 + x * y[2 * K + k];
+        a3 = a3 + x * y[3 * K + k];
+    }
+    /* d0: partials 0, 4, 1, 5 of pairs 0..3, a quarter each; d1: 2, 6, 3, 7.
+     * e0, e1: the same of pairs 4..7. */
+    const vi16 lo = {0, 8, 16, 24, 4, 12, 20, 28, 1, 9, 17, 25, 5, 13, 21, 29};
+    const vi16 hi = {2, 10, 18, 26, 6, 14, 22, 30, 3, 11, 19, 27, 7, 15, 23, 31};
+    v16 d0 = __builtin_shuffle(a0, a1, lo), d1 = __builtin_shuffle(a0, a1, hi);
+    v16 e0 = __builtin_shuffle(a2, a3, lo), e1 = __builtin_shuffle(a2, a3, hi);
+    /* z_m: partial m of pairs 0..7, then partial m + 4. */
+    const vi16 even = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
+    const vi16 odd = {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+    v16 z0 = __builtin_shuffle(d0, e0, even), z1 = __builtin_shuffle(d0, e0, odd);
+    v16 z2 = __builtin_shuffle(d1, e1, even), z3 = __builtin_shuffle(d1, e1, odd);
+    v16 s = z0 + z1; /* the low half: partial 0 + partial 1, ... */
+    s = s + z2;
+    s = s + z3;
+    v8 t = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7);
+    t = t + __builtin_shufflevector(z0, z0, 8, 9, 10, 11, 12, 13, 14, 15);
+    t = t + __builtin_shufflevector(z1, z1, 8, 9, 10, 11, 12, 13, 14, 15);
+    t = t + __builtin_shufflevector(z2, z2, 8, 9, 10, 11, 12, 13, 14, 15);
+    *out = t + __builtin_shufflevector(z3, z3, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+/* One example's pairs in row order, eight of a row at a time (the last
+ * eight of a row may reach past it into vectors that are there, or zero
+ * pads: their sums are not kept). */
+TL_VECTOR_CLONES static void tril_example_pairs(int64_t f, int64_t d, vec_walk parts, float *restrict zb)
+{
+    v16 tile[TILE_FLOATS / 16] __attribute__((aligned(64))), xi[TILE_FLOATS / 64] __attribute__((aligned(64)));
+    int64_t K = (d + 7) / 8;
+    pair_tile(parts, f, d, (float *)tile);
+    float *zi = zb;
+    for (int64_t i = 1; i < f; zi += i, i++) {
+        const float *x = (const float *)tile + (i / 2) * K * 16 + (i % 2) * 8;
+        for (int64_t k = 0; k < K; k++) {
+            v8 c = *(const v8 *)(x + k * 16);
+            xi[k] = __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+        }
+        for (int64_t j = 0; j < i; j += 8) {
+            if (j + 8 <= i) {
+                dot8(K, xi, tile + (j / 2) * K, (v8 *)(zi + j));
+            } else {
+                v8 t;
+                dot8(K, xi, tile + (j / 2) * K, &t);
+                for (int64_t q = 0; q < i - j; q++)
+                    zi[j + q] = t[q];
+            }
+        }
+    }
+}
+
+/* One example's pairs in row order, four of a row at a time: where the
+ * pair tile would not fit, from a copy side by side or in place. */
 TL_VECTOR_CLONES static void tril_example(int64_t f, int64_t d, vec_walk parts, float *restrict zb)
 {
     float buf[TILE_FLOATS];
@@ -249,8 +357,14 @@ void tl_k_pairwise_dot_tril_parts(int64_t batch, int64_t f, int64_t d, int npart
             z[p] = 0.0f;
         return;
     }
-    for (int64_t b = 0; b < batch; b++)
-        tril_example(f, d, walk_first(nparts, x, width, b, d), z + b * pairs);
+    bool paired = pair_tile_floats(f, d) <= TILE_FLOATS;
+    for (int64_t b = 0; b < batch; b++) {
+        vec_walk w = walk_first(nparts, x, width, b, d);
+        if (paired)
+            tril_example_pairs(f, d, w, z + b * pairs);
+        else
+            tril_example(f, d, w, z + b * pairs);
+    }
 }
 
 void tl_k_pairwise_dot_tril(int64_t batch, int64_t f, int64_t d, const float *restrict t, float *restrict z)
@@ -260,9 +374,6 @@ void tl_k_pairwise_dot_tril(int64_t batch, int64_t f, int64_t d, const float *re
     tl_k_pairwise_dot_tril_parts(batch, f, d, 1, parts, &width, z);
 }
 
-/* 16 floats, read and written unaligned through a float pointer (may_alias:
- * they are floats). */
-typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 
 /* Columns [c, c + n) of one example's dt_i, n 64, 16 or below 16: the sum
  * over j != i in increasing order of dz(pair i, j) · t_j, from 0, each
@@ -306,6 +417,8 @@ static inline __attribute__((always_inline)) void grad_cols(vec_walk first, int6
     }
 }
 
+/* One example's gradients: the vectors read from a tile (above), each
+ * gradient written into its part's. */
 /* One example's gradients: the vectors read from a tile (above), each
  * gradient written into its part's. */
 TL_VECTOR_CLONES static void tril_grad_example(int64_t f, int64_t d, vec_walk parts, const float *restrict dzb,
