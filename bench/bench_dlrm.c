@@ -253,12 +253,17 @@ out:
 
 /* What the step's dense GEMMs alone allow at 2 devices: one thread per
  * replica, each pinned to its CPU as the devices are, each running its
- * replica's GEMMs (batch 1024) at the same time: per layer the forward
- * x·W, dW = xᵀ·dy and dx = dy·Wᵀ (but for the first layer, whose input is
- * the data). The interaction, the embedding, the element-wise work and the
- * optimizers are left out, so no implementation of this step on OpenBLAS
- * can beat it on these cores. The top MLP's input is the bottom MLP's
- * output beside the 27 vectors' (TABLES + 1)·TABLES/2 pairwise dots.
+ * replica's GEMMs (batch 1024) at the same time, in the step's order: the
+ * forward x·W layer by layer, then from the top down dW = xᵀ·dy and
+ * dx = dy·Wᵀ (but for the first layer, whose input is the data). The
+ * buffers are laid out as the step's: a layer's output is the next one's
+ * input and a layer's dx the gradient of the one below, the top MLP reads
+ * its own input (the concatenation) and the bottom MLP's gradient comes
+ * from the interaction; every weight and weight gradient is its own. The
+ * interaction, the embedding, the element-wise work and the optimizers are
+ * left out, so no implementation of this step on OpenBLAS can beat it on
+ * these cores. The top MLP's input is the bottom MLP's output beside the 27
+ * vectors' (TABLES + 1)·TABLES/2 pairwise dots.
  *
  * Then, in the same loop and timed apart, the least the step's tables
  * must move: each replica reads its 1024 examples' 26 rows (the forward's
@@ -269,8 +274,63 @@ out:
  * where the kernel gives them, as the engine asks; the ids are uniform, as
  * the run's. No dedup, no sums of repeated rows, no slots. */
 enum { FLOOR_B = BATCH / 2, FLOOR_REPEAT = 40, TOP_IN = DIM + (TABLES + 1) * TABLES / 2 };
-enum { FLOOR_ROWS = FLOOR_B * TABLES, FLOOR_AHEAD = 16 };
-static const int floor_layers[6][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {TOP_IN, 512}, {512, 256}, {256, 1}};
+enum { FLOOR_ROWS = FLOOR_B * TABLES, FLOOR_AHEAD = 16, LAYERS = 6, TOP = 3 };
+static const int floor_layers[LAYERS][2] = {{DENSE, 512}, {512, 256}, {256, DIM}, {TOP_IN, 512}, {512, 256}, {256, 1}};
+
+/* Layer l: input x (B × in), weights w (in × out), output y (B × out), the
+ * output's gradient dy, the weights' dw, the input's dx. */
+typedef struct floor_net {
+    float *x[LAYERS], *w[LAYERS], *y[LAYERS], *dy[LAYERS], *dw[LAYERS], *dx[LAYERS];
+} floor_net;
+
+/* The floats floor_wire lays out from base (NULL: counts them). */
+static size_t floor_wire(float *base, floor_net *n)
+{
+    size_t at = 0, b = FLOOR_B;
+    for (int l = 0; l < LAYERS; l++) {
+        size_t in = (size_t)floor_layers[l][0], out = (size_t)floor_layers[l][1];
+        if (l == 0 || l == TOP) { /* the data, or the concatenation */
+            n->x[l] = base + at;
+            at += b * in;
+        } else {
+            n->x[l] = n->y[l - 1];
+        }
+        n->w[l] = base + at;
+        n->dw[l] = base + at + in * out;
+        n->y[l] = base + at + 2 * in * out;
+        at += 2 * in * out + b * out;
+    }
+    for (int l = LAYERS - 1; l >= 0; l--) {
+        size_t in = (size_t)floor_layers[l][0], out = (size_t)floor_layers[l][1];
+        if (l == LAYERS - 1 || l == TOP - 1) { /* from the loss, or from the interaction */
+            n->dy[l] = base + at;
+            at += b * out;
+        } else {
+            n->dy[l] = n->dx[l + 1];
+        }
+        n->dx[l] = base + at;
+        at += b * in;
+    }
+    return at;
+}
+
+static void floor_gemms(const floor_net *n)
+{
+    int b = FLOOR_B;
+    for (int l = 0; l < LAYERS; l++) {
+        int in = floor_layers[l][0], out = floor_layers[l][1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, n->x[l], in, n->w[l], out, 0.0f,
+                    n->y[l], out);
+    }
+    for (int l = LAYERS - 1; l >= 0; l--) {
+        int in = floor_layers[l][0], out = floor_layers[l][1];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, b, 1.0f, n->x[l], in, n->dy[l], out, 0.0f,
+                    n->dw[l], out);
+        if (l != 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, in, out, 1.0f, n->dy[l], out, n->w[l], out, 0.0f,
+                        n->dx[l], in);
+    }
+}
 
 struct floor_arg {
     int cpu;
@@ -304,9 +364,9 @@ static void *floor_thread(void *p)
     CPU_ZERO(&set);
     CPU_SET(a->cpu, &set);
     (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort, as the devices' pinning */
-    /* Separate outputs, so that the inputs keep their small values. */
-    size_t most = (size_t)FLOOR_B * 512, nid = (size_t)FLOOR_REPEAT * FLOOR_ROWS;
-    float *buf = calloc(5 * most + 2 * (size_t)FLOOR_ROWS * DIM, sizeof *buf);
+    floor_net net;
+    size_t nf = floor_wire(NULL, &net), nid = (size_t)FLOOR_REPEAT * FLOOR_ROWS;
+    float *buf = malloc((nf + 2 * (size_t)FLOOR_ROWS * DIM) * sizeof *buf);
     uint32_t *ids = malloc(2 * nid * sizeof *ids);
     a->gemm_s = a->rows_s = -1;
     pthread_barrier_wait(a->start);
@@ -315,13 +375,12 @@ static void *floor_thread(void *p)
         free(ids);
         return NULL;
     }
-    float *x = buf, *w = buf + most, *y = buf + 2 * most, *dw = buf + 3 * most, *dx = buf + 4 * most;
-    float *act = buf + 5 * most, *g = act + (size_t)FLOOR_ROWS * DIM;
-    for (size_t i = 0; i < most; i++) {
-        x[i] = (float)(i % 17) * 0.01f;
-        w[i] = (float)(i % 13) * 0.01f - 0.06f;
-        y[i] = (float)(i % 11) * 0.01f - 0.05f;
-    }
+    floor_wire(buf, &net);
+    /* Small values that stay small: the weights ±0.06, every other buffer
+     * below 0.17 (the chained ones are overwritten by the first step). */
+    for (size_t i = 0; i < nf; i++)
+        buf[i] = (float)(i % 13) * 0.01f - 0.06f;
+    float *act = buf + nf, *g = act + (size_t)FLOOR_ROWS * DIM;
     for (size_t i = 0; i < (size_t)FLOOR_ROWS * DIM; i++)
         g[i] = (float)(i % 7) * 1e-4f;
     uint64_t seed = 7 + (uint64_t)a->cpu;
@@ -332,13 +391,7 @@ static void *floor_thread(void *p)
     double gemm = 0, rows = 0;
     for (int it = 0; it < FLOOR_REPEAT; it++) {
         double t0 = bench_now();
-        for (int l = 0; l < 6; l++) {
-            int in = floor_layers[l][0], out = floor_layers[l][1], b = FLOOR_B;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, x, in, w, out, 0.0f, dx, out);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, b, 1.0f, x, in, y, out, 0.0f, dw, out);
-            if (l != 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, in, out, 1.0f, y, out, w, out, 0.0f, dx, in);
-        }
+        floor_gemms(&net);
         double t1 = bench_now();
         floor_rows(a->tables, ids + (size_t)it * FLOOR_ROWS, ids + nid + (size_t)it * FLOOR_ROWS, act, g);
         gemm += t1 - t0;
