@@ -199,19 +199,26 @@ static void compile_training(dfx *f, bool fused, tl_t extra, uint64_t seed)
 
 static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product);
 
-/* Layer 1 of the MLP below written out, its bias a reshape traced after the
- * matmul (as a partitioner's slice of a bias may be): the matmul cannot add
- * it, since it is computed after the matmul runs. */
-static tl_t late_bias_layer(tl_graph *g, tl_t x, int64_t H1)
+/* Layer 1 of the MLP below written out, its bias made after the matmul:
+ * LATE_COMPUTED, a reshape of a variable (as a partitioner's slice of a
+ * bias may be), which the matmul cannot add, since it is computed after the
+ * matmul runs; LATE_VARIABLE, the variable itself (as the Python front
+ * end's tf.layers.dense made it), which is there before anything runs. */
+enum { LATE_NONE, LATE_COMPUTED, LATE_VARIABLE };
+
+static tl_t late_bias_layer(tl_graph *g, tl_t x, int64_t H1, int how)
 {
     int64_t ks[2] = {tl_graph_node(g, x)->shape[1], H1}, bs[2] = {1, H1}, flat[1] = {H1};
     tl_t w = tl_variable(g, "dense/kernel", ks, 2, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
     tl_t z = tl_matmul(g, x, w, false, false);
+    if (how == LATE_VARIABLE)
+        return tl_relu(g, tl_bias_add(g, z, tl_variable(g, "dense/bias", flat, 1,
+                                                          (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0})));
     tl_t b = tl_variable(g, "dense/bias", bs, 2, (tl_initializer){TL_INIT_GLOROT_UNIFORM, 0, 0});
     return tl_relu(g, tl_bias_add(g, z, tl_reshape(g, b, flat, 1)));
 }
 
-static bool late_bias;
+static int late_bias;
 
 static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1, int64_t H2, bool keep_product)
 {
@@ -221,7 +228,8 @@ static dfx dense_setup(bool fused, int threads, int64_t B, int64_t F, int64_t H1
     cr_assert_eq(tl_graph_create(f.vars, TL_MODE_TRAIN, &f.g), TL_OK);
     int64_t xs[2] = {B, F}, ls[1] = {B};
     tl_t x = tl_graph_input(f.g, TL_F32, xs, 2), labels = tl_graph_input(f.g, TL_I32, ls, 1);
-    tl_t h = late_bias ? late_bias_layer(f.g, x, H1) : tl_dense(f.g, x, H1, TL_ACT_RELU, "dense");
+    tl_t h = late_bias != LATE_NONE ? late_bias_layer(f.g, x, H1, late_bias)
+                                    : tl_dense(f.g, x, H1, TL_ACT_RELU, "dense");
     h = tl_dense(f.g, h, H2, TL_ACT_TANH, "dense_1");
     f.logits = tl_dense(f.g, h, 5, TL_ACT_NONE, "logits");
     f.product = tl_graph_node(f.g, f.logits)->in[0]; /* the logits' matmul */
@@ -314,10 +322,22 @@ Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
 
 Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
 {
-    late_bias = true;
+    late_bias = LATE_COMPUTED;
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
-    late_bias = false;
+    late_bias = LATE_NONE;
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
+    dense_same_bits(&op, &fu);
+    dense_teardown(&op);
+    dense_teardown(&fu);
+}
+
+Test(graph_fusion, a_bias_variable_made_after_its_matmul_is_fused)
+{
+    late_bias = LATE_VARIABLE;
+    dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
+    late_bias = LATE_NONE;
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1, "the first layer's bias is a variable: there before the matmul");
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
     dense_same_bits(&op, &fu);
     dense_teardown(&op);

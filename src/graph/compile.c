@@ -82,19 +82,21 @@ static void plan_fusion(tl_program *p, tl_t loss, bool backward, const tl_t *kee
         }
     }
     /* Dense layers: a float32 matmul read only by a bias add, whose bias
-     * nothing else reads (its gradient is written here alone) and comes
-     * before the matmul (computed before the matmul reads it, and its
-     * backward after the matmul's writes its gradient), and whose product
-     * needs a gradient whenever the sum does (the matmul's backward does
-     * the bias add's); a ReLU that alone reads the sum joins them. */
+     * nothing else reads (its gradient is written here alone) and is a
+     * variable or comes before the matmul (there before the matmul reads
+     * it, and its backward, if it has one, after the matmul's writes its
+     * gradient), and whose product needs a gradient whenever the sum does
+     * (the matmul's backward does the bias add's); a ReLU that alone reads
+     * the sum joins them. */
     for (int i = 0; i < g->n; i++) {
         const tl_node *b = &g->nodes[i];
         if (b->op != TL_OP_BIAS_ADD || b->dtype != TL_F32)
             continue;
         tl_t m = b->in[0];
         const tl_node *mm = &g->nodes[m];
-        if (mm->op != TL_OP_MATMUL || mm->dtype != TL_F32 || uses[m] != 1 || uses[b->in[1]] != 1 ||
-            b->in[1] > m || p->fuse[m] != TL_FUSE_NONE || (b->needs_grad && !mm->needs_grad))
+        bool bias_there = b->in[1] < m || g->nodes[b->in[1]].op == TL_OP_VARIABLE;
+        if (mm->op != TL_OP_MATMUL || mm->dtype != TL_F32 || uses[m] != 1 || uses[b->in[1]] != 1 || !bias_there ||
+            p->fuse[m] != TL_FUSE_NONE || (b->needs_grad && !mm->needs_grad))
             continue;
         tl_t relu = TL_T_INVALID;
         for (int j = i + 1; j < g->n && uses[i] == 1 && relu == TL_T_INVALID; j++)
