@@ -320,28 +320,29 @@ Test(graph_fusion, a_kept_product_keeps_its_bias_apart)
     dense_teardown(&fu);
 }
 
-Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
+/* The MLP with its first layer's bias made after the matmul (`how`): the
+ * first layer fused with its ReLU or not, the other two with their biases,
+ * and the bits of op by op. */
+static void late_bias_case(int how, int first_fused, const char *why)
 {
-    late_bias = LATE_COMPUTED;
+    late_bias = how;
     dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
     late_bias = LATE_NONE;
-    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 0, "the first layer's bias comes after its matmul");
+    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), first_fused, "%s", why);
     cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
     dense_same_bits(&op, &fu);
     dense_teardown(&op);
     dense_teardown(&fu);
 }
 
+Test(graph_fusion, a_bias_computed_after_its_matmul_is_added_apart)
+{
+    late_bias_case(LATE_COMPUTED, 0, "the first layer's bias is computed after its matmul");
+}
+
 Test(graph_fusion, a_bias_variable_made_after_its_matmul_is_fused)
 {
-    late_bias = LATE_VARIABLE;
-    dfx op = dense_setup(false, 1, 16, 12, 24, 20, false), fu = dense_setup(true, 1, 16, 12, 24, 20, false);
-    late_bias = LATE_NONE;
-    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS_RELU), 1, "the first layer's bias is a variable: there before the matmul");
-    cr_assert_eq(fused(fu.p, TL_FUSE_BIAS), 2);
-    dense_same_bits(&op, &fu);
-    dense_teardown(&op);
-    dense_teardown(&fu);
+    late_bias_case(LATE_VARIABLE, 1, "the first layer's bias is a variable: there before the matmul");
 }
 
 /* ---- a matmul's two gradient GEMMs at once ---------------------------------- */
