@@ -417,29 +417,88 @@ static inline __attribute__((always_inline)) void grad_cols(vec_walk first, int6
     }
 }
 
+/* Dz of the pairs of vector i, in j order: ci[j] = dz(i, j) for j < i,
+ * dz(j, i) for j > i (ci[i] is not read). */
+static inline __attribute__((always_inline)) void coef_row(const float *restrict dzb, int64_t f, int64_t i,
+                                                           float *restrict ci)
+{
+    const float *zi = dzb + tril_index(i, 0);
+    for (int64_t j = 0; j < i; j++)
+        ci[j] = zi[j];
+    for (int64_t j = i + 1; j < f; j++)
+        ci[j] = dzb[tril_index(j, i)];
+}
+
+/* The most vectors an example may have for its gradients to be taken four
+ * at a time (their dz rows on the stack). */
+enum { FOUR_MAX_F = 256 };
+
+/* Columns [c, c + 16) of vectors rows[0..3]'s gradients from the tile
+ * (vector j at tile + j·d), each as grad_cols sums it: coef[q·f + j] is dz
+ * of the pair of rows[q] and j. The four share every load of t_j, and their
+ * sums are independent, where one vector's 16 columns are a single chain. */
+static inline __attribute__((always_inline)) void grad_cols_four(const float *restrict tile, int64_t f, int64_t d,
+                                                                 const int64_t *rows, const float *restrict coef,
+                                                                 int64_t c, float *const *out)
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    const float *c0 = coef, *c1 = coef + f, *c2 = coef + 2 * f, *c3 = coef + 3 * f;
+    for (int64_t j = 0; j < f; j++) {
+        v16 t = *(const v16 *)(tile + j * d + c);
+        if (j != rows[0])
+            a0 = a0 + c0[j] * t;
+        if (j != rows[1])
+            a1 = a1 + c1[j] * t;
+        if (j != rows[2])
+            a2 = a2 + c2[j] * t;
+        if (j != rows[3])
+            a3 = a3 + c3[j] * t;
+    }
+    *(v16 *)(out[0] + c) = a0;
+    *(v16 *)(out[1] + c) = a1;
+    *(v16 *)(out[2] + c) = a2;
+    *(v16 *)(out[3] + c) = a3;
+}
+
 /* One example's gradients: the vectors read from a tile (above), each
- * gradient written into its part's. */
-/* One example's gradients: the vectors read from a tile (above), each
- * gradient written into its part's. */
+ * gradient written into its part's. Their columns in 16s (DLRM's dims of
+ * 16 and 32, the rest past a multiple of 64) are taken four vectors at a
+ * time where the tile holds the vectors. */
 TL_VECTOR_CLONES static void tril_grad_example(int64_t f, int64_t d, vec_walk parts, const float *restrict dzb,
                                                float *const *dx)
 {
-    float buf[TILE_FLOATS];
+    float buf[TILE_FLOATS], coef[4 * FOUR_MAX_F];
     const float *tile[1] = {buf};
     int64_t width;
     vec_walk first = tiled(parts, f, d, buf, tile, &width);
+    bool four = first.x == tile && f <= FOUR_MAX_F && d % 64 >= 16;
     vec_walk wi = parts;
-    for (int64_t i = 0; i < f; i++, walk_next(&wi)) {
-        if (dx[wi.k] == NULL)
-            continue; /* no gradient wanted for this part */
-        float *restrict dti = dx[wi.k] + (wi.at - wi.x[wi.k]); /* the same place in part k's gradient */
-        int64_t c = 0;
-        for (; c + 64 <= d; c += 64)
-            grad_cols(first, f, i, dzb, c, 64, dti);
-        for (; c + 16 <= d; c += 16)
-            grad_cols(first, f, i, dzb, c, 16, dti);
-        if (c < d)
-            grad_cols(first, f, i, dzb, c, d - c, dti);
+    for (int64_t i = 0; i < f;) {
+        /* The next (up to) four vectors that want a gradient. */
+        int64_t rows[4];
+        float *out[4];
+        int n = 0;
+        for (; i < f && n < 4; i++, walk_next(&wi))
+            if (dx[wi.k] != NULL) { /* else no gradient wanted for this part */
+                rows[n] = i;
+                out[n++] = dx[wi.k] + (wi.at - wi.x[wi.k]); /* the same place in part k's gradient */
+            }
+        int64_t c16 = d / 64 * 64, rest = c16 + (d - c16) / 16 * 16;
+        for (int q = 0; q < n; q++)
+            for (int64_t c = 0; c < c16; c += 64)
+                grad_cols(first, f, rows[q], dzb, c, 64, out[q]);
+        if (four && n == 4) {
+            for (int q = 0; q < 4; q++)
+                coef_row(dzb, f, rows[q], coef + q * f);
+            for (int64_t c = c16; c < rest; c += 16)
+                grad_cols_four(buf, f, d, rows, coef, c, out);
+        } else {
+            for (int q = 0; q < n; q++)
+                for (int64_t c = c16; c < rest; c += 16)
+                    grad_cols(first, f, rows[q], dzb, c, 16, out[q]);
+        }
+        for (int q = 0; q < n && rest < d; q++)
+            grad_cols(first, f, rows[q], dzb, rest, d - rest, out[q]);
     }
 }
 
