@@ -351,7 +351,9 @@ Test(k_interaction, triangle_sums_in_the_documented_order)
     /* The forward's three ways: the first six in a tile of vector pairs
      * (padded to multiples of 8 vectors and of 8 components, at most 4,096
      * floats); 27 x 130 copied side by side (3,510 floats, 32 x 136 padded);
-     * the last two, more than 4,096 floats an example, read in place. */
+     * the last two, more than 4,096 floats an example, read in place. The
+     * backward takes columns in 16s four vectors at a time at d = 16 (7
+     * vectors: four, then three one by one) and d = 100 (the 16s past 64). */
     const int64_t shapes[][3] = {{3, 27, 64}, {2, 9, 100}, {2, 7, 16}, {3, 5, 13}, {2, 4, 3},
                                  {1, 30, 72}, {2, 27, 130}, {2, 33, 130}, {1, 70, 64}};
     for (int s = 0; s < 9; s++) {

@@ -209,19 +209,13 @@ enum { TILE_FLOATS = 4096 };
 
 /* Example `parts`' vectors copied into buf when they fit: the walk over
  * the copy (one part, tile[0] == buf, of *width floats), else `parts`. */
-static inline __attribute__((always_inline)) vec_walk tiled(vec_walk parts, int64_t f, int64_t d, float *buf,
-                                                             const float *const *tile, int64_t *width)
+static inline vec_walk tiled(vec_walk parts, int64_t f, int64_t d, float *buf, const float *const *tile,
+                             int64_t *width)
 {
     if (f * d > TILE_FLOATS)
         return parts;
-    for (int64_t i = 0; i < f; i++, walk_next(&parts)) {
-        float *restrict dst = buf + i * d;
-        int64_t c = 0;
-        for (; c + 16 <= d; c += 16)
-            *(v16 *)(dst + c) = *(const v16 *)(parts.at + c);
-        for (; c < d; c++)
-            dst[c] = parts.at[c];
-    }
+    for (int64_t i = 0; i < f; i++, walk_next(&parts))
+        memcpy(buf + i * d, parts.at, (size_t)d * sizeof *buf);
     *width = f * d;
     return walk_first(1, tile, width, 0, d);
 }
@@ -374,7 +368,6 @@ void tl_k_pairwise_dot_tril(int64_t batch, int64_t f, int64_t d, const float *re
     tl_k_pairwise_dot_tril_parts(batch, f, d, 1, parts, &width, z);
 }
 
-
 /* Columns [c, c + n) of one example's dt_i, n 64, 16 or below 16: the sum
  * over j != i in increasing order of dz(pair i, j) · t_j, from 0, each
  * column's terms added one by one as axpy would add them, but in registers
@@ -483,22 +476,23 @@ TL_VECTOR_CLONES static void tril_grad_example(int64_t f, int64_t d, vec_walk pa
                 rows[n] = i;
                 out[n++] = dx[wi.k] + (wi.at - wi.x[wi.k]); /* the same place in part k's gradient */
             }
-        int64_t c16 = d / 64 * 64, rest = c16 + (d - c16) / 16 * 16;
+        /* Columns [0, end64) in 64s, [end64, end16) in 16s, then the rest. */
+        int64_t end64 = d / 64 * 64, end16 = end64 + (d - end64) / 16 * 16;
         for (int q = 0; q < n; q++)
-            for (int64_t c = 0; c < c16; c += 64)
+            for (int64_t c = 0; c < end64; c += 64)
                 grad_cols(first, f, rows[q], dzb, c, 64, out[q]);
         if (four && n == 4) {
             for (int q = 0; q < 4; q++)
                 coef_row(dzb, f, rows[q], coef + q * f);
-            for (int64_t c = c16; c < rest; c += 16)
+            for (int64_t c = end64; c < end16; c += 16)
                 grad_cols_four(buf, f, d, rows, coef, c, out);
         } else {
             for (int q = 0; q < n; q++)
-                for (int64_t c = c16; c < rest; c += 16)
+                for (int64_t c = end64; c < end16; c += 16)
                     grad_cols(first, f, rows[q], dzb, c, 16, out[q]);
         }
-        for (int q = 0; q < n && rest < d; q++)
-            grad_cols(first, f, rows[q], dzb, rest, d - rest, out[q]);
+        for (int q = 0; q < n && end16 < d; q++)
+            grad_cols(first, f, rows[q], dzb, end16, d - end16, out[q]);
     }
 }
 
